@@ -1,0 +1,15 @@
+"""`atpsim report` (not implemented yet: it says so and exits 2)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("report", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def command(args: tuple[str, ...]) -> None:
+    """Not implemented yet."""
+    click.echo("atpsim: error: 'report' is not implemented yet", err=True)
+    sys.exit(2)

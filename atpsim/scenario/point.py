@@ -1,0 +1,60 @@
+"""One point of a sweep: everything needed to simulate a single configuration.
+
+The scenario loader expands a scenario file into a list of :class:`SweepPoint`; the runner
+calls :func:`atpsim.api.simulate_point` on each and writes one results row per point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from atpsim.compute.models import ModelConfig
+from atpsim.parallel.mesh import DeviceMesh
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """A fully resolved configuration.
+
+    *topology* is a plain mapping that :func:`atpsim.topology.spec.load_topology` accepts:
+    ``{"preset": "ic1"}``, ``{"builder": "torus", "dims": [4, 4], ...}`` or
+    ``{"file": "path.yaml"}``; *topology_label* is its short name for tables.
+    *calibration* optionally replaces derived all-reduce bandwidths in analytic mode
+    (keys ``B1_Bps``, ``B2_Bps``, the paper's calibrated B1, B2 of Section 5.3).
+    """
+
+    scenario: str
+    topology: Mapping[str, Any]
+    topology_label: str
+    n_devices: int
+    hardware: str
+    model: ModelConfig
+    mesh: DeviceMesh
+    chunks: int = 1
+    algorithm: str = "ring"
+    mode: str = "des"
+    calibration: Mapping[str, float] | None = field(default=None)
+
+    def key(self) -> str:
+        """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
+        return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Canonical JSON-able form (used for keys and for the results table's parameters)."""
+        return {
+            "scenario": self.scenario,
+            "topology": dict(self.topology),
+            "topology_label": self.topology_label,
+            "n_devices": self.n_devices,
+            "hardware": self.hardware,
+            "model": self.model.__dict__,
+            "mesh": [self.mesh.d1, self.mesh.d2, self.mesh.placement],
+            "chunks": self.chunks,
+            "algorithm": self.algorithm,
+            "mode": self.mode,
+            "calibration": dict(self.calibration) if self.calibration else None,
+        }

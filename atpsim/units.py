@@ -1,0 +1,106 @@
+"""Unit parsing and formatting at the YAML/CLI boundary; SI inside the package.
+
+Conventions (house style): bandwidths in bytes/s, times in seconds, sizes in bytes.
+"GB" is 10^9 bytes and "GiB" is 2^30; "Gb" (lower-case b) is 10^9 bits. Sizes written the
+nccl-tests way ("8", "1K", "1M", "1G", no trailing B) are binary, as nccl-tests reads them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from atpsim.errors import AtpsimError
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_NCCL_SIZE = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
+
+
+def _split(text: str, what: str) -> tuple[float, str]:
+    match = _QUANTITY.match(text)
+    if not match:
+        raise AtpsimError(f"expected {what}, got {text!r}")
+    return float(match.group(1)), match.group(2)
+
+
+def _prefix_scale(prefix: str) -> float | None:
+    if prefix in _BINARY:
+        return _BINARY[prefix]
+    return _DECIMAL.get(prefix)
+
+
+def parse_bandwidth(value: float | int | str) -> float:
+    """Bytes/s from a number (already bytes/s) or a string like '25 GB/s', '200 Gb/s', '1.5 GiB/s'."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "a bandwidth such as '25 GB/s' or '200 Gb/s'")
+    match = re.fullmatch(r"([kKMGTP]i?)?([Bb])(?:/s|ps)", unit)
+    scale = _prefix_scale(match.group(1) or "") if match else None
+    if match is None or scale is None:
+        raise AtpsimError(f"expected a bandwidth such as '25 GB/s' or '200 Gb/s', got {value!r}")
+    bits = match.group(2) == "b"
+    return number * scale / (8.0 if bits else 1.0)
+
+
+def parse_time(value: float | int | str) -> float:
+    """Seconds from a number (already seconds) or a string like '0.6 us', '5 ms', '1e-6 s'."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "a time such as '0.6 us' or '5 ms'")
+    if unit not in _TIME:
+        raise AtpsimError(f"expected a time unit in {sorted(_TIME)}, got {value!r}")
+    return number * _TIME[unit]
+
+
+def parse_bytes(value: float | int | str) -> float:
+    """Bytes from a number, an SI/IEC size ('1 GB', '1 GiB') or an nccl-tests size ('1G' = 2^30)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    number, unit = _split(value, "a size such as '1G', '64MiB' or '1 GB'")
+    if unit in _NCCL_SIZE:
+        return number * _NCCL_SIZE[unit]
+    match = re.fullmatch(r"([kKMGTP]i?)?B", unit)
+    scale = _prefix_scale(match.group(1) or "") if match else None
+    if match is None or scale is None:
+        raise AtpsimError(f"expected a size such as '1G', '64MiB' or '1 GB', got {value!r}")
+    return number * scale
+
+
+def parse_size_range(text: str) -> list[int]:
+    """nccl-tests' ``-b MIN -e MAX -f 2`` as one string 'MIN:MAX' (doubling) or a single size."""
+    if ":" not in text:
+        return [int(parse_bytes(text))]
+    low_text, high_text = text.split(":", 1)
+    low, high = int(parse_bytes(low_text)), int(parse_bytes(high_text))
+    if low <= 0 or high < low:
+        raise AtpsimError(f"expected MIN:MAX with 0 < MIN <= MAX, got {text!r}")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def format_bandwidth(bytes_per_s: float) -> str:
+    """'123.4 GB/s' (decimal GB, as vendors and nccl-tests print)."""
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
+
+
+def format_time(seconds: float) -> str:
+    """A time with the unit that keeps 1-4 digits before the point."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3f} {unit}"
+    return f"{seconds / 1e-9:.1f} ns"
+
+
+def format_bytes(n_bytes: float) -> str:
+    """A size in binary units, the way nccl-tests' size column reads (bytes as an integer)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.4g} {unit}"
+    return f"{int(n_bytes)} B"
