@@ -1,0 +1,71 @@
+"""The per-rank program of a training step: compute and communication tasks with dependencies.
+
+A layer plan (:mod:`atpsim.parallel.atp`) emits a :class:`StepProgram`; the step simulator
+(:mod:`atpsim.step`) runs it on two in-order streams per rank (compute, comm), like CUDA
+streams: a task starts when all its dependencies have finished *and* every earlier task of
+its stream has finished. Every rank runs the same program (SPMD); communication tasks name
+a mesh dimension, and the engine runs that collective on all groups of the dimension at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Stream = Literal["compute", "comm"]
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    """Work on one rank. *kind* 'gemm' is timed by the GEMM model from (m, n, k) and *batch*
+    (a batched GEMM, e.g. attention scores over the heads a rank holds); 'memory' is timed as
+    memory-bound from *bytes_moved*. *flops* counts 2 per multiply-add."""
+
+    name: str
+    kind: Literal["gemm", "memory"]
+    flops: float = 0.0
+    bytes_moved: float = 0.0
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """A collective on mesh dimension *dim* (1 or 2). *bytes* is each rank's buffer in the
+    nccl-tests convention: the buffer all-reduced, or the full output of an all-gather, or
+    the full input of a reduce-scatter."""
+
+    name: str
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter"]
+    dim: int
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Task:
+    """One op in program order: *deps* are ids of tasks that must finish before it starts."""
+
+    id: int
+    op: ComputeOp | CommOp
+    chunk: int
+    phase: Literal["fwd", "bwd"]
+    deps: tuple[int, ...] = ()
+
+    @property
+    def stream(self) -> Stream:
+        return "comm" if isinstance(self.op, CommOp) else "compute"
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """Tasks in issue order (a topological order); each stream runs its tasks in this order."""
+
+    tasks: tuple[Task, ...]
+
+    def compute_ops(self) -> list[ComputeOp]:
+        return [t.op for t in self.tasks if isinstance(t.op, ComputeOp)]
+
+    def comm_ops(self) -> list[CommOp]:
+        return [t.op for t in self.tasks if isinstance(t.op, CommOp)]
