@@ -1,0 +1,79 @@
+"""Export a step timeline as a Chrome trace (chrome://tracing, Perfetto JSON).
+
+One process per rank with two threads (compute, comm), plus one process "collectives" with a
+thread per mesh dimension showing when each collective ran on the first group of that
+dimension. Times are microseconds, as the Trace Event Format expects.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from atpsim.parallel.program import CommOp
+from atpsim.step.simulate import StepTimeline
+
+_STREAM_TID = {"compute": 0, "comm": 1}
+
+
+def chrome_trace(timeline: StepTimeline, ranks: list[int] | None = None) -> dict[str, Any]:
+    """Trace events for *ranks* (default: the first 8 and the critical rank)."""
+    chosen = ranks if ranks is not None else _default_ranks(timeline)
+    events: list[dict[str, Any]] = []
+    for rank in chosen:
+        events += _name_events(rank, f"rank {rank}", {0: "compute", 1: "comm"})
+        events += [_task_event(timeline, task, rank, rank) for task in timeline.program.tasks]
+    collectives_pid = timeline.n_ranks
+    events += _name_events(collectives_pid, "collectives", {1: "mesh dim 1", 2: "mesh dim 2"})
+    first = chosen[0] if chosen else 0
+    for task in timeline.program.tasks:
+        if isinstance(task.op, CommOp):
+            event = _task_event(timeline, task, first, collectives_pid)
+            event["tid"] = task.op.dim
+            events.append(event)
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def write_chrome_trace(timeline: StepTimeline, path: str | Path, ranks: list[int] | None = None) -> Path:
+    """Write :func:`chrome_trace` to *path* as JSON; returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(chrome_trace(timeline, ranks), indent=None, sort_keys=True))
+    return target
+
+
+def _default_ranks(timeline: StepTimeline) -> list[int]:
+    ranks = list(range(min(8, timeline.n_ranks)))
+    critical = timeline.critical_rank()
+    return ranks if critical in ranks else [*ranks, critical]
+
+
+def _task_event(timeline: StepTimeline, task: Any, rank: int, pid: int) -> dict[str, Any]:
+    start_s = float(timeline.start_s[task.id, rank])
+    finish_s = float(timeline.finish_s[task.id, rank])
+    op = task.op
+    args: dict[str, Any] = {"chunk": task.chunk}
+    if isinstance(op, CommOp):
+        args.update(collective=op.collective, dim=op.dim, bytes=op.bytes)
+    else:
+        args.update(flops=op.flops, m=op.m, n=op.n, k=op.k, batch=op.batch)
+    return {
+        "name": op.name,
+        "cat": task.phase,
+        "ph": "X",
+        "pid": pid,
+        "tid": _STREAM_TID[task.stream],
+        "ts": start_s * 1e6,
+        "dur": (finish_s - start_s) * 1e6,
+        "args": args,
+    }
+
+
+def _name_events(pid: int, name: str, threads: dict[int, str]) -> list[dict[str, Any]]:
+    events = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}]
+    events += [
+        {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": label}}
+        for tid, label in threads.items()
+    ]
+    return events
