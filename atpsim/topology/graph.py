@@ -10,6 +10,7 @@ each with the full per-direction bandwidth, numbered in :class:`LinkTable`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -97,7 +98,9 @@ class Topology:
     def gpu(self, rank: int) -> Any:
         """The node of GPU *rank*; a clear error for a rank that does not exist."""
         if not 0 <= rank < self.n_gpus:
-            raise TopologyError(f"GPU rank {rank} out of range 0..{self.n_gpus - 1}", source=self.name)
+            raise TopologyError(
+                f"GPU rank {rank} out of range 0..{self.n_gpus - 1}", source=self.name
+            )
         return self.gpu_nodes[rank]
 
     # -- routing ---------------------------------------------------------------------
@@ -111,7 +114,7 @@ class Topology:
         cached = self._route_cache.get(key)
         if cached is None:
             path = self.route_nodes(src_rank, dst_rank)
-            cached = tuple(self.link_id(u, v) for u, v in zip(path, path[1:]))
+            cached = tuple(self.link_id(u, v) for u, v in pairwise(path))
             self._route_cache[key] = cached
         return cached
 
@@ -165,7 +168,9 @@ def _validate_graph(name: str, graph: nx.Graph) -> None:
 
 
 def _gpus_by_rank(graph: nx.Graph) -> list[Any]:
-    gpus = [(data.get("rank"), node) for node, data in graph.nodes(data=True) if data["kind"] == "gpu"]
+    gpus = [
+        (data.get("rank"), node) for node, data in graph.nodes(data=True) if data["kind"] == "gpu"
+    ]
     if not gpus:
         raise TopologyError("the graph has no GPU nodes", key="nodes")
     ranks = sorted(rank for rank, _ in gpus if isinstance(rank, int))

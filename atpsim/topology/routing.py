@@ -30,3 +30,142 @@ class ShortestPathRouter:
 
     def path(self, topology: Topology, src: Any, dst: Any) -> list[Any]:
         return list(nx.shortest_path(topology.graph, src, dst))
+
+
+class DimensionOrderRouter:
+    """Dimension-order routing on a torus of shape *dims*: correct dimension 0, then 1, ...; in
+    each, go the shorter way round, and the positive way on a tie (exactly half way). GPU nodes
+    carry ``coords``; the GPU at coordinates c has the row-major rank of c. The route length is
+    the wrapped Manhattan distance, and no search is needed."""
+
+    name = "dimension-order"
+
+    def __init__(self, dims: tuple[int, ...]):
+        self.dims = tuple(dims)
+
+    def path(self, topology: Topology, src: Any, dst: Any) -> list[Any]:
+        here = list(topology.graph.nodes[src]["coords"])
+        target = topology.graph.nodes[dst]["coords"]
+        path = [src]
+        for axis, size in enumerate(self.dims):
+            forward = (target[axis] - here[axis]) % size
+            backward = size - forward
+            step, hops = (1, forward) if forward <= backward else (-1, backward)
+            for _ in range(hops if forward else 0):
+                here[axis] = (here[axis] + step) % size
+                path.append(topology.gpu_nodes[self._rank(here)])
+        return path
+
+    def _rank(self, coords: list[int]) -> int:
+        rank = 0
+        for c, size in zip(coords, self.dims, strict=True):
+            rank = rank * size + c
+        return rank
+
+
+class _UpDownState:
+    """What :class:`UpDownRouter` precomputes once per topology: levels, up/down/peer neighbours,
+    the GPU ranks below each node, and per-link bandwidths."""
+
+    def __init__(self, topology: Topology):
+        graph = topology.graph
+        level = {n: int(d.get("level", 0)) for n, d in graph.nodes(data=True)}
+        self.ups: dict[Any, list[Any]] = {n: [] for n in graph}
+        self.downs: dict[Any, list[Any]] = {n: [] for n in graph}
+        self.peers: dict[Any, list[Any]] = {n: [] for n in graph}
+        self.adjacent: dict[Any, set[Any]] = {n: set(graph.adj[n]) for n in graph}
+        self.bandwidth: dict[tuple[Any, Any], float] = {}
+        for u, v, data in graph.edges(data=True):
+            self.bandwidth[(u, v)] = self.bandwidth[(v, u)] = data["bandwidth_Bps"]
+            if level[u] == level[v]:
+                self.peers[u].append(v)
+                self.peers[v].append(u)
+            else:
+                low, high = (u, v) if level[u] < level[v] else (v, u)
+                self.ups[low].append(high)
+                self.downs[high].append(low)
+        self.rank = {n: d["rank"] for n, d in graph.nodes(data=True) if d["kind"] == "gpu"}
+        self.below: dict[Any, frozenset[int]] = {}
+        for node in sorted(graph, key=lambda n: level[n]):
+            ranks = {self.rank[node]} if node in self.rank else set()
+            for child in self.downs[node]:
+                ranks |= self.below[child]
+            self.below[node] = frozenset(ranks)
+        self.down_choice: dict[Any, dict[int, list[Any]]] = {}
+
+    def best(self, node: Any, candidates: list[Any]) -> list[Any]:
+        """The *candidates* joined to *node* by the fastest link, and among those the ones with
+        the fewest GPUs below (the nearest common ancestor)."""
+        key = {c: (-self.bandwidth[(node, c)], len(self.below[c])) for c in candidates}
+        smallest = min(key.values())
+        return [c for c in candidates if key[c] == smallest]
+
+    def downs_towards(self, node: Any, dst_rank: int) -> list[Any]:
+        """The best children of *node* that have GPU *dst_rank* below them (cached per node)."""
+        table = self.down_choice.get(node)
+        if table is None:
+            by_rank: dict[int, list[Any]] = {}
+            for child in self.downs[node]:
+                for rank in self.below[child]:
+                    by_rank.setdefault(rank, []).append(child)
+            table = {rank: self.best(node, children) for rank, children in by_rank.items()}
+            self.down_choice[node] = table
+        return table[dst_rank]
+
+
+class UpDownRouter:
+    """Up*/down* routing on switched fabrics (stars, trees, fat trees) without a search per pair.
+
+    Nodes carry a ``level`` (GPUs 0, switches above). A GPU directly linked to the destination
+    takes that link. Otherwise the route climbs until it reaches a node with the destination
+    below it, then descends. Climbing prefers uplinks with the destination below, else uplinks
+    that lead higher (or across a peer link at the top); descending takes the child with the
+    destination below. Among equals the fastest link wins, then the fewest GPUs below, then the
+    destination rank modulo the number of choices picks one uplink (source rank modulo k on the
+    way down), so routes are deterministic and spread over parallel uplinks.
+    """
+
+    name = "up-down"
+
+    def __init__(self) -> None:
+        self._state: _UpDownState | None = None
+        self._topology: Topology | None = None
+
+    def _prepare(self, topology: Topology) -> _UpDownState:
+        if self._state is None or self._topology is not topology:
+            self._state = _UpDownState(topology)
+            self._topology = topology
+        return self._state
+
+    def path(self, topology: Topology, src: Any, dst: Any) -> list[Any]:
+        state = self._prepare(topology)
+        if src == dst:
+            return [src]
+        if dst in state.adjacent[src]:
+            return [src, dst]
+        src_rank, dst_rank = state.rank[src], state.rank[dst]
+        path, node = [src], src
+        while dst_rank not in state.below[node]:
+            node = self._climb(state, node, dst_rank)
+            path.append(node)
+            if len(path) > len(state.ups):
+                raise RuntimeError(f"up/down routing from {src} to {dst} does not terminate")
+        while node != dst:
+            choices = [dst] if dst in state.adjacent[node] else state.downs_towards(node, dst_rank)
+            node = choices[src_rank % len(choices)]
+            path.append(node)
+        return path
+
+    @staticmethod
+    def _climb(state: _UpDownState, node: Any, dst_rank: int) -> Any:
+        ups = state.ups[node]
+        candidates = [u for u in ups if dst_rank in state.below[u]]
+        if not candidates:
+            candidates = [u for u in ups if state.ups[u] or state.peers[u]] or ups
+        if not candidates:
+            peers = state.peers[node]
+            candidates = [p for p in peers if dst_rank in state.below[p]] or peers
+        if not candidates:
+            raise RuntimeError(f"up/down routing is stuck at {node}")
+        choices = state.best(node, candidates)
+        return choices[dst_rank % len(choices)]

@@ -1,0 +1,101 @@
+"""Single-switch fabrics: `nvswitch` (one DGX node) and `nvlink_network_switch` (IC5).
+
+Both model the fabric as one non-blocking logical switch node: each GPU has one link to it
+whose per-direction bandwidth is the GPU's total NVLink bandwidth. Assumption: real fabrics are
+several switch chips (DGX A100: 6 NVSwitches; DGX H100: 4; the NVLink Switch System of Hot Chips
+34 joins up to 256 H100s through second-level NVLink switches) wired so that any GPU can use its
+full bandwidth to any other, which a single non-blocking node represents.
+
+Latency: each GPU-switch link carries half of NCCL's per-step NVLink latency for the LL protocol,
+0.6 us (NVIDIA/nccl src/graph/tuning.cc, measured-data.md "NCCL's own latency model" [C]) —
+a model constant, not a measurement — so a GPU-to-GPU hop costs 0.6 us.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from atpsim.topology.builders._common import (
+    add_gpu,
+    add_link,
+    bandwidth_param,
+    choice_param,
+    count_param,
+    time_param,
+)
+from atpsim.topology.graph import Topology
+from atpsim.topology.registry import register_builder
+from atpsim.topology.routing import UpDownRouter
+
+#: Per-GPU, per-direction NVLink bandwidth by generation (measured-data.md "Links" [S], NVIDIA):
+#: NVLink3 (A100) 12 links, 300 GB/s; NVLink4 (H100) 18 links, 450 GB/s.
+NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9}
+#: Half of NCCL's NVLink per-step latency (LL, 0.6 us) per GPU-switch link [C].
+NVLINK_HOP_LATENCY_S = 0.3e-6
+
+
+def star(
+    name: str, gpus: int, switch_kind: str, link_kind: str, bandwidth: float, latency: float
+) -> nx.Graph:
+    """*gpus* GPUs each joined to one switch node *name* (level 1) by one link."""
+    graph = nx.Graph()
+    graph.add_node(name, kind=switch_kind, level=1)
+    for rank in range(gpus):
+        add_link(graph, add_gpu(graph, rank), name, link_kind, bandwidth, latency)
+    return graph
+
+
+@register_builder("nvswitch")
+def nvswitch(
+    gpus: int = 8,
+    generation: str = "a100",
+    gpu_bandwidth_Bps: Any = None,
+    latency_s: Any = NVLINK_HOP_LATENCY_S,
+) -> Topology:
+    """*gpus* GPUs on one NVSwitch fabric (a DGX node); *generation* 'a100' (NVLink3, 300 GB/s per
+    direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure."""
+    gpus = count_param(gpus, "gpus")
+    generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
+    bandwidth = bandwidth_param(
+        NVLINK_BANDWIDTH_BPS[generation] if gpu_bandwidth_Bps is None else gpu_bandwidth_Bps,
+        "gpu_bandwidth_Bps",
+    )
+    latency = time_param(latency_s, "latency_s")
+    graph = star("nvswitch0", gpus, "nvswitch", "nvlink", bandwidth, latency)
+    return Topology(
+        f"nvswitch:{gpus}",
+        graph,
+        UpDownRouter(),
+        description=(
+            f"{gpus} {generation.upper()} GPUs on one NVSwitch fabric (modelled as one non-blocking "
+            f"switch), {bandwidth / 1e9:g} GB/s per GPU per direction"
+        ),
+        meta={"builder": "nvswitch", "generation": generation},
+    )
+
+
+@register_builder("nvlink-network-switch")
+def nvlink_network_switch(
+    gpus: int = 256,
+    gpu_bandwidth_Bps: Any = NVLINK_BANDWIDTH_BPS["h100"],
+    latency_s: Any = NVLINK_HOP_LATENCY_S,
+) -> Topology:
+    """*gpus* GPUs on one NVLink-Network switch fabric (the paper's IC5), modelled as one
+    non-blocking switch; default 450 GB/s per GPU per direction (NVLink4, H100), as in the NVLink
+    Switch System (Hot Chips 34). Thousands of GPUs on one fabric is the paper's hypothetical."""
+    gpus = count_param(gpus, "gpus")
+    bandwidth = bandwidth_param(gpu_bandwidth_Bps, "gpu_bandwidth_Bps")
+    latency = time_param(latency_s, "latency_s")
+    graph = star("nvl_switch0", gpus, "nvl_switch", "nvlink_network", bandwidth, latency)
+    return Topology(
+        f"nvlink-network-switch:{gpus}",
+        graph,
+        UpDownRouter(),
+        description=(
+            f"{gpus} GPUs on one NVLink-Network switch fabric (assumed non-blocking), "
+            f"{bandwidth / 1e9:g} GB/s per GPU per direction"
+        ),
+        meta={"builder": "nvlink-network-switch"},
+    )

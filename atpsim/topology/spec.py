@@ -1,0 +1,243 @@
+"""Turn a topology spec into a :class:`Topology`: a preset name, a builder spec string, a custom
+YAML file, or a mapping. Built topologies are memoized by canonical spec, because a sweep asks
+for the same 4096-GPU fabric many times.
+
+Spec strings: ``BUILDER:SIZE[,key=value...]`` — ``torus:32x32``, ``torus:16x16x16``,
+``nvswitch:8``, ``ib-cluster:4x8`` (4 nodes x 8 GPUs), ``pcie-tree:8``,
+``nvlink-network-switch:4096``, ``nvlink-pairs:8``; other parameters take their documented
+defaults unless given after a comma (``torus:4x4,link_bandwidth_Bps=50 GB/s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from atpsim.errors import AtpsimError, TopologyError
+from atpsim.topology.graph import Topology
+from atpsim.topology.registry import builder_names, did_you_mean, get_builder
+
+_CACHE: dict[str, Topology] = {}
+
+
+def _parse_dims(text: str) -> dict[str, Any]:
+    return {"dims": tuple(_parse_int(part, "dims") for part in text.split("x"))}
+
+
+def _parse_gpus(text: str) -> dict[str, Any]:
+    return {"gpus": _parse_int(text, "gpus")}
+
+
+def _parse_cluster(text: str) -> dict[str, Any]:
+    parts = text.split("x")
+    if len(parts) != 2:
+        raise TopologyError(f"expected NODESxGPUS_PER_NODE such as '4x8', got {text!r}", key="size")
+    return {
+        "nodes": _parse_int(parts[0], "nodes"),
+        "gpus_per_node": _parse_int(parts[1], "gpus_per_node"),
+    }
+
+
+def _parse_int(text: str, key: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise TopologyError(f"expected an integer, got {text!r}", key=key) from None
+
+
+def _size_torus(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
+    from atpsim.topology.builders.torus import square_dims
+
+    return {"dims": square_dims(n_gpus)}
+
+
+def _size_gpus(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
+    return {"gpus": n_gpus}
+
+
+def _size_cluster(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
+    per_node = int(params.get("gpus_per_node", 8))
+    if n_gpus % per_node:
+        raise TopologyError(
+            f"expected a GPU count divisible by gpus_per_node={per_node}, got {n_gpus}", key="gpus"
+        )
+    return {"nodes": n_gpus // per_node}
+
+
+#: How the SIZE of ``BUILDER:SIZE`` reads, per builder.
+SIZE_PARSERS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "torus": _parse_dims,
+    "nvswitch": _parse_gpus,
+    "nvlink-network-switch": _parse_gpus,
+    "pcie-tree": _parse_gpus,
+    "nvlink-pairs": _parse_gpus,
+    "ib-cluster": _parse_cluster,
+}
+#: How a builder is sized to *n_gpus* when a spec leaves the size open.
+SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
+    "torus": _size_torus,
+    "nvswitch": _size_gpus,
+    "nvlink-network-switch": _size_gpus,
+    "pcie-tree": _size_gpus,
+    "nvlink-pairs": _size_gpus,
+    "ib-cluster": _size_cluster,
+}
+
+
+def load_topology(spec: Any, *, n_gpus: int | None = None, source: str | None = None) -> Topology:
+    """The topology *spec* names: a preset ('ic1', 'dgx-a100'), a builder spec string
+    ('torus:32x32'), a custom YAML path, or a mapping ``{"preset": name, **overrides}`` |
+    ``{"builder": name, **params}`` | ``{"file": path}``. *n_gpus* sizes a scalable preset or
+    builder whose size the spec leaves open. Errors are :class:`TopologyError` naming *source*."""
+    try:
+        return _load(spec, n_gpus)
+    except AtpsimError as error:
+        if isinstance(error, TopologyError):
+            raise (error.with_source(source) if source else error) from None
+        raise TopologyError(error.message, source=error.source or source, key=error.key) from None
+
+
+def _load(spec: Any, n_gpus: int | None) -> Topology:
+    kind, name, params = _normalize(spec)
+    key = json.dumps([kind, name, params, n_gpus], sort_keys=True, default=str)
+    topology = _CACHE.get(key)
+    if topology is None:
+        topology = _build(kind, name, params, n_gpus)
+        _CACHE[key] = topology
+    return topology
+
+
+def _normalize(spec: Any) -> tuple[str, str, dict[str, Any]]:
+    """('preset'|'builder'|'file', name, parameters) for any accepted form of *spec*."""
+    if isinstance(spec, Topology):
+        raise TopologyError("a Topology object is not a spec; use it directly")
+    if isinstance(spec, Mapping):
+        return _normalize_mapping(spec)
+    if not isinstance(spec, str) or not spec.strip():
+        raise TopologyError(f"expected a preset name, builder spec or YAML file, got {spec!r}")
+    text = spec.strip()
+    head, _, rest = text.partition(":")
+    if head in builder_names():
+        return "builder", head, _parse_spec_rest(head, rest)
+    if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
+        return "file", text, {}
+    from atpsim.topology.presets import preset_names
+
+    if not rest and text in preset_names():
+        return "preset", text, {}
+    names = [*preset_names(), *builder_names()]
+    raise TopologyError(f"unknown topology {text!r}{did_you_mean(head, names)}")
+
+
+def _normalize_mapping(spec: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    forms = [k for k in ("preset", "builder", "file") if k in spec]
+    if len(forms) != 1:
+        raise TopologyError(
+            f"expected exactly one of 'preset', 'builder' or 'file' in a topology mapping, got keys {sorted(spec)}"
+        )
+    form = forms[0]
+    params = {str(k): v for k, v in spec.items() if k != form}
+    name = spec[form]
+    if not isinstance(name, str):
+        raise TopologyError(f"expected a name, got {name!r}", key=form)
+    if form == "file" and params:
+        raise TopologyError(
+            f"a custom topology file takes no parameters, got {sorted(params)}", key="file"
+        )
+    if form == "builder" and ":" in name:
+        head, _, rest = name.partition(":")
+        return "builder", head, {**_parse_spec_rest(head, rest), **params}
+    return form, name, params
+
+
+def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:
+    """Parameters from the part after ``BUILDER:`` — a size, then optional ``key=value`` pairs."""
+    if not rest:
+        return {}
+    size, *pairs = [p.strip() for p in rest.split(",")]
+    params: dict[str, Any] = {}
+    if size:
+        if builder not in SIZE_PARSERS:
+            raise TopologyError(f"builder {builder!r} takes no size in a spec string, got {size!r}")
+        params.update(SIZE_PARSERS[builder](size))
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise TopologyError(f"expected key=value after the size, got {pair!r}", key=builder)
+        params[key.strip()] = _scalar(value.strip())
+    return params
+
+
+def _scalar(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _build(kind: str, name: str, params: dict[str, Any], n_gpus: int | None) -> Topology:
+    if kind == "file":
+        from atpsim.topology.custom import load_custom
+
+        return load_custom(name)
+    if kind == "preset":
+        from atpsim.topology.presets import build_preset
+
+        return build_preset(name, params, n_gpus=n_gpus)
+    return build_from_builder(name, params, n_gpus=n_gpus)
+
+
+def build_from_builder(name: str, params: dict[str, Any], *, n_gpus: int | None = None) -> Topology:
+    """Call builder *name* with *params*, sized to *n_gpus* when no size parameter is given."""
+    builder = get_builder(name)
+    params = dict(params)
+    if n_gpus is not None and name in SIZE_FROM_GPUS:
+        sized = SIZE_FROM_GPUS[name](n_gpus, params)
+        if not any(k in params for k in sized):
+            params.update(sized)
+    try:
+        topology = builder(**params)
+    except TypeError as error:
+        raise TopologyError(_explain_type_error(name, builder, params, error)) from None
+    return topology
+
+
+def _explain_type_error(name: str, builder: Any, params: dict[str, Any], error: TypeError) -> str:
+    import inspect
+
+    allowed = list(inspect.signature(builder).parameters)
+    unknown = [k for k in params if k not in allowed]
+    if unknown:
+        return f"unknown parameter {unknown[0]!r} for builder {name!r}{did_you_mean(unknown[0], allowed)}"
+    return f"bad parameters for builder {name!r}: {error}"
+
+
+def topology_label(spec: Any) -> str:
+    """A short label for tables: the preset name, the builder spec string, or the file stem."""
+    kind, name, params = _normalize(spec)
+    if kind == "file":
+        return os.path.splitext(os.path.basename(name))[0]
+    if not params:
+        return name
+    size = _size_text(name, params)
+    rest = {k: v for k, v in params.items() if k not in ("dims", "gpus", "nodes", "gpus_per_node")}
+    extra = ",".join(f"{k}={v}" for k, v in sorted(rest.items()))
+    return ":".join(p for p in (name, ",".join(p for p in (size, extra) if p)) if p)
+
+
+def _size_text(name: str, params: dict[str, Any]) -> str:
+    if "dims" in params:
+        dims = params["dims"]
+        return "x".join(map(str, dims if isinstance(dims, (list, tuple)) else [dims]))
+    if "nodes" in params:
+        return f"{params['nodes']}x{params.get('gpus_per_node', 8)}"
+    return str(params.get("gpus", ""))
+
+
+def clear_cache() -> None:
+    """Forget memoized topologies (tests use this)."""
+    _CACHE.clear()
