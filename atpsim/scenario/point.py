@@ -25,6 +25,16 @@ class SweepPoint:
     ``{"file": "path.yaml"}``; *topology_label* is its short name for tables.
     *calibration* optionally replaces derived all-reduce bandwidths in analytic mode
     (keys ``B1_Bps``, ``B2_Bps``, the paper's calibrated B1, B2 of Section 5.3).
+
+    The topology is built with ``load_topology(point.topology, n_gpus=point.n_devices)``:
+    *n_devices* sizes scalable presets and builders (``ic5``, ``ic6``, ``ic4``) that the
+    mapping leaves open; a topology with more GPUs than *n_devices* uses ranks 0..n-1.
+
+    *group* marks the candidates of one ATP-OPT choice: a scenario asking for ``atp-opt``
+    expands into one point per factorization ``d1 * d2 = n_devices`` with
+    ``group="atp-opt"``; the runner simulates each like any other point and the report keeps
+    the fastest mesh among the points sharing :meth:`group_key` as ATP-OPT. Points outside a
+    group have ``group=None`` (and their :meth:`key` does not mention it).
     """
 
     scenario: str
@@ -38,14 +48,24 @@ class SweepPoint:
     algorithm: str = "ring"
     mode: str = "des"
     calibration: Mapping[str, float] | None = field(default=None)
+    group: str | None = None
 
     def key(self) -> str:
         """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
         return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
+    def group_key(self) -> str | None:
+        """The key shared by every candidate mesh of this point's group (its key without the
+        mesh), or None outside a group: the report picks the best mesh per group key."""
+        if self.group is None:
+            return None
+        fields = self.as_dict()
+        del fields["mesh"]
+        return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
     def as_dict(self) -> dict[str, Any]:
         """Canonical JSON-able form (used for keys and for the results table's parameters)."""
-        return {
+        fields = {
             "scenario": self.scenario,
             "topology": dict(self.topology),
             "topology_label": self.topology_label,
@@ -58,3 +78,6 @@ class SweepPoint:
             "mode": self.mode,
             "calibration": dict(self.calibration) if self.calibration else None,
         }
+        if self.group is not None:
+            fields["group"] = self.group
+        return fields

@@ -1,0 +1,124 @@
+"""Scenario file -> :class:`Scenario`, every bad input as one-line :class:`ScenarioError`.
+
+The message names the file, the key path inside it and what was expected, e.g.
+``fig12.yaml: parallelism.meshes[1]: DeviceMesh(2, 3) has 6 devices; expected 8``. Loading
+also expands the sweep once (:func:`atpsim.scenario.sweep.expand_sweep`), so the checks that
+need the topology (device counts, a disconnected custom graph) fail here, not mid-run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from atpsim.errors import ScenarioError
+from atpsim.scenario.schema import Scenario, render_key, show
+
+#: pydantic error type -> what was expected (the got-value is appended).
+_EXPECTED = {
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "string_type": "expected a string",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "list_type": "expected a list",
+    "tuple_type": "expected a list",
+}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping (YAML keeps the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+)
+
+
+def read_yaml(path: Path, source: str) -> Any:
+    """The YAML document in *path*; a syntax error names its line and column."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        message = f"cannot read the scenario file: {error.strerror}"
+        raise ScenarioError(message, source=source) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as error:
+        raise ScenarioError(_yaml_message(error), source=source) from None
+
+
+def _yaml_message(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"{where}invalid YAML: {problem}"
+
+
+def error_from_validation(error: ValidationError, raw: Any, source: str) -> ScenarioError:
+    """The first error of *error* as a :class:`ScenarioError` with the key path in *raw*."""
+    detail = error.errors(include_url=False)[0]
+    ctx = detail.get("ctx") or {}
+    loc = (*detail["loc"], *ctx.get("subkey", ()))
+    key = render_key(loc, raw) or None
+    return ScenarioError(_describe(detail), source=source, key=key)
+
+
+def _describe(detail: Any) -> str:
+    kind, ctx = detail["type"], detail.get("ctx") or {}
+    if kind == "scenario":
+        return str(ctx["message"])
+    if kind == "missing":
+        return "missing required key"
+    if kind == "greater_than_equal":
+        return f"expected a value >= {ctx['ge']}, got {show(detail['input'])}"
+    if kind in _EXPECTED:
+        return f"{_EXPECTED[kind]}, got {show(detail['input'])}"
+    message = str(detail["msg"]).removeprefix("Value error, ")
+    return f"{message[:1].lower()}{message[1:]}, got {show(detail['input'])}"
+
+
+def load_scenario(path: str | Path, *, expand: bool = True) -> Scenario:
+    """Read, validate and (unless *expand* is false) expand the scenario in *path*.
+
+    ``name`` defaults to the file's stem; relative file paths inside resolve against the
+    file's folder. Raises :class:`ScenarioError` with the file, key path and expectation.
+    """
+    path = Path(path)
+    source = str(path)
+    raw = read_yaml(path, source)
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"expected a mapping of scenario keys, got {show(raw)}", source=source)
+    data = raw if "name" in raw else {**raw, "name": path.stem}
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": str(path.parent)})
+    except ValidationError as error:
+        raise error_from_validation(error, raw, source) from None
+    scenario._source = source
+    scenario._raw = raw
+    if expand:
+        from atpsim.scenario.sweep import expand_sweep
+
+        expand_sweep(scenario)
+    return scenario

@@ -1,0 +1,204 @@
+"""A :class:`Scenario` expanded into :class:`SweepPoint`: the cartesian product of its axes.
+
+Axes, outermost first (the order of the points): topology, hardware, model,
+parallelism.devices, parallelism.meshes (resolved per device count), parallelism.placement,
+chunks, algorithm, mode. Identical points (a topology listed twice) appear once.
+
+Meshes: ``[d1, d2]`` / ``"d1xd2"`` / ``"atp-i"`` (DeviceMesh(devices/i, i)) must use exactly
+the device count and divide ``model.hidden`` in both dimensions, else a
+:class:`ScenarioError`. ``all`` is every factorization ``d1 * d2 = devices`` that divides the
+hidden size (the others are left out). ``atp-opt`` makes the whole list one ATP-OPT group:
+every such factorization plus the meshes listed, each a point with ``group="atp-opt"``; the
+report keeps the fastest mesh of each group (see :meth:`SweepPoint.group_key`).
+
+Expanding builds each topology at each device count (memoized by the topology layer), which
+is how a device count larger than the topology and a broken custom graph are caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import AtpsimError, ScenarioError
+from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.scenario.point import SweepPoint
+from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
+from atpsim.topology.graph import Topology
+from atpsim.topology.registry import did_you_mean
+
+ATP_OPT = "atp-opt"
+
+
+def _error(scenario: Scenario, message: str, *loc: str | int) -> ScenarioError:
+    return ScenarioError(message, source=scenario.source, key=scenario.key_path(*loc) or None)
+
+
+def build_topology(scenario: Scenario, index: int, n_gpus: int | None) -> Topology:
+    """Topology *index* of *scenario* sized to *n_gpus*; a :class:`TopologyError` becomes a
+    :class:`ScenarioError` at key ``topology`` (the topology's own file and key inside)."""
+    from atpsim.topology.spec import load_topology
+
+    entry = scenario.topology[index]
+    try:
+        return load_topology(entry.spec_mapping(), n_gpus=n_gpus)
+    except AtpsimError as error:
+        if error.source is None and error.key and error.key in entry.params:
+            raise _error(scenario, error.message, "topology", index, error.key) from None
+        raise _error(scenario, error.format(), "topology", index) from None
+
+
+def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, Topology]]:
+    """(position in devices, device count, topology) for each device count of the scenario,
+    checking the topology has enough GPUs; the topology's own count when none is given."""
+    devices = scenario.parallelism.devices
+    if devices is None:
+        topology = build_topology(scenario, index, None)
+        return [(0, topology.n_gpus, topology)]
+    sized = []
+    for position, count in enumerate(devices):
+        topology = build_topology(scenario, index, count)
+        if topology.n_gpus < count:
+            label = scenario.topology[index].label()
+            message = (f"{count} devices, but topology {label!r} has {topology.n_gpus} GPUs; "
+                       f"expected at most {topology.n_gpus}")
+            raise _error(scenario, message, "parallelism", "devices", position)
+        sized.append((position, count, topology))
+    return sized
+
+
+def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: int) -> None:
+    for dim, size in ((1, mesh.d1), (2, mesh.d2)):
+        if model.hidden % size:
+            message = (f"{mesh} splits model.hidden = {model.hidden} (model {model.name!r}) "
+                       f"{size} ways on dimension {dim}; expected d1 and d2 to divide the "
+                       f"hidden size")
+            raise _error(scenario, message, "parallelism", "meshes", k)
+
+
+def _listed_mesh(
+    scenario: Scenario, choice: MeshChoice, devices: int, model: ModelConfig, k: int
+) -> DeviceMesh:
+    if choice.kind == "atp" and devices % choice.i:
+        message = (f"ATP-{choice.i} is DeviceMesh({devices}/{choice.i}, {choice.i}); "
+                   f"expected a divisor of the device count {devices}")
+        raise _error(scenario, message, "parallelism", "meshes", k)
+    mesh = choice.meshes(devices)[0]
+    if mesh.size != devices:
+        message = f"{mesh} has {mesh.size} devices; expected {devices}"
+        raise _error(scenario, message, "parallelism", "meshes", k)
+    _check_hidden(scenario, mesh, model, k)
+    return mesh
+
+
+def resolve_meshes(
+    scenario: Scenario, devices: int, model: ModelConfig
+) -> list[tuple[DeviceMesh, str | None]]:
+    """The (mesh, group) pairs of ``parallelism.meshes`` on *devices* GPUs for *model*."""
+    choices = scenario.parallelism.meshes
+    group = ATP_OPT if any(c.kind == "opt" for c in choices) else None
+    meshes: list[DeviceMesh] = []
+    for k, choice in enumerate(choices):
+        if choice.kind in ("size", "atp"):
+            meshes.append(_listed_mesh(scenario, choice, devices, model, k))
+    if group or choices[0].kind == "all":
+        meshes += [m for m in factorizations(devices)
+                   if model.hidden % m.d1 == 0 and model.hidden % m.d2 == 0]
+    if not meshes:
+        message = (f"no factorization of {devices} devices divides model.hidden = "
+                   f"{model.hidden} (model {model.name!r}); expected a mesh d1 x d2 with d1 "
+                   f"and d2 dividing the hidden size")
+        raise _error(scenario, message, "parallelism", "meshes")
+    unique = list(dict.fromkeys((m.d1, m.d2) for m in meshes))
+    return [(DeviceMesh(d1, d2), group) for d1, d2 in unique]
+
+
+def _check_chunks(scenario: Scenario, model: ModelConfig, model_index: int) -> None:
+    for position, chunks in enumerate(scenario.chunks):
+        if model.batch % chunks:
+            message = (f"{chunks} chunks split model.batch = {model.batch} (model "
+                       f"{model.name!r}) unevenly; expected a divisor of the batch")
+            raise _error(scenario, message, "chunks", position)
+
+
+def _check_calibration(scenario: Scenario) -> None:
+    if not scenario.calibration:
+        return
+    if "analytic" not in scenario.mode:
+        raise _error(scenario, "calibration is used only in analytic mode; expected "
+                     "'analytic' in mode", "calibration")
+    labels = [entry.label() for entry in scenario.topology]
+    for scope in scenario.calibration:
+        if scope != "*" and scope not in labels:
+            message = f"unknown topology label {scope!r}{did_you_mean(scope, labels)}"
+            raise _error(scenario, message, "calibration", scope)
+
+
+def expand_sweep(scenario: Scenario) -> list[SweepPoint]:
+    """Every point of *scenario*, in axis order (see the module docstring), each checked.
+
+    Raises :class:`ScenarioError` naming the scenario file and key for a device count above
+    the topology's, a mesh of the wrong size or not dividing the hidden size, chunks not
+    dividing the batch, calibration without analytic mode, or a topology that cannot be built.
+    """
+    _check_calibration(scenario)
+    points: dict[str, SweepPoint] = {}
+    for index, entry in enumerate(scenario.topology):
+        for point in _topology_points(scenario, index, entry):
+            points.setdefault(point.key(), point)
+    return list(points.values())
+
+
+def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> Iterator[SweepPoint]:
+    sized = _sized_topologies(scenario, index)
+    default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+    base = {"scenario": scenario.name, "topology": entry.spec_mapping(),
+            "topology_label": entry.label()}
+    for hardware in scenario.hardware or (default_hardware,):
+        for model_index, model_entry in enumerate(scenario.model):
+            model = model_entry.config()
+            _check_chunks(scenario, model, model_index)
+            for _, devices, _topology in sized:
+                fields = {**base, "hardware": hardware, "model": model, "n_devices": devices}
+                yield from _mesh_points(scenario, fields, devices, model)
+
+
+def _mesh_points(
+    scenario: Scenario, fields: dict[str, Any], devices: int, model: ModelConfig
+) -> Iterator[SweepPoint]:
+    for mesh, group in resolve_meshes(scenario, devices, model):
+        for placement in scenario.parallelism.placement:
+            placed = DeviceMesh(mesh.d1, mesh.d2, placement)
+            for chunks in scenario.chunks:
+                for algorithm in scenario.algorithm:
+                    for mode in scenario.mode:
+                        calibration = (scenario.calibration_for(fields["topology_label"], placed)
+                                       if mode == "analytic" else None)
+                        yield SweepPoint(**fields, mesh=placed, chunks=chunks,
+                                         algorithm=algorithm, mode=mode,
+                                         calibration=calibration, group=group)
+
+
+def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -> str:
+    """The scenario's axes and its point count, a line each (what ``atpsim run`` prints).
+    Pass *points* when already expanded, to skip expanding again."""
+    points = expand_sweep(scenario) if points is None else points
+    meshes = ", ".join(str(c) for c in scenario.parallelism.meshes)
+    if any(c.kind == "opt" for c in scenario.parallelism.meshes):
+        meshes += " (ATP-OPT: best of every factorization)"
+    devices = scenario.parallelism.devices
+    axes = [
+        ("topology", ", ".join(entry.label() for entry in scenario.topology)),
+        ("hardware", ", ".join(scenario.hardware) if scenario.hardware else "topology default"),
+        ("model", ", ".join(entry.config().name for entry in scenario.model)),
+        ("devices", ", ".join(map(str, devices)) if devices else "all GPUs of the topology"),
+        ("meshes", meshes),
+        ("placement", ", ".join(scenario.parallelism.placement)),
+        ("chunks", ", ".join(map(str, scenario.chunks))),
+        ("algorithm", ", ".join(scenario.algorithm)),
+        ("mode", ", ".join(scenario.mode)),
+    ]
+    lines = [f"scenario {scenario.name}: {len(points)} point{'s' * (len(points) != 1)}"]
+    lines += [f"  {name:<10} {values}" for name, values in axes]
+    return "\n".join(lines)
