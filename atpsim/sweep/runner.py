@@ -1,0 +1,211 @@
+"""Run a sweep: simulate every point (in parallel processes with *jobs* > 1), keep each finished
+row at once in ``results.partial.csv``, and write the sorted table at the end.
+
+Safety: each finished point is appended and fsync'ed before the next is counted, so Ctrl-C or
+a crash loses at most the points in flight; ``resume=True`` reads the partial file (or a
+previous ``results.csv``) and simulates only the points whose key has no successful row there
+(failed points are retried). A point whose simulation raises becomes a row with
+``status=failed`` and the error, is logged with its parameters, and the sweep goes on.
+Points with equal keys are simulated once and share the row.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+
+from atpsim.results.io import (
+    PARTIAL_CSV,
+    RESULTS_CSV,
+    append_row,
+    read_results,
+    read_rows,
+    to_frame,
+    write_results,
+)
+from atpsim.results.schema import normalize_row, point_columns
+from atpsim.scenario.point import SweepPoint
+from atpsim.sweep.progress import SweepProgress
+
+log = logging.getLogger(__name__)
+
+Simulate = Callable[[SweepPoint], Mapping[str, Any]]
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a KeyboardInterrupt from a point) stopped the sweep; *kept* of *total*
+    points are saved in *partial_path* and a rerun with resume continues from there."""
+
+    def __init__(self, kept: int, total: int, partial_path: Path):
+        self.kept, self.total, self.partial_path = kept, total, partial_path
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        return (
+            f"interrupted: {self.kept} of {self.total} points kept in {self.partial_path}; "
+            "rerun with --resume to continue"
+        )
+
+
+def _default_simulate(point: SweepPoint) -> Mapping[str, Any]:
+    from atpsim.api import simulate_point
+
+    return simulate_point(point)
+
+
+def run_sweep(
+    points: Sequence[SweepPoint],
+    out_dir: Path | str,
+    *,
+    jobs: int = 1,
+    resume: bool = False,
+    simulate: Simulate = _default_simulate,
+    progress: bool = True,
+    console: Console | None = None,
+    parquet: bool = True,
+) -> pd.DataFrame:
+    """Simulate *points* and return the results table (one row per point, in point order) as
+    written to ``out_dir/results.csv`` (and ``.parquet``) and read back. *simulate* must be a
+    module-level function when *jobs* > 1 (it is pickled to the worker processes).
+    Raises :class:`SweepInterrupted` on Ctrl-C, after saving what finished."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / PARTIAL_CSV
+    unique = _unique_points(points)
+    done = _load_done(out, partial, unique) if resume else {}
+    if not resume:
+        partial.unlink(missing_ok=True)
+    todo = [(i, p) for key, (i, p) in unique.items() if key not in done]
+    if done:
+        log.info("resuming: %d of %d points already done", len(done), len(unique))
+    bar = SweepProgress(len(unique), len(done), enabled=progress, console=console)
+    try:
+        with bar, closing(_results(todo, simulate, jobs)) as rows:
+            for row in rows:
+                append_row(partial, row)
+                done[row["point_key"]] = row
+                _log_failure(row)
+                bar.advance(failed=row["status"] == "failed")
+    except KeyboardInterrupt:
+        raise SweepInterrupted(len(done), len(unique), partial) from None
+    write_results(out, _final_frame(points, done), parquet=parquet)
+    partial.unlink(missing_ok=True)
+    return read_results(out / RESULTS_CSV)
+
+
+def _unique_points(points: Sequence[SweepPoint]) -> dict[str, tuple[int, SweepPoint]]:
+    """Key -> (index of its first occurrence, point), in point order."""
+    unique: dict[str, tuple[int, SweepPoint]] = {}
+    for index, point in enumerate(points):
+        unique.setdefault(point.key(), (index, point))
+    if len(unique) < len(points):
+        log.info("%d duplicate points are simulated once", len(points) - len(unique))
+    return unique
+
+
+def _load_done(
+    out: Path, partial: Path, unique: Mapping[str, tuple[int, SweepPoint]]
+) -> dict[str, dict[str, Any]]:
+    """Successful rows from an earlier run (final table first, then the partial file), keyed
+    by point key, for the points of this sweep only."""
+    rows: list[dict[str, Any]] = []
+    for path, is_partial in ((out / RESULTS_CSV, False), (partial, True)):
+        if path.exists():
+            rows += read_rows(path, partial=is_partial)
+    done = {r["point_key"]: r for r in rows if r["status"] == "ok" and r["point_key"] in unique}
+    stale = {r["point_key"] for r in rows} - set(unique)
+    if stale:
+        log.warning("ignoring %d saved rows of points not in this sweep", len(stale))
+    return done
+
+
+def _final_frame(
+    points: Sequence[SweepPoint], done: Mapping[str, Mapping[str, Any]]
+) -> pd.DataFrame:
+    """One row per point, in point order, each with its own index."""
+    return to_frame({**done[p.key()], "point_index": i} for i, p in enumerate(points))
+
+
+def _results(
+    todo: Sequence[tuple[int, SweepPoint]], simulate: Simulate, jobs: int
+) -> Generator[dict[str, Any], None, None]:
+    if jobs <= 1 or len(todo) <= 1:
+        for index, point in todo:
+            yield simulate_row(simulate, point, index)
+        return
+    yield from _parallel_results(todo, simulate, jobs)
+
+
+def _parallel_results(
+    todo: Sequence[tuple[int, SweepPoint]], simulate: Simulate, jobs: int
+) -> Generator[dict[str, Any], None, None]:
+    """Rows in completion order from a pool of *jobs* worker processes (which ignore SIGINT,
+    so Ctrl-C reaches only this process, which stops them)."""
+    executor = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_ignore_sigint)
+    try:
+        pending: set[Future[dict[str, Any]]] = {
+            executor.submit(simulate_row, simulate, point, index) for index, point in todo
+        }
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: f.result()["point_index"]):
+                yield future.result()
+    except BaseException:
+        _stop_workers(executor)
+        raise
+    executor.shutdown(wait=True)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and terminate the workers (there is no public API for the
+    second before Python 3.14's ``terminate_workers``)."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
+def simulate_row(simulate: Simulate, point: SweepPoint, index: int) -> dict[str, Any]:
+    """The results row of *point* (the *index*-th of its sweep): its parameter columns, then
+    what *simulate* returned; an exception becomes a failed row (KeyboardInterrupt propagates)."""
+    base = point_columns(point, index)
+    try:
+        values = {**base, **dict(simulate(point)), "point_index": index}
+        values.setdefault("status", "ok")
+        return normalize_row(values)
+    except Exception as error:  # a failed point must not kill the sweep
+        return normalize_row({**base, "status": "failed", "error": _error_text(error)})
+
+
+def _log_failure(row: Mapping[str, Any]) -> None:
+    if row["status"] == "failed":
+        log.warning(
+            "point %d failed (%s): %s", row["point_index"], describe_point(row), row["error"]
+        )
+
+
+def _error_text(error: Exception) -> str:
+    from atpsim.errors import AtpsimError
+
+    text = error.format() if isinstance(error, AtpsimError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())
+
+
+def describe_point(columns: Mapping[str, Any]) -> str:
+    """The parameters of a point on one line, e.g. ``topology=ic1 model=M2 mesh=2x4 ...``."""
+    names = ("topology", "n_devices", "model", "mesh", "chunks", "algorithm", "mode")
+    return " ".join(f"{name}={columns[name]}" for name in names)

@@ -1,0 +1,74 @@
+"""The declared results schema: required columns in order, rows normalized to it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from atpsim.results.schema import (
+    COLUMN_NAMES,
+    COLUMNS,
+    POINT_COLUMNS,
+    ResultsError,
+    column,
+    describe_schema,
+    normalize_row,
+    pandas_dtypes,
+)
+
+REQUIRED = (
+    "scenario point_key topology n_devices model hidden heads layers batch seq dtype d1 d2 mesh "
+    "atp_i chunks algorithm mode step_time_s compute_time_s comm_time_s exposed_comm_s "
+    "tflops_per_gpu tflops_per_gpu_paper_unit comm_over_delta group_bw_Bps "
+    "memory_per_rank_bytes fits_memory status error"
+).split()
+
+
+def test_required_columns_come_first_in_order():
+    assert COLUMN_NAMES[: len(REQUIRED)] == tuple(REQUIRED)
+
+
+def test_every_column_is_declared_once_with_a_dtype_and_description():
+    assert len(set(COLUMN_NAMES)) == len(COLUMNS)
+    assert all(c.dtype in ("string", "int", "float", "bool") and c.description for c in COLUMNS)
+    assert set(POINT_COLUMNS) <= set(COLUMN_NAMES)
+    assert set(pandas_dtypes()) == set(COLUMN_NAMES)
+
+
+def test_units_follow_the_house_style():
+    assert column("step_time_s").unit == "s"
+    assert column("group_bw_Bps").unit == "B/s"
+    assert column("memory_per_rank_bytes").unit == "B"
+
+
+def test_normalize_fills_missing_columns_and_coerces():
+    row = normalize_row({"n_devices": "8", "step_time_s": 1, "fits_memory": "false"})
+    assert list(row) == list(COLUMN_NAMES)
+    assert row["n_devices"] == 8 and row["step_time_s"] == 1.0 and row["fits_memory"] is False
+    assert row["status"] == "ok" and row["error"] is None
+
+
+def test_nan_becomes_missing():
+    assert normalize_row({"comm_over_delta": math.nan})["comm_over_delta"] is None
+
+
+@pytest.mark.parametrize(
+    ("values", "text"),
+    [
+        ({"step_time": 1.0}, "unknown results column 'step_time' (did you mean 'step_time_s'?)"),
+        ({"n_devices": 2.5}, "'n_devices' expects int"),
+        ({"step_time_s": "fast"}, "'step_time_s' expects float"),
+        ({"status": "maybe"}, "'status' must be one of"),
+    ],
+)
+def test_bad_rows_are_rejected_with_the_column(values, text):
+    with pytest.raises(ResultsError, match=None) as info:
+        normalize_row(values)
+    assert text in str(info.value)
+
+
+def test_describe_schema_is_a_markdown_table():
+    text = describe_schema()
+    assert text.count("\n") == len(COLUMNS) + 1
+    assert "| step_time_s | float | s |" in text
