@@ -89,9 +89,12 @@ def show(value: Any) -> str:
 
 def render_key(loc: Iterable[str | int], raw: Any = None) -> str:
     """``topology.links[3].bandwidth`` from a location tuple, walked along the *raw* YAML data:
-    an index into a value the file wrote as a scalar (a one-value axis) is left out."""
+    an index into a value the file wrote as a scalar (a one-value axis) is left out, and so is
+    a key inside a scalar (``model: M5`` fails at ``model``, not at ``model.preset``)."""
     text = ""
     for part in loc:
+        if raw is not None and not isinstance(raw, (dict, list)):
+            break
         if isinstance(part, int):
             if raw is not None and not isinstance(raw, list):
                 continue
@@ -202,13 +205,21 @@ def _check_quantities(value: Any, path: KeyPath) -> None:
             _check_quantities(item, (*path, str(key)))
 
 
+def _number_or_text(value: Any) -> Any:
+    """A bare number YAML read as text ('25e9': YAML 1.1 wants '25.0e+9') as a float."""
+    try:
+        return float(value) if isinstance(value, str) else value
+    except ValueError:
+        return value
+
+
 def check_bandwidth(value: Any, subkey: KeyPath) -> float:
     """Bytes/s of *value* ('25 GB/s', '200 Gb/s' or a number), which must be positive."""
     expected = "expected a positive bandwidth such as '25 GB/s' or '200 Gb/s'"
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise invalid(f"{expected}, got {show(value)}", subkey)
     try:
-        bandwidth = parse_bandwidth(value)
+        bandwidth = parse_bandwidth(_number_or_text(value))
     except AtpsimError:
         raise invalid(f"{expected}, got {show(value)}", subkey) from None
     if not bandwidth > 0:
@@ -221,18 +232,32 @@ def _check_latency(value: Any, subkey: KeyPath) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise invalid(f"{expected}, got {show(value)}", subkey)
     try:
-        latency = parse_time(value)
+        latency = parse_time(_number_or_text(value))
     except AtpsimError:
         raise invalid(f"{expected}, got {show(value)}", subkey) from None
     if not latency >= 0:
         raise invalid(f"{expected}, got {show(value)}", subkey)
 
 
+def _with_unit_suffixes(params: dict[str, Any]) -> dict[str, Any]:
+    """Builder parameter names carry their unit (``link_bandwidth_Bps``, ``link_latency_s``);
+    a scenario may leave it out since its values say the unit (``link_bandwidth: 25 GB/s``)."""
+    renamed = {}
+    for key, value in params.items():
+        if key.endswith("bandwidth"):
+            key += "_Bps"
+        elif key.endswith("latency"):
+            key += "_s"
+        renamed[key] = value
+    return renamed
+
+
 class TopologyEntry(Frozen):
     """One topology: a *preset* (with parameter overrides), a *builder* with parameters, a
     custom graph *file*, or a *spec* string as the CLI takes it (``torus:8x8``); the other
     keys of the mapping are the preset's or builder's parameters, checked by the topology
-    layer (bandwidths and latencies are checked here, at any depth)."""
+    layer (bandwidths and latencies are checked here, at any depth, and a name may leave out
+    its unit suffix: ``link_bandwidth`` is ``link_bandwidth_Bps``)."""
 
     preset: Str | None = None
     builder: Str | None = None
@@ -256,7 +281,7 @@ class TopologyEntry(Frozen):
             key = next(iter(params))
             raise invalid(f"unknown key {key!r}: a custom topology file takes no parameters", (key,))
         _check_quantities(params, ())
-        return {kinds[0]: data[kinds[0]], "params": params}
+        return {kinds[0]: data[kinds[0]], "params": _with_unit_suffixes(params)}
 
     @field_validator("file")
     @classmethod
@@ -331,10 +356,14 @@ class ModelEntry(Frozen):
         if self.dtype is not None and self.dtype not in DTYPE_BYTES:
             raise invalid(f"unknown dtype {self.dtype!r}{did_you_mean(self.dtype, DTYPE_BYTES)}",
                           ("dtype",))
-        config = self.config()
-        if config.hidden % config.heads:
-            raise invalid(f"expected a multiple of heads ({config.heads}), got {config.hidden}",
-                          ("hidden",))
+        fields = self._fields()
+        if fields["hidden"] % fields["heads"]:
+            message = f"expected a multiple of heads ({fields['heads']}), got {fields['hidden']}"
+            raise invalid(message, ("hidden",))
+        try:
+            ModelConfig(**fields)
+        except AtpsimError as error:
+            raise invalid(error.message) from None
         return self
 
     def overrides(self) -> dict[str, Any]:
@@ -342,11 +371,13 @@ class ModelEntry(Frozen):
         skip = ("name", "preset")
         return {k: v for k, v in self.__dict__.items() if k not in skip and v is not None}
 
+    def _fields(self) -> dict[str, Any]:
+        base = MODEL_PRESETS[self.preset].__dict__ if self.preset else {}
+        return {**base, **self.overrides(), "name": self.name or self.default_name()}
+
     def config(self) -> ModelConfig:
         """The :class:`ModelConfig` this entry describes (named after it when unnamed)."""
-        base = MODEL_PRESETS[self.preset].__dict__ if self.preset else {}
-        fields = {**base, **self.overrides(), "name": self.name or self.default_name()}
-        return ModelConfig(**fields)
+        return ModelConfig(**self._fields())
 
     def default_name(self) -> str:
         """'M2', 'M2+batch=8', or 'h16384-a128' for a model without a preset."""
