@@ -1,0 +1,128 @@
+"""Collective algorithms registered by (op, name), so scenarios and the CLI can list them.
+
+An algorithm is a function ``(p, nbytes) -> Pattern`` over local ranks; :func:`build_schedule`
+places it on every group. *nbytes* is each rank's buffer in nccl-tests' convention: all-reduce,
+the buffer reduced; all-gather, the full output; reduce-scatter, the full input; broadcast, the
+buffer; all-to-all, the whole send buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from atpsim.collectives.all_to_all import pairwise_all_to_all
+from atpsim.collectives.broadcast import binomial_broadcast, ring_broadcast
+from atpsim.collectives.rabenseifner import (
+    rabenseifner_all_gather,
+    rabenseifner_all_reduce,
+    rabenseifner_reduce_scatter,
+)
+from atpsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from atpsim.collectives.schedule import Pattern, Schedule, map_pattern, merge_steps
+from atpsim.errors import SimulationError
+from atpsim.topology.registry import did_you_mean
+
+PatternFn = Callable[[int, float], Pattern]
+
+_ALGORITHMS: dict[str, dict[str, PatternFn]] = {
+    "all_reduce": {"ring": ring_all_reduce, "rabenseifner": rabenseifner_all_reduce},
+    "reduce_scatter": {"ring": ring_reduce_scatter, "rabenseifner": rabenseifner_reduce_scatter},
+    "all_gather": {"ring": ring_all_gather, "rabenseifner": rabenseifner_all_gather},
+    "broadcast": {"ring": ring_broadcast, "binomial": binomial_broadcast},
+    "all_to_all": {"pairwise": pairwise_all_to_all},
+}
+_DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
+             "broadcast": "ring", "all_to_all": "pairwise"}
+
+
+def register_algorithm(op: str, name: str) -> Callable[[PatternFn], PatternFn]:
+    """Register *fn* as algorithm *name* of collective *op*."""
+
+    def decorate(fn: PatternFn) -> PatternFn:
+        _ALGORITHMS.setdefault(op, {})[name] = fn
+        pattern.cache_clear()
+        return fn
+
+    return decorate
+
+
+def op_names() -> list[str]:
+    """Collective operations, in a fixed order."""
+    return list(_ALGORITHMS)
+
+
+def algorithm_names(op: str | None = None) -> list[str]:
+    """Algorithm names valid for *op*, or for any op when *op* is None (sorted)."""
+    if op is None:
+        return sorted({name for table in _ALGORITHMS.values() for name in table})
+    return sorted(_table(op))
+
+
+def default_algorithm(op: str) -> str:
+    """The algorithm used when none is named (ring, or pairwise for all-to-all)."""
+    _table(op)
+    return _DEFAULTS.get(op, algorithm_names(op)[0])
+
+
+def _table(op: str) -> dict[str, PatternFn]:
+    if op not in _ALGORITHMS:
+        raise SimulationError(f"unknown collective {op!r}{did_you_mean(op, _ALGORITHMS)}")
+    return _ALGORITHMS[op]
+
+
+def check_algorithm(op: str, algorithm: str) -> None:
+    """Raise a :class:`SimulationError` naming the valid choices when *algorithm* is unknown."""
+    table = _table(op)
+    if algorithm not in table:
+        raise SimulationError(
+            f"unknown algorithm {algorithm!r} for {op}{did_you_mean(algorithm, table)}"
+        )
+
+
+@lru_cache(maxsize=256)
+def pattern(op: str, algorithm: str, p: int, nbytes: float) -> Pattern:
+    """The steps of *algorithm* for one group of *p* ranks (local ranks; cached)."""
+    check_algorithm(op, algorithm)
+    return _table(op)[algorithm](p, float(nbytes))
+
+
+def check_groups(groups: Sequence[Sequence[int]], n_gpus: int | None = None) -> tuple[tuple[int, ...], ...]:
+    """Groups as tuples; each non-empty, no rank twice across groups, ranks in range."""
+    out = tuple(tuple(int(r) for r in g) for g in groups)
+    seen: set[int] = set()
+    for i, group in enumerate(out):
+        if not group:
+            raise SimulationError("a group must hold at least one rank", key=f"groups[{i}]")
+        for rank in group:
+            if rank in seen:
+                raise SimulationError(
+                    f"rank {rank} appears twice; groups must be disjoint", key=f"groups[{i}]"
+                )
+            if rank < 0 or (n_gpus is not None and rank >= n_gpus):
+                raise SimulationError(
+                    f"rank {rank} out of range 0..{(n_gpus or 1) - 1}", key=f"groups[{i}]"
+                )
+            seen.add(rank)
+    return out
+
+
+def build_schedule(op: str, algorithm: str, groups: Sequence[Sequence[int]], nbytes: float) -> Schedule:
+    """The schedule of *op* by *algorithm* on every group at once (groups run concurrently)."""
+    if not nbytes >= 0:
+        raise SimulationError(f"expected a buffer size >= 0 bytes, got {nbytes!r}")
+    check_algorithm(op, algorithm)
+    checked = check_groups(groups)
+    by_size: dict[int, list[int]] = {}
+    for i, group in enumerate(checked):
+        by_size.setdefault(len(group), []).append(i)
+    parts = []
+    for p, ids in sorted(by_size.items()):
+        rows = np.array([checked[i] for i in ids], dtype=np.int64).reshape(len(ids), p)
+        steps = map_pattern(pattern(op, algorithm, p, float(nbytes)), rows, np.array(ids, dtype=np.int64))
+        if steps:
+            parts.append(steps)
+    steps_merged = merge_steps(parts) if parts else ()
+    return Schedule(op, algorithm, checked, float(nbytes), steps_merged)

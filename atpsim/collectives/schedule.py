@@ -1,0 +1,201 @@
+"""A collective as data: steps of plain transfer records (src, dst, bytes), no simulation inside.
+
+An algorithm is planned once per group size as a *pattern*: a list of :class:`Step` over local
+ranks ``0..p-1`` (position in the group). :func:`map_pattern` places the pattern on the GPU
+ranks of every group, and the result is a :class:`Schedule` whose step ``k`` holds the
+transfers of step ``k`` of every group.
+
+Dependencies (one rule for every algorithm, a rendezvous): a transfer of step ``k`` from ``s``
+to ``d`` may start once both ``s`` and ``d`` have finished every transfer of earlier steps they
+take part in. For the ring this is the brief's "own step k-1 send and receive" plus the
+receiver's previous step (MPI's large-message rendezvous, NCCL's buffer credits); with uniform
+steps it changes nothing, and it makes the fold of non-power-of-two Rabenseifner free of
+overlap. :meth:`Schedule.dependencies` spells the rule out as a per-transfer CSR.
+Reductions' compute cost is ignored: a transfer is done when its bytes have arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """Transfers that belong to one step: ``src[i] -> dst[i]`` carries ``nbytes[i]`` bytes.
+
+    *group* is the index of each transfer's group in the schedule (0 in a pattern).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def step(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray, nbytes: float | Sequence[float] | np.ndarray) -> Step:
+    """A pattern step over local ranks; *nbytes* may be one size for every transfer."""
+    src_a = np.asarray(src, dtype=np.int64)
+    dst_a = np.asarray(dst, dtype=np.int64)
+    size = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src_a.shape).copy()
+    zeros = np.zeros(len(src_a), dtype=np.int64)
+    return Step(_frozen(src_a), _frozen(dst_a.copy()), _frozen(size), _frozen(zeros))
+
+
+Pattern = tuple[Step, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Every transfer of a collective on a set of groups, step by step (GPU ranks).
+
+    Steps of different groups with the same index are merged; groups run concurrently.
+    Arrays of steps may be shared between steps (a ring's steps are all alike), so a
+    schedule of millions of transfers stays small until :attr:`src` etc. flatten it.
+    """
+
+    op: str
+    algorithm: str
+    groups: tuple[tuple[int, ...], ...]
+    nbytes: float
+    steps: tuple[Step, ...]
+
+    @property
+    def n_transfers(self) -> int:
+        return sum(len(s) for s in self.steps)
+
+    @property
+    def bytes_total(self) -> float:
+        """Bytes offered by all transfers together."""
+        return float(sum(s.nbytes.sum() for s in self.steps))
+
+    @cached_property
+    def src(self) -> np.ndarray:
+        return self._flat("src", np.int64)
+
+    @cached_property
+    def dst(self) -> np.ndarray:
+        return self._flat("dst", np.int64)
+
+    @cached_property
+    def transfer_bytes(self) -> np.ndarray:
+        return self._flat("nbytes", np.float64)
+
+    @cached_property
+    def group(self) -> np.ndarray:
+        return self._flat("group", np.int64)
+
+    @cached_property
+    def step_index(self) -> np.ndarray:
+        """The step of each transfer in flat order."""
+        sizes = [len(s) for s in self.steps]
+        return np.repeat(np.arange(len(self.steps), dtype=np.int64), sizes)
+
+    def _flat(self, name: str, dtype: type) -> np.ndarray:
+        parts = [getattr(s, name) for s in self.steps]
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+    def dependencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR ``(indptr, indices)``: transfer ``i`` waits for ``indices[indptr[i]:indptr[i+1]]``.
+
+        The rendezvous rule of the module docstring: for each end ``r`` of transfer ``i`` in
+        step ``k``, the transfers of the latest step before ``k`` in which ``r`` took part.
+        A transfer that shares both ends' previous step lists it twice (harmless for counting).
+        """
+        return rendezvous_dependencies(self.src, self.dst, self.step_index)
+
+
+def rendezvous_dependencies(
+    src: np.ndarray, dst: np.ndarray, step_index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the rendezvous rule for flat transfers (see :meth:`Schedule.dependencies`)."""
+    n = len(src)
+    flows = np.concatenate([np.arange(n), np.arange(n)])
+    ranks = np.concatenate([src, dst])
+    steps = np.concatenate([step_index, step_index])
+    order = np.lexsort((flows, steps, ranks))
+    ranks, steps, flows = ranks[order], steps[order], flows[order]
+    # blocks of equal (rank, step); each block's predecessor is the previous block of the rank
+    new_block = np.ones(len(ranks), dtype=bool)
+    new_block[1:] = (ranks[1:] != ranks[:-1]) | (steps[1:] != steps[:-1])
+    starts = np.flatnonzero(new_block)
+    ends = np.append(starts[1:], len(ranks))
+    block_of = np.cumsum(new_block) - 1
+    prev = np.arange(len(starts)) - 1
+    first_of_rank = np.ones(len(starts), dtype=bool)
+    first_of_rank[1:] = ranks[starts[1:]] != ranks[starts[:-1]]
+    prev[first_of_rank] = -1
+    entry_prev = prev[block_of]
+    lo = np.where(entry_prev >= 0, starts[entry_prev], 0)
+    hi = np.where(entry_prev >= 0, ends[entry_prev], 0)
+    counts = hi - lo
+    per_flow = np.bincount(flows, weights=counts, minlength=n).astype(np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_flow, out=indptr[1:])
+    by_flow = np.argsort(flows, kind="stable")
+    lo, counts = lo[by_flow], counts[by_flow]
+    total = int(counts.sum())
+    offsets = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    indices = flows[np.arange(total) + offsets] if total else np.zeros(0, dtype=np.int64)
+    return indptr, indices
+
+
+def map_pattern(
+    pattern: Pattern, groups: np.ndarray, group_ids: np.ndarray | None = None
+) -> list[Step]:
+    """Place *pattern* (local ranks) on every row of *groups* (an ``(n_groups, p)`` array).
+
+    Steps that share arrays in the pattern share the mapped arrays too.
+    """
+    n_groups = groups.shape[0]
+    ids = np.arange(n_groups, dtype=np.int64) if group_ids is None else group_ids
+    cache: dict[int, np.ndarray] = {}
+
+    def mapped(local: np.ndarray) -> np.ndarray:
+        key = id(local)
+        if key not in cache:
+            cache[key] = _frozen(groups[:, local].reshape(-1))
+        return cache[key]
+
+    def tiled(values: np.ndarray) -> np.ndarray:
+        key = id(values)
+        if key not in cache:
+            cache[key] = _frozen(np.tile(values, n_groups))
+        return cache[key]
+
+    def group_of(local: np.ndarray) -> np.ndarray:
+        key = -len(local) - 1
+        if key not in cache:
+            cache[key] = _frozen(np.repeat(ids, len(local)))
+        return cache[key]
+
+    return [Step(mapped(s.src), mapped(s.dst), tiled(s.nbytes), group_of(s.src)) for s in pattern]
+
+
+def merge_steps(parts: list[list[Step]]) -> tuple[Step, ...]:
+    """Merge step lists of groups of different sizes: step ``k`` of each, concatenated."""
+    if len(parts) == 1:
+        return tuple(parts[0])
+    merged = []
+    for k in range(max(len(p) for p in parts)):
+        here = [p[k] for p in parts if k < len(p)]
+        merged.append(
+            Step(
+                _frozen(np.concatenate([s.src for s in here])),
+                _frozen(np.concatenate([s.dst for s in here])),
+                _frozen(np.concatenate([s.nbytes for s in here])),
+                _frozen(np.concatenate([s.group for s in here])),
+            )
+        )
+    return tuple(merged)

@@ -1,0 +1,123 @@
+"""The vectorized fast path: a longest-path sweep, exact when no link is ever shared.
+
+If no two flows are moving over the same directed link at the same time, every flow runs at
+its route's bottleneck bandwidth, so its duration is fixed: ``latency + bytes / bottleneck``.
+Then the step sweep of the rendezvous rule is the whole simulation::
+
+    start = max(done[src], done[dst]);  finish = start + duration;  done[ends] max= finish
+
+one numpy update per step for all ranks and groups (a ring of 4096 GPUs: 8190 updates).
+
+Exactness is checked, not assumed. Transfers of the same pair never overlap (the later one
+waits for the earlier one's step). So a link crossed by a single pair is safe by construction;
+for links crossed by several pairs the sweep records the moving intervals
+``[start + latency, finish)`` of those pairs' flows and checks that on each link they are
+disjoint (sorted by start, each begins after the previous one ends). If they are not, the
+sweep returns None and the caller runs the event engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from atpsim.collectives.schedule import Step
+from atpsim.engine.routes import PairRoutes
+
+#: Intervals on a link may overlap by this fraction of their end time (float noise).
+OVERLAP_RTOL = 1e-10
+#: Give up recording intervals past this many (flow, link) incidences; the event engine runs.
+MAX_CHECKED_INCIDENCES = 20_000_000
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Finish time of each rank (its last transfer), bytes moved per pair and per link."""
+
+    done_s: np.ndarray
+    pair_bytes: np.ndarray
+    link_bytes: np.ndarray
+
+
+class _StepArrays:
+    """Per distinct step arrays: pair ids, durations, rates, uniqueness, conflict positions."""
+
+    def __init__(self, routes: PairRoutes, conflict_pair: np.ndarray):
+        self.routes = routes
+        self.conflict_pair = conflict_pair
+        self.cache: dict[tuple[int, int, int], tuple] = {}
+
+    def get(self, s: Step) -> tuple:
+        key = (id(s.src), id(s.dst), id(s.nbytes))
+        if key not in self.cache:
+            pairs = self.routes.index(s.src, s.dst)
+            rate = self.routes.bottleneck_Bps[pairs]
+            latency = self.routes.latency_s[pairs]
+            duration = latency + s.nbytes / rate
+            src_unique = len(np.unique(s.src)) == len(s.src)
+            pairs_unique = len(np.unique(pairs)) == len(pairs)
+            watched = np.flatnonzero(self.conflict_pair[pairs])
+            self.cache[key] = (pairs, rate, latency, duration, src_unique, pairs_unique, watched)
+        return self.cache[key]
+
+
+def _conflicting_pairs(routes: PairRoutes) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs that share a link with another pair, and the links crossed by several pairs."""
+    n_links = int(routes.links.max()) + 1 if len(routes.links) else 0
+    per_link = np.bincount(routes.links, minlength=n_links)
+    shared_link = per_link >= 2
+    if not len(routes):
+        return np.zeros(0, dtype=bool), shared_link
+    hits = shared_link[routes.links].astype(np.int64)
+    return np.add.reduceat(hits, routes.ptr[:-1]) > 0, shared_link
+
+
+def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: int) -> SweepResult | None:
+    """Run *steps* with fixed durations; None when some link would carry two flows at once."""
+    conflict_pair, shared_link = _conflicting_pairs(routes)
+    arrays = _StepArrays(routes, conflict_pair)
+    done = np.zeros(n_ranks)
+    pair_bytes = np.zeros(len(routes))
+    watched: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    budget = MAX_CHECKED_INCIDENCES
+    route_len = routes.route_len
+    for s in steps:
+        pairs, rate, latency, duration, src_unique, pairs_unique, watch = arrays.get(s)
+        if not pairs_unique:
+            return None
+        start = np.maximum(done[s.src], done[s.dst])
+        finish = start + duration
+        if src_unique:
+            done[s.src] = finish
+        else:
+            np.maximum.at(done, s.src, finish)
+        np.maximum.at(done, s.dst, finish)
+        pair_bytes[pairs] += (finish - start - latency) * rate
+        if len(watch):
+            budget -= int(route_len[pairs[watch]].sum())
+            if budget < 0:
+                return None
+            watched.append((pairs[watch], start[watch] + latency[watch], finish[watch]))
+    if watched and not _disjoint_on_links(watched, routes, shared_link):
+        return None
+    link_bytes = np.zeros(n_links)
+    np.add.at(link_bytes, routes.links, np.repeat(pair_bytes, route_len))
+    return SweepResult(done, pair_bytes, link_bytes)
+
+
+def _disjoint_on_links(watched: list, routes: PairRoutes, shared_link: np.ndarray) -> bool:
+    pairs = np.concatenate([w[0] for w in watched])
+    begin = np.concatenate([w[1] for w in watched])
+    end = np.concatenate([w[2] for w in watched])
+    moving = end > begin
+    pairs, begin, end = pairs[moving], begin[moving], end[moving]
+    owner, links = routes.flow_links(pairs)
+    keep = shared_link[links]
+    owner, links = owner[keep], links[keep]
+    b, e = begin[owner], end[owner]
+    order = np.lexsort((b, links))
+    links, b, e = links[order], b[order], e[order]
+    same = links[1:] == links[:-1]
+    overlap = b[1:] < e[:-1] - OVERLAP_RTOL * e[:-1]
+    return not bool(np.any(same & overlap))
