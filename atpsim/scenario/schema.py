@@ -9,7 +9,8 @@ a list of one. The YAML form::
     topology: ic5                # preset | builder spec "torus:8x8" | custom file "net.yaml" |
                                  #   {preset: ic5, gpus: 256} | {builder: torus, dims: [4, 4],
                                  #   link_bandwidth: "25 GB/s", link_latency: "1 us"} |
-                                 #   {file: net.yaml} | a list of these
+                                 #   {file: net.yaml} | a list of these; a mapping
+                                 #   may add `label: name` (its name in tables)
     hardware: a100-sxm4-80gb     # optional (or a list, or a profile file); default: the
                                  #   topology's meta["hardware"], else a100-sxm4-80gb
     model: M2                    # M1..M4 | {preset?, name?, hidden, heads, layers, batch, seq,
@@ -257,13 +258,15 @@ class TopologyEntry(Frozen):
     custom graph *file*, or a *spec* string as the CLI takes it (``torus:8x8``); the other
     keys of the mapping are the preset's or builder's parameters, checked by the topology
     layer (bandwidths and latencies are checked here, at any depth, and a name may leave out
-    its unit suffix: ``link_bandwidth`` is ``link_bandwidth_Bps``)."""
+    its unit suffix: ``link_bandwidth`` is ``link_bandwidth_Bps``). An optional ``label``
+    names the topology in tables and in ``calibration``."""
 
     preset: Str | None = None
     builder: Str | None = None
     file: Str | None = None
     spec: Str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    label_: Str | None = Field(default=None, alias="label")
 
     @model_validator(mode="before")
     @classmethod
@@ -276,12 +279,13 @@ class TopologyEntry(Frozen):
         if len(kinds) != 1:
             found = f"got {' and '.join(map(repr, kinds))}" if kinds else f"got keys {list(data)}"
             raise invalid(f"expected exactly one of 'preset', 'builder' or 'file'; {found}")
-        params = {str(k): v for k, v in data.items() if k != kinds[0]}
+        params = {str(k): v for k, v in data.items() if k not in (kinds[0], "label")}
         if kinds[0] == "file" and params:
             key = next(iter(params))
             raise invalid(f"unknown key {key!r}: a custom topology file takes no parameters", (key,))
         _check_quantities(params, ())
-        return {kinds[0]: data[kinds[0]], "params": _with_unit_suffixes(params)}
+        label = {"label": data["label"]} if "label" in data else {}
+        return {kinds[0]: data[kinds[0]], "params": _with_unit_suffixes(params), **label}
 
     @field_validator("file")
     @classmethod
@@ -298,9 +302,12 @@ class TopologyEntry(Frozen):
         return {kind: self.preset or self.builder, **self.params}
 
     def label(self) -> str:
-        """A short name for tables: the spec string, preset, builder or file stem."""
+        """A short name for tables: the mapping's ``label``, else the topology layer's label
+        (spec string, preset, builder with its size, file stem)."""
         from atpsim.topology.spec import topology_label
 
+        if self.label_ is not None:
+            return self.label_
         if self.spec is not None:
             return self.spec
         try:
