@@ -143,29 +143,63 @@ class UpDownRouter:
             return [src]
         if dst in state.adjacent[src]:
             return [src, dst]
-        src_rank, dst_rank = state.rank[src], state.rank[dst]
-        path, node = [src], src
+        return self.extend(topology, [src], dst, state.rank[src])
+
+    def extend(self, topology: Topology, path: list[Any], dst: Any, spread: int) -> list[Any]:
+        """Continue *path* (which may end at a switch or socket) up and down to GPU *dst*;
+        *spread* (the source rank) picks among equal children on the way down."""
+        state = self._prepare(topology)
+        dst_rank = state.rank[dst]
+        node = path[-1]
         while dst_rank not in state.below[node]:
             node = self._climb(state, node, dst_rank)
             path.append(node)
             if len(path) > len(state.ups):
-                raise RuntimeError(f"up/down routing from {src} to {dst} does not terminate")
+                raise RuntimeError(f"up/down routing from {path[0]} to {dst} does not terminate")
         while node != dst:
             choices = [dst] if dst in state.adjacent[node] else state.downs_towards(node, dst_rank)
-            node = choices[src_rank % len(choices)]
+            node = choices[spread % len(choices)]
             path.append(node)
         return path
 
     @staticmethod
     def _climb(state: _UpDownState, node: Any, dst_rank: int) -> Any:
-        ups = state.ups[node]
-        candidates = [u for u in ups if dst_rank in state.below[u]]
-        if not candidates:
-            candidates = [u for u in ups if state.ups[u] or state.peers[u]] or ups
-        if not candidates:
-            peers = state.peers[node]
-            candidates = [p for p in peers if dst_rank in state.below[p]] or peers
+        """The next hop up (or across, at the top) from *node* towards GPU *dst_rank*."""
+        ups, peers = state.ups[node], state.peers[node]
+        candidates = (
+            [u for u in ups if dst_rank in state.below[u]]
+            or [u for u in ups if state.ups[u] or state.peers[u]]
+            or [p for p in peers if dst_rank in state.below[p]]
+            or peers
+            or ups
+        )
         if not candidates:
             raise RuntimeError(f"up/down routing is stuck at {node}")
         choices = state.best(node, candidates)
         return choices[dst_rank % len(choices)]
+
+
+class HostStagedRouter:
+    """Every GPU-to-GPU transfer staged through host memory, as with ``NCCL_P2P_DISABLE=1``: up
+    from the source GPU to its CPU socket, into and out of that socket's host-memory node (a node
+    of kind 'cpu' that the socket node names in its ``host_memory`` attribute), then up*/down*
+    to the destination (across the socket link when it sits under the other socket)."""
+
+    name = "host-staged"
+
+    def __init__(self) -> None:
+        self._updown = UpDownRouter()
+
+    def path(self, topology: Topology, src: Any, dst: Any) -> list[Any]:
+        if src == dst:
+            return [src]
+        graph = topology.graph
+        path, node = [src], src
+        while "host_memory" not in graph.nodes[node]:
+            ups = self._updown._prepare(topology).ups[node]
+            if not ups:
+                raise RuntimeError(f"{src} has no CPU socket above it to stage through")
+            node = ups[0]
+            path.append(node)
+        path += [graph.nodes[node]["host_memory"], node]
+        return self._updown.extend(topology, path, dst, graph.nodes[src]["rank"])

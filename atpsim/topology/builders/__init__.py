@@ -1,3 +1,4 @@
 """Topology builders; importing this package registers every builder by name."""
 
-from atpsim.topology.builders import switch, torus  # noqa: F401
+from atpsim.topology import custom  # noqa: F401
+from atpsim.topology.builders import cluster, pcie, switch, torus  # noqa: F401

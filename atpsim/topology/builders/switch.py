@@ -54,7 +54,9 @@ def nvswitch(
     gpu_bandwidth_Bps: Any = None,
     latency_s: Any = NVLINK_HOP_LATENCY_S,
 ) -> Topology:
-    """*gpus* GPUs on one NVSwitch fabric (a DGX node); *generation* 'a100' (NVLink3, 300 GB/s per
+    """GPUs on one NVSwitch fabric (a DGX A100 or DGX H100 node).
+
+    *gpus* GPUs; *generation* 'a100' (NVLink3, 300 GB/s per
     direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure."""
     gpus = count_param(gpus, "gpus")
     generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
@@ -82,8 +84,9 @@ def nvlink_network_switch(
     gpu_bandwidth_Bps: Any = NVLINK_BANDWIDTH_BPS["h100"],
     latency_s: Any = NVLINK_HOP_LATENCY_S,
 ) -> Topology:
-    """*gpus* GPUs on one NVLink-Network switch fabric (the paper's IC5), modelled as one
-    non-blocking switch; default 450 GB/s per GPU per direction (NVLink4, H100), as in the NVLink
+    """GPUs on one NVLink-Network switch fabric (the paper's IC5), modelled non-blocking.
+
+    *gpus* GPUs; default 450 GB/s per GPU per direction (NVLink4, H100), as in the NVLink
     Switch System (Hot Chips 34). Thousands of GPUs on one fabric is the paper's hypothetical."""
     gpus = count_param(gpus, "gpus")
     bandwidth = bandwidth_param(gpu_bandwidth_Bps, "gpu_bandwidth_Bps")

@@ -73,9 +73,11 @@ def torus(
     link_bandwidth_Bps: Any = DEFAULT_LINK_BANDWIDTH_BPS,
     link_latency_s: Any = DEFAULT_LINK_LATENCY_S,
 ) -> Topology:
-    """A torus of shape *dims* (e.g. ``(32, 32)`` or ``(16, 16, 16)``); GPU rank = row-major index
-    of its coordinates (node attribute ``coords``); every wrap-around link has
-    *link_bandwidth_Bps* per direction and *link_latency_s*."""
+    """GPUs on a torus with wrap-around links, routed dimension-order.
+
+    *dims* is the shape (e.g. ``(32, 32)`` or ``(16, 16, 16)``); GPU rank = row-major index of
+    its coordinates (node attribute ``coords``); every link has *link_bandwidth_Bps* per
+    direction and *link_latency_s*."""
     dims = _check_dims(dims)
     bandwidth = bandwidth_param(link_bandwidth_Bps, "link_bandwidth_Bps")
     latency = time_param(link_latency_s, "link_latency_s")

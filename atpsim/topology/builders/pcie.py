@@ -1,0 +1,212 @@
+"""PCIe trees: `pcie_tree` (the paper's Machine A with NVLink disabled, IC1) and `nvlink_pairs`
+(Machine B, IC2: GPUs in NVLink pairs, pairs over the PCIe tree).
+
+The tree (paper Section 2, Figure 2): each GPU sits under a PCIe switch, each switch under a
+CPU socket, and the sockets are bridged by a `socket` link (AMD GMI/xGMI or Intel QPI/UPI).
+Each socket has a host-memory node (kind 'cpu', ``host_mem<i>``) joined by a `host` link: with
+``p2p=False`` (``NCCL_P2P_DISABLE=1``) every GPU-to-GPU transfer is staged through the source
+socket's host memory (:class:`~atpsim.topology.routing.HostStagedRouter`).
+
+Numbers (per direction):
+- PCIe x16: Gen4 31.5 GB/s, Gen5 63 GB/s [S PCI-SIG] (measured-data.md "Links" PCIe row); a
+  PCIe switch's uplink to the socket is x16 too. Latency 0.5 us per PCIe link, so GPU-switch-GPU
+  costs NCCL's PCIe per-step latency for LL, 1.0 us [C] (a model constant).
+- socket link 64 GB/s, 0.5 us: assumption (the paper names GMI/QPI without a figure; AMD EPYC
+  sockets are joined by several x16 xGMI links, each of the order of PCIe Gen4 x16 or more).
+- host staging 26.3 GB/s: the measured host-to-device copy rate on an A100 node (measured-data.md
+  "Links" PCIe row, AZ [M]) stands in for the rate a staged copy into or out of pinned host
+  memory reaches; latency 1 us, assumption. IC1's calibrated bandwidths (about 1-5 GB/s, facts
+  "Calibrated IC1 numbers") are far lower: calibration, not this graph, closes that gap.
+- NVLink pair (nvlink_pairs): an NV12 bridge = 12 NVLink3 links = 300 GB/s per direction [S];
+  nt#178 measured 208 GB/s all-reduce busbw within such a pair [M] (69% of the link), and
+  20 GB/s once a third GPU across the host joins (measured-data.md "All-reduce").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from atpsim.errors import TopologyError
+from atpsim.topology.builders._common import (
+    add_gpu,
+    add_link,
+    bandwidth_param,
+    choice_param,
+    count_param,
+    time_param,
+)
+from atpsim.topology.graph import Topology
+from atpsim.topology.registry import register_builder
+from atpsim.topology.routing import HostStagedRouter, UpDownRouter
+
+PCIE_X16_BPS = {4: 31.5e9, 5: 63e9}
+PCIE_LINK_LATENCY_S = 0.5e-6
+SOCKET_BANDWIDTH_BPS = 64e9
+SOCKET_LATENCY_S = 0.5e-6
+HOST_STAGING_BANDWIDTH_BPS = 26.3e9
+HOST_LATENCY_S = 1e-6
+NV12_BANDWIDTH_BPS = 300e9
+NVLINK_LATENCY_S = 0.6e-6  # NCCL's NVLink per-step latency, LL [C]
+
+
+def _shape(
+    gpus: Any, gpus_per_switch: Any, switches_per_socket: Any, sockets: Any
+) -> tuple[int, int, int, int]:
+    """(gpus, per switch, switches per socket, sockets); GPUs fill switches and sockets in rank
+    order, and *sockets* None means as many as the GPUs need."""
+    gpus = count_param(gpus, "gpus")
+    per_switch = count_param(gpus_per_switch, "gpus_per_switch")
+    per_socket = count_param(switches_per_socket, "switches_per_socket")
+    needed = -(-gpus // (per_switch * per_socket))
+    if sockets is None:
+        return gpus, per_switch, per_socket, needed
+    sockets = count_param(sockets, "sockets")
+    if needed != sockets:
+        raise TopologyError(
+            f"expected {gpus} GPUs to fill {sockets} socket(s) of {per_socket} switch(es) x "
+            f"{per_switch} GPUs, but they need {needed}",
+            key="sockets",
+        )
+    return gpus, per_switch, per_socket, sockets
+
+
+def tree_graph(
+    shape: tuple[int, int, int, int],
+    pcie_Bps: float,
+    pcie_latency_s: float,
+    socket: tuple[float, float],
+    host: tuple[float, float],
+) -> nx.Graph:
+    """GPUs (level 0) under PCIe switches (1) under sockets ``cpu<i>`` (2) with host memory
+    ``host_mem<i>`` (3); every pair of sockets joined by a `socket` link."""
+    gpus, per_switch, per_socket, sockets = shape
+    graph = nx.Graph()
+    for s in range(sockets):
+        graph.add_node(f"cpu{s}", kind="cpu", level=2, host_memory=f"host_mem{s}")
+        graph.add_node(f"host_mem{s}", kind="cpu", level=3)
+        add_link(graph, f"cpu{s}", f"host_mem{s}", "host", *host)
+        for other in range(s):
+            add_link(graph, f"cpu{other}", f"cpu{s}", "socket", *socket)
+    for rank in range(gpus):
+        switch = rank // per_switch
+        name = f"pcie_switch{switch}"
+        if name not in graph:
+            graph.add_node(name, kind="pcie_switch", level=1)
+            add_link(graph, name, f"cpu{switch // per_socket}", "pcie", pcie_Bps, pcie_latency_s)
+        add_link(graph, add_gpu(graph, rank), name, "pcie", pcie_Bps, pcie_latency_s)
+    return graph
+
+
+def _links(
+    pcie_gen: Any,
+    pcie_latency_s: Any,
+    socket_bandwidth_Bps: Any,
+    socket_latency_s: Any,
+    host_staging_bandwidth_Bps: Any,
+    host_latency_s: Any,
+) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
+    gen = PCIE_X16_BPS[int(choice_param(str(pcie_gen), "pcie_gen", ("4", "5")))]
+    return (
+        gen,
+        time_param(pcie_latency_s, "pcie_latency_s"),
+        (
+            bandwidth_param(socket_bandwidth_Bps, "socket_bandwidth_Bps"),
+            time_param(socket_latency_s, "socket_latency_s"),
+        ),
+        (
+            bandwidth_param(host_staging_bandwidth_Bps, "host_staging_bandwidth_Bps"),
+            time_param(host_latency_s, "host_latency_s"),
+        ),
+    )
+
+
+@register_builder("pcie-tree")
+def pcie_tree(
+    gpus: int = 8,
+    gpus_per_switch: int = 2,
+    switches_per_socket: int = 2,
+    sockets: int | None = None,
+    pcie_gen: int = 4,
+    p2p: bool = True,
+    pcie_latency_s: Any = PCIE_LINK_LATENCY_S,
+    socket_bandwidth_Bps: Any = SOCKET_BANDWIDTH_BPS,
+    socket_latency_s: Any = SOCKET_LATENCY_S,
+    host_staging_bandwidth_Bps: Any = HOST_STAGING_BANDWIDTH_BPS,
+    host_latency_s: Any = HOST_LATENCY_S,
+) -> Topology:
+    """GPUs on a PCIe tree under CPU sockets, peer-to-peer or staged through host memory (IC1).
+
+    *gpus* GPUs on a balanced PCIe tree (*gpus_per_switch* per switch, *switches_per_socket*
+    per socket, filled in rank order; *sockets* defaults to as many as needed, 2 for 8 GPUs) of PCIe Gen *pcie_gen* x16 links. *p2p* False stages every
+    GPU-to-GPU transfer through host memory (``NCCL_P2P_DISABLE=1``, the paper's IC1)."""
+    shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
+    if not isinstance(p2p, bool):
+        raise TopologyError(f"expected true or false, got {p2p!r}", key="p2p")
+    links = _links(
+        pcie_gen,
+        pcie_latency_s,
+        socket_bandwidth_Bps,
+        socket_latency_s,
+        host_staging_bandwidth_Bps,
+        host_latency_s,
+    )
+    graph = tree_graph(shape, *links)
+    staged = "staged through host memory (P2P disabled)" if not p2p else "PCIe peer-to-peer"
+    return Topology(
+        f"pcie-tree:{shape[0]}",
+        graph,
+        UpDownRouter() if p2p else HostStagedRouter(),
+        description=(
+            f"{shape[0]} GPUs on a PCIe Gen{pcie_gen} tree ({shape[1]} per switch, {shape[2]} "
+            f"switches per socket, {shape[3]} sockets); GPU-to-GPU {staged}"
+        ),
+        meta={"builder": "pcie-tree", "p2p": p2p},
+    )
+
+
+@register_builder("nvlink-pairs")
+def nvlink_pairs(
+    gpus: int = 8,
+    nvlink_bandwidth_Bps: Any = NV12_BANDWIDTH_BPS,
+    nvlink_latency_s: Any = NVLINK_LATENCY_S,
+    gpus_per_switch: int = 2,
+    switches_per_socket: int = 2,
+    sockets: int | None = None,
+    pcie_gen: int = 4,
+    pcie_latency_s: Any = PCIE_LINK_LATENCY_S,
+    socket_bandwidth_Bps: Any = SOCKET_BANDWIDTH_BPS,
+    socket_latency_s: Any = SOCKET_LATENCY_S,
+) -> Topology:
+    """GPUs in NVLink pairs over a PCIe tree (the paper's Machine B, IC2).
+
+    *gpus* GPUs in NVLink pairs (ranks 2i and 2i+1, one NV12 bridge each) over a PCIe tree
+    (the paper's Machine B, IC2). Transfers within a pair take the NVLink; between pairs, the
+    PCIe tree peer-to-peer."""
+    shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
+    if shape[0] % 2:
+        raise TopologyError(f"expected an even number of GPUs to pair, got {shape[0]}", key="gpus")
+    links = _links(
+        pcie_gen,
+        pcie_latency_s,
+        socket_bandwidth_Bps,
+        socket_latency_s,
+        HOST_STAGING_BANDWIDTH_BPS,
+        HOST_LATENCY_S,
+    )
+    graph = tree_graph(shape, *links)
+    bandwidth = bandwidth_param(nvlink_bandwidth_Bps, "nvlink_bandwidth_Bps")
+    latency = time_param(nvlink_latency_s, "nvlink_latency_s")
+    for rank in range(0, shape[0], 2):
+        add_link(graph, f"gpu{rank}", f"gpu{rank + 1}", "nvlink", bandwidth, latency)
+    return Topology(
+        f"nvlink-pairs:{shape[0]}",
+        graph,
+        UpDownRouter(),
+        description=(
+            f"{shape[0]} GPUs in {shape[0] // 2} NVLink pairs ({bandwidth / 1e9:g} GB/s per "
+            f"direction) over a PCIe Gen{pcie_gen} tree ({shape[3]} sockets)"
+        ),
+        meta={"builder": "nvlink-pairs"},
+    )

@@ -1,0 +1,194 @@
+"""`custom`: a topology from a YAML list of nodes and links.
+
+```yaml
+name: two-boxes            # optional
+description: ...           # optional
+routing: shortest          # optional: shortest (default) | up-down (nodes then need `level`)
+nodes:
+  - {name: g0, kind: gpu}  # GPU ranks follow the listed order, or give `rank` explicitly
+  - {name: sw, kind: switch, level: 1}
+links:
+  - {a: g0, b: sw, kind: custom, bandwidth: "25 GB/s", latency: "1 us"}
+```
+Bandwidths are per direction ("GB/s" = 10^9 bytes/s, "Gb/s" bits); every link is full duplex.
+Errors name the file and the key path (``links[3].bandwidth``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import yaml
+
+from atpsim.errors import AtpsimError, TopologyError
+from atpsim.topology.graph import LINK_KINDS, NODE_KINDS, Topology
+from atpsim.topology.registry import did_you_mean, register_builder
+from atpsim.topology.routing import Router, ShortestPathRouter, UpDownRouter
+from atpsim.units import parse_bandwidth, parse_time
+
+TOP_KEYS = ("name", "description", "routing", "nodes", "links")
+NODE_KEYS = ("name", "kind", "rank", "level")
+LINK_KEYS = ("a", "b", "kind", "bandwidth", "latency")
+ROUTERS: dict[str, Callable[[], Router]] = {"shortest": ShortestPathRouter, "up-down": UpDownRouter}
+
+
+def load_custom(path: str | Path) -> Topology:
+    """Read the custom topology YAML file at *path*; errors name the file and key path."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise TopologyError(
+            f"cannot read the topology file: {error.strerror}", source=source
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise TopologyError(
+            f"{where}invalid YAML ({getattr(error, 'problem', error)})", source=source
+        ) from None
+    try:
+        return build_custom(data, default_name=Path(path).stem)
+    except AtpsimError as error:
+        raise TopologyError(error.message, source=source, key=error.key) from None
+
+
+@register_builder("custom")
+def custom(file: str | None = None, **data: Any) -> Topology:
+    """A topology from a YAML file of nodes and links, or from inline ``nodes`` and ``links``."""
+    if file is not None:
+        if data:
+            raise TopologyError(
+                f"give either 'file' or inline nodes and links, not both ({sorted(data)})"
+            )
+        return load_custom(file)
+    return build_custom(data)
+
+
+def build_custom(data: Any, default_name: str = "custom") -> Topology:
+    """The :class:`Topology` described by the mapping *data* (already parsed YAML)."""
+    _check_keys(data, TOP_KEYS, "")
+    for required in ("nodes", "links"):
+        if required not in data:
+            raise TopologyError(f"missing required key {required!r}", key=required)
+    routing = data.get("routing", "shortest")
+    if routing not in ROUTERS:
+        raise TopologyError(f"expected one of {sorted(ROUTERS)}, got {routing!r}", key="routing")
+    graph = nx.Graph()
+    _add_nodes(graph, _list(data["nodes"], "nodes"))
+    for i, link in enumerate(_list(data["links"], "links")):
+        _add_link(graph, link, f"links[{i}]")
+    name = str(data.get("name", default_name))
+    try:
+        return Topology(
+            name,
+            graph,
+            ROUTERS[routing](),
+            description=str(data.get("description", "")),
+            meta={"builder": "custom"},
+        )
+    except TopologyError as error:
+        raise TopologyError(error.message, key=error.key) from None
+
+
+def _list(value: Any, key: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise TopologyError(f"expected a non-empty list, got {value!r}", key=key)
+    return value
+
+
+def _check_keys(item: Any, allowed: tuple[str, ...], key: str) -> None:
+    if not isinstance(item, Mapping):
+        raise TopologyError(f"expected a mapping, got {item!r}", key=key or None)
+    for k in item:
+        if k not in allowed:
+            where = f"{key}.{k}" if key else str(k)
+            raise TopologyError(f"unknown key {k!r}{did_you_mean(k, allowed)}", key=where)
+
+
+def _add_nodes(graph: nx.Graph, nodes: list[Any]) -> None:
+    explicit = any(isinstance(n, Mapping) and "rank" in n for n in nodes)
+    next_rank = 0
+    for i, node in enumerate(nodes):
+        key = f"nodes[{i}]"
+        _check_keys(node, NODE_KEYS, key)
+        name = node.get("name")
+        if not isinstance(name, (str, int)) or isinstance(name, bool):
+            raise TopologyError(f"expected a node name, got {name!r}", key=f"{key}.name")
+        if name in graph:
+            raise TopologyError(f"duplicate node name {name!r}", key=f"{key}.name")
+        kind = node.get("kind")
+        if kind not in NODE_KINDS:
+            raise TopologyError(
+                f"expected a node kind in {sorted(NODE_KINDS)}, got {kind!r}", key=f"{key}.kind"
+            )
+        level = node.get("level", 0 if kind == "gpu" else 1)
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise TopologyError(f"expected an integer level, got {level!r}", key=f"{key}.level")
+        attrs: dict[str, Any] = {"kind": kind, "level": level}
+        if kind == "gpu":
+            rank = node.get("rank", None if explicit else next_rank)
+            if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+                raise TopologyError(
+                    f"expected a GPU rank >= 0 (give every GPU a rank or none), got {rank!r}",
+                    key=f"{key}.rank",
+                )
+            attrs["rank"] = rank
+            next_rank += 1
+        elif "rank" in node:
+            raise TopologyError(f"only GPU nodes carry a rank, not a {kind!r}", key=f"{key}.rank")
+        graph.add_node(name, **attrs)
+
+
+def _add_link(graph: nx.Graph, link: Any, key: str) -> None:
+    _check_keys(link, LINK_KEYS, key)
+    for end in ("a", "b"):
+        if end not in link:
+            raise TopologyError("missing required key", key=f"{key}.{end}")
+        if link[end] not in graph:
+            raise TopologyError(
+                f"unknown node {link[end]!r}{did_you_mean(link[end], graph.nodes)}",
+                key=f"{key}.{end}",
+            )
+    if link["a"] == link["b"]:
+        raise TopologyError(f"a link joins two different nodes, got {link['a']!r} twice", key=key)
+    if graph.has_edge(link["a"], link["b"]):
+        raise TopologyError(
+            f"duplicate link {link['a']!r}-{link['b']!r}; give one link its total bandwidth",
+            key=key,
+        )
+    kind = link.get("kind", "custom")
+    if kind not in LINK_KINDS:
+        raise TopologyError(
+            f"expected a link kind in {sorted(LINK_KINDS)}, got {kind!r}", key=f"{key}.kind"
+        )
+    if "bandwidth" not in link:
+        raise TopologyError("missing required key (e.g. '25 GB/s')", key=f"{key}.bandwidth")
+    bandwidth = _quantity(parse_bandwidth, link["bandwidth"], f"{key}.bandwidth")
+    if not bandwidth > 0:
+        raise TopologyError(
+            f"expected a positive bandwidth, got {link['bandwidth']!r}", key=f"{key}.bandwidth"
+        )
+    latency = _quantity(parse_time, link.get("latency", 0.0), f"{key}.latency")
+    if latency < 0:
+        raise TopologyError(
+            f"expected a latency >= 0, got {link['latency']!r}", key=f"{key}.latency"
+        )
+    graph.add_edge(link["a"], link["b"], kind=kind, bandwidth_Bps=bandwidth, latency_s=latency)
+
+
+def _quantity(parse: Any, value: Any, key: str) -> float:
+    if isinstance(value, bool):
+        raise TopologyError(f"expected a number with a unit, got {value!r}", key=key)
+    if isinstance(value, str) and value.strip().startswith("-"):
+        value = value.strip()[1:]
+        return -_quantity(parse, value, key)
+    try:
+        return float(parse(value))
+    except AtpsimError as error:
+        raise TopologyError(error.message, key=key) from None

@@ -1,0 +1,88 @@
+"""`atpsim topo show | route | list` through click's runner."""
+
+import pytest
+from click.testing import CliRunner
+
+from atpsim.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["topo", *args])
+
+
+def test_show_ic2_lists_pairs_over_pcie():
+    result = run("show", "ic2")
+    assert result.exit_code == 0, result.output
+    assert "GPUs: 8" in result.output
+    assert "4 pcie_switch" in result.output
+    for a in (0, 2, 4, 6):
+        assert f"gpu{a} -- gpu{a + 1} (nvlink)" in result.output
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "ic1",
+        "ic2",
+        "ic3",
+        "ic4",
+        "ic5",
+        "ic6",
+        "dgx-a100",
+        "dgx-h100",
+        "torus:64x64",
+        "torus:16x16x16",
+        "nvswitch:8",
+        "ib-cluster:4x8",
+        "pcie-tree:8",
+        "nvlink-network-switch:4096",
+        "nvlink-pairs:8",
+    ],
+)
+def test_show_every_preset_and_builder(spec):
+    result = run("show", spec)
+    assert result.exit_code == 0, result.output
+    assert "links (full duplex" in result.output
+
+
+def test_show_scalable_preset_with_gpus():
+    result = run("show", "ic6", "--gpus", "32")
+    assert result.exit_code == 0 and "GPUs: 32" in result.output
+
+
+def test_route_ic1_through_the_sockets():
+    result = run("route", "ic1", "0", "7")
+    assert result.exit_code == 0, result.output
+    assert "cpu0 -> host_mem0" in result.output
+    assert "cpu0 -> cpu1" in result.output and "socket" in result.output
+    assert "bottleneck bandwidth: 26.3 GB/s" in result.output
+
+
+def test_list():
+    result = run("list")
+    assert result.exit_code == 0
+    assert "ic1" in result.output and "nvlink-network-switch" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "icc1"], "did you mean 'ic1'"),
+        (["route", "ic1", "0", "9"], "GPU rank 9 out of range"),
+        (["show", "torus:4xZ"], "expected an integer"),
+    ],
+)
+def test_errors_are_one_line_exit_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("atpsim: error:") and message in lines[0]
+
+
+def test_png(tmp_path):
+    for spec, sampled in [("ic1", False), ("ic6", False), ("torus:64x64", True)]:
+        out = tmp_path / f"{spec.replace(':', '_')}.png"
+        result = run("show", spec, "--png", str(out))
+        assert result.exit_code == 0, result.output
+        assert out.stat().st_size > 1000
+        assert ("sample" in result.output) == sampled
