@@ -60,9 +60,12 @@ class Task:
 
 @dataclass(frozen=True)
 class StepProgram:
-    """Tasks in issue order (a topological order); each stream runs its tasks in this order."""
+    """Tasks in issue order (a topological order); each stream runs its tasks in this order.
+    *flags* are notes the plan wants reported beside the results (e.g. that the attention
+    heads do not divide evenly over the mesh); they do not change how the program runs."""
 
     tasks: tuple[Task, ...]
+    flags: tuple[str, ...] = ()
 
     def compute_ops(self) -> list[ComputeOp]:
         return [t.op for t in self.tasks if isinstance(t.op, ComputeOp)]

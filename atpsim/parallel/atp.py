@@ -1,0 +1,309 @@
+"""ATP's transformer layer on DeviceMesh(d1, d2) as a per-rank :class:`StepProgram`.
+
+Sharding (paper Sections 3.1-3.2, Figures 5 and 6), per rank, T = tokens of one chunk:
+
+* Activations ``X[b, s, h]`` are ``[Replicate, Shard(hidden)]``: each rank holds ``[T, h/d2]``.
+* Column-first linears (QKV ``h -> 3h``, FC1 ``h -> 4h``), ``W: [Shard(1), Shard(0)]``, local
+  ``[k/d2, n/d1]``: the forward GEMM leaves a partial sum over dimension 2, all-reduced there
+  (``[T, n/d1]``: f1, f3). Backward: dgrad ``[T, n/d1] x [n/d1, k/d2]`` is partial over
+  dimension 1 and all-reduced there (``[T, h/d2]``); wgrad ``[k/d2, T] x [T, n/d1]`` is local.
+* Row-first linears (attention output ``h -> h``, FC2 ``4h -> h``), ``W: [Shard(0), Shard(1)]``,
+  local ``[k/d1, n/d2]``, input ``[T, k/d1]``: the forward sum is partial over dimension 1
+  (all-reduce of ``[T, h/d2]``: f2, f4); the dgrad all-reduces ``[T, k/d1]`` on dimension 2.
+* The attention core is fully sharded: after f1 a rank holds Q, K, V of heads/d1 heads
+  (replicated over dimension 2); the scatter keeps 1/d2 of them (a local slice), so the core
+  runs on heads/(d1·d2) heads; the gather before the output linear is an all-gather on
+  dimension 2 of ``[T, h/d1]``. Backward, the gather's gradient is a local slice and the
+  scatter's is an all-gather on dimension 2 of the QKV-output gradient ``[T, 3h/d1]``.
+* LayerNorm on ``[T, h/d2]`` needs the mean and variance over the whole hidden size: an
+  all-reduce on dimension 2 of 2 fp32 values per token, forward and backward (latency, at scale).
+
+With d2 = 1 this is Megatron-LM's layer: all-reduces of ``[T, h]`` after the attention output
+and FC2 in the forward pass and after the QKV and FC1 dgrads in the backward pass.
+
+The paper's text says f1/f3 all-reduce on the *first* mesh dimension in the forward pass; its
+Eq. 2 (``3h/(d1·B2)``, ``4h/(d1·B2)``) and the sharding above put them on the second, which is
+what this plan does. Eq. 2 also charges f1 and f3 the same ``[b·s, 3h/d1]``, ``[b·s, 4h/d1]``
+on dimension 2 in both passes (``2·L·b·s·(7h/(d1·B2) + 2h/(d2·B1))``); here the backward
+all-reduces are the dgrads' shapes instead (dimension 1: ``h/d2`` twice; dimension 2:
+``h/d1 + 4h/d1``), plus the all-gathers and the LayerNorm statistics, which Eq. 2 omits. The
+analytic mode uses Eq. 2 verbatim; the event simulation runs this program
+(:func:`program_summary` gives its bytes per dimension and collective).
+
+Chunk-based overlap (Section 4.1, Figure 8): the batch is split into *chunks*; the ops between
+two collectives form a segment, and segments are issued segment by segment, chunk by chunk, so
+the compute stream runs chunk i+1's segment while chunk i's collective runs. In the backward
+pass (Section 4.2) each linear issues its dgrad, then the dgrad's all-reduce, then the wgrad,
+which overlaps the all-reduce.
+
+Memory-bound ops follow Megatron-LM's fused kernels (bytes read + written per element of the
+tensor, B = dtype bytes, masks 1 byte): LayerNorm 2B (+B for the statistics pass when the
+hidden is sharded), scale-mask-softmax 2B, dropout 2B+1, bias-GeLU 2B, bias-dropout-residual
+3B+1; backward LayerNorm with the residual-gradient add 4B (+2B statistics pass), softmax 3B,
+dropout 2B+1, GeLU 3B. Linear biases are added in GEMM epilogues (no separate op).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import AtpsimError
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.program import CommOp, ComputeOp, StepProgram, Task
+
+Role = Literal["chain", "dgrad", "wgrad"]
+Item = tuple[ComputeOp | CommOp, Role]
+
+#: Bytes of the LayerNorm statistics all-reduced per token: mean and variance (or, backward,
+#: the two sums the gradient needs) in fp32.
+LN_STATS_BYTES_PER_TOKEN = 8
+#: Flag set when heads % (d1·d2) != 0: the attention core's work is split evenly anyway.
+FLAG_UNEVEN_HEADS = "heads_not_divisible_by_mesh"
+
+
+@dataclass(frozen=True)
+class LayerDims:
+    """Per-rank sizes of one chunk of one layer on the mesh."""
+
+    tokens: int  # T = (batch / chunks) · seq
+    seq: int
+    hidden: int
+    ffn: int
+    d1: int
+    d2: int
+    head_dim: int
+    head_share: float  # (batch/chunks) · heads / (d1·d2): this rank's share of (sample, head) pairs
+    head_batches: int  # the busiest rank's whole (sample, head) pairs: ceil(head_share)
+    dtype_bytes: int
+
+
+def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
+    """Check that *model* splits over *mesh* and *chunks*, and return the per-rank sizes."""
+    if chunks < 1 or model.batch % chunks:
+        raise AtpsimError(f"chunks ({chunks}) must be >= 1 and divide the batch ({model.batch})")
+    for dim, size in (("d1", mesh.d1), ("d2", mesh.d2)):
+        if model.hidden % size:
+            raise AtpsimError(
+                f"model.hidden ({model.hidden}) is not divisible by {dim} = {size} of {mesh}"
+            )
+    share = (model.batch // chunks) * model.heads / mesh.size
+    return LayerDims(
+        tokens=model.batch // chunks * model.seq,
+        seq=model.seq,
+        hidden=model.hidden,
+        ffn=model.ffn_mult * model.hidden,
+        d1=mesh.d1,
+        d2=mesh.d2,
+        head_dim=model.hidden // model.heads,
+        head_share=share,
+        head_batches=math.ceil(share - 1e-9),
+        dtype_bytes=model.dtype_bytes,
+    )
+
+
+def _gemm(
+    name: str, m: int, n: int, k: int, dims: LayerDims, batch: int = 1, share: float | None = None
+) -> ComputeOp:
+    """A GEMM op; *share* (default *batch*) is the number of GEMMs whose FLOPs this rank owns."""
+    flops = 2.0 * (batch if share is None else share) * m * n * k
+    traffic = float(dims.dtype_bytes) * batch * (m * k + k * n + m * n)
+    return ComputeOp(name, "gemm", flops=flops, bytes_moved=traffic, m=m, n=n, k=k, batch=batch)
+
+
+def _memory(name: str, elements: float, bytes_per_element: float) -> ComputeOp:
+    return ComputeOp(name, "memory", bytes_moved=float(elements) * bytes_per_element)
+
+
+def _comm(name: str, collective: str, dim: int, nbytes: float, dims: LayerDims) -> list[Item]:
+    """The collective as an item, or nothing when mesh dimension *dim* has size 1."""
+    if (dims.d1 if dim == 1 else dims.d2) == 1:
+        return []
+    return [(CommOp(name, collective, dim, float(nbytes)), "chain")]  # type: ignore[arg-type]
+
+
+def _chain(*ops: ComputeOp) -> list[Item]:
+    return [(op, "chain") for op in ops]
+
+
+def _layernorm_fwd(name: str, d: LayerDims) -> list[Item]:
+    elements, b = d.tokens * d.hidden // d.d2, d.dtype_bytes
+    if d.d2 == 1:
+        return _chain(_memory(name, elements, 2 * b))
+    stats = d.tokens * LN_STATS_BYTES_PER_TOKEN
+    return [
+        *_chain(_memory(f"{name}_stats", elements, b)),
+        *_comm(f"{name}_stats", "all_reduce", 2, stats, d),
+        *_chain(_memory(f"{name}_apply", elements, 2 * b)),
+    ]
+
+
+def _layernorm_bwd(name: str, d: LayerDims) -> list[Item]:
+    elements, b = d.tokens * d.hidden // d.d2, d.dtype_bytes
+    if d.d2 == 1:
+        return _chain(_memory(f"{name}_bwd", elements, 4 * b))
+    stats = d.tokens * LN_STATS_BYTES_PER_TOKEN
+    return [
+        *_chain(_memory(f"{name}_bwd_stats", elements, 2 * b)),
+        *_comm(f"{name}_bwd_stats", "all_reduce", 2, stats, d),
+        *_chain(_memory(f"{name}_bwd_apply", elements, 4 * b)),
+    ]
+
+
+def _attention_core_fwd(p: str, d: LayerDims) -> list[Item]:
+    s, hd, hb, b = d.seq, d.head_dim, d.head_batches, d.dtype_bytes
+    scores = hb * s * s
+    return _chain(
+        _gemm(f"{p}attn_scores", s, s, hd, d, batch=hb, share=d.head_share),
+        _memory(f"{p}attn_softmax", scores, 2 * b),
+        _memory(f"{p}attn_dropout", scores, 2 * b + 1),
+        _gemm(f"{p}attn_context", s, hd, s, d, batch=hb, share=d.head_share),
+    )
+
+
+def _attention_core_bwd(p: str, d: LayerDims) -> list[Item]:
+    s, hd, hb, b = d.seq, d.head_dim, d.head_batches, d.dtype_bytes
+    scores = hb * s * s
+    return _chain(
+        _gemm(f"{p}attn_context_dgrad_probs", s, s, hd, d, batch=hb, share=d.head_share),
+        _gemm(f"{p}attn_context_dgrad_v", s, hd, s, d, batch=hb, share=d.head_share),
+        _memory(f"{p}attn_dropout_bwd", scores, 2 * b + 1),
+        _memory(f"{p}attn_softmax_bwd", scores, 3 * b),
+        _gemm(f"{p}attn_scores_dgrad_q", s, hd, s, d, batch=hb, share=d.head_share),
+        _gemm(f"{p}attn_scores_dgrad_k", s, hd, s, d, batch=hb, share=d.head_share),
+    )
+
+
+def forward_items(d: LayerDims, layer: int) -> list[Item]:
+    """One layer's forward ops for one chunk, in order (Figure 6)."""
+    p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
+    hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
+    return [
+        *_layernorm_fwd(f"{p}ln1", d),
+        *_chain(_gemm(f"{p}qkv", t, 3 * hd1, hd2, d)),
+        *_comm(f"{p}f1", "all_reduce", 2, t * 3 * hd1 * b, d),
+        *_attention_core_fwd(p, d),
+        *_comm(f"{p}attn_gather", "all_gather", 2, t * hd1 * b, d),
+        *_chain(_gemm(f"{p}proj", t, hd2, hd1, d)),
+        *_comm(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
+        *_chain(_memory(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
+        *_layernorm_fwd(f"{p}ln2", d),
+        *_chain(_gemm(f"{p}fc1", t, fd1, hd2, d)),
+        *_comm(f"{p}f3", "all_reduce", 2, t * fd1 * b, d),
+        *_chain(_memory(f"{p}fc1_bias_gelu", t * fd1, 2 * b)),
+        *_chain(_gemm(f"{p}fc2", t, hd2, fd1, d)),
+        *_comm(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
+        *_chain(_memory(f"{p}fc2_bias_dropout_add", t * hd2, 3 * b + 1)),
+    ]
+
+
+def _linear_bwd(
+    name: str, conjugate: str, m: int, k: int, n: int, dim: int, d: LayerDims
+) -> list[Item]:
+    """dgrad ``[m, n] x [n, k]``, the all-reduce *conjugate* of its ``[m, k]`` output on mesh
+    dimension *dim*, then wgrad ``[k, m] x [m, n]`` (Section 4.2)."""
+    return [
+        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        *_comm(conjugate, "all_reduce", dim, m * k * d.dtype_bytes, d),
+        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+    ]
+
+
+def backward_items(d: LayerDims, layer: int) -> list[Item]:
+    """One layer's backward ops for one chunk, in order (the forward reversed)."""
+    p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
+    hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
+    return [
+        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+        *_linear_bwd(f"{p}fc2", f"{p}f4_bwd", t, fd1, hd2, 2, d),
+        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", t * fd1, 3 * b)),
+        *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, fd1, 1, d),
+        *_layernorm_bwd(f"{p}ln2", d),
+        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+        *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
+        *_attention_core_bwd(p, d),
+        *_comm(f"{p}attn_scatter_bwd", "all_gather", 2, t * 3 * hd1 * b, d),
+        *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, 3 * hd1, 1, d),
+        *_layernorm_bwd(f"{p}ln1", d),
+    ]
+
+
+def _segments(items: Iterable[Item]) -> list[list[Item]]:
+    """Split at collectives: a segment ends with a collective and the wgrads issued after it."""
+    segments: list[list[Item]] = [[]]
+    closed = False
+    for op, role in items:
+        if closed and role != "wgrad":
+            segments.append([])
+            closed = False
+        segments[-1].append((op, role))
+        closed = closed or isinstance(op, CommOp)
+    return [s for s in segments if s]
+
+
+class _Issuer:
+    """Appends tasks in issue order; each chunk's ops form a dependency chain, and a wgrad
+    depends on the gradient its dgrad read (not on the dgrad's collective)."""
+
+    def __init__(self, chunks: int):
+        self.tasks: list[Task] = []
+        self.head: list[int | None] = [None] * chunks
+        self.grad_input: list[int | None] = [None] * chunks
+
+    def add(self, item: Item, chunk: int, phase: Literal["fwd", "bwd"]) -> None:
+        op, role = item
+        if role == "dgrad":
+            self.grad_input[chunk] = self.head[chunk]
+        dep = self.grad_input[chunk] if role == "wgrad" else self.head[chunk]
+        task_id = len(self.tasks)
+        self.tasks.append(Task(task_id, op, chunk, phase, () if dep is None else (dep,)))
+        if role != "wgrad":
+            self.head[chunk] = task_id
+
+    def issue(self, items: list[Item], phase: Literal["fwd", "bwd"]) -> None:
+        """Issue *items* segment by segment, each segment for chunk 0, 1, ... in turn."""
+        for segment in _segments(items):
+            for chunk in range(len(self.head)):
+                for item in segment:
+                    self.add(item, chunk, phase)
+
+
+def build_step_program(model: ModelConfig, mesh: DeviceMesh, chunks: int = 1) -> StepProgram:
+    """Forward and backward of *model*'s ``layers`` transformer layers on *mesh*, the batch
+    split into *chunks*, as one rank's program (every rank runs the same, SPMD)."""
+    dims = layer_dims(model, mesh, chunks)
+    issuer = _Issuer(chunks)
+    issuer.issue([i for layer in range(model.layers) for i in forward_items(dims, layer)], "fwd")
+    issuer.issue(
+        [i for layer in reversed(range(model.layers)) for i in backward_items(dims, layer)], "bwd"
+    )
+    flags = (FLAG_UNEVEN_HEADS,) if model.heads % mesh.size else ()
+    return StepProgram(tasks=tuple(issuer.tasks), flags=flags)
+
+
+def program_summary(program: StepProgram, ranks: int = 1) -> dict:
+    """Totals of *program* per rank: GEMM FLOPs, memory-op bytes, and collective bytes and
+    counts per mesh dimension and collective (``comm_bytes[dim][collective]``); with *ranks*,
+    also the GEMM FLOPs summed over that many ranks."""
+    gemm_flops = sum(op.flops for op in program.compute_ops() if op.kind == "gemm")
+    comm_bytes: dict[int, dict[str, float]] = {1: {}, 2: {}}
+    comm_count: dict[int, dict[str, int]] = {1: {}, 2: {}}
+    for op in program.comm_ops():
+        comm_bytes[op.dim][op.collective] = comm_bytes[op.dim].get(op.collective, 0.0) + op.bytes
+        comm_count[op.dim][op.collective] = comm_count[op.dim].get(op.collective, 0) + 1
+    return {
+        "tasks": len(program.tasks),
+        "compute_ops": len(program.compute_ops()),
+        "comm_ops": len(program.comm_ops()),
+        "gemm_flops_per_rank": gemm_flops,
+        "gemm_flops_total": gemm_flops * ranks,
+        "memory_op_bytes_per_rank": sum(
+            op.bytes_moved for op in program.compute_ops() if op.kind == "memory"
+        ),
+        "comm_bytes": comm_bytes,
+        "comm_count": comm_count,
+        "flags": list(program.flags),
+    }
