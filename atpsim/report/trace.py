@@ -35,7 +35,9 @@ def chrome_trace(timeline: StepTimeline, ranks: list[int] | None = None) -> dict
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
-def write_chrome_trace(timeline: StepTimeline, path: str | Path, ranks: list[int] | None = None) -> Path:
+def write_chrome_trace(
+    timeline: StepTimeline, path: str | Path, ranks: list[int] | None = None
+) -> Path:
     """Write :func:`chrome_trace` to *path* as JSON; returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
