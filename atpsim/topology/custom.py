@@ -81,7 +81,7 @@ def build_custom(data: Any, default_name: str = "custom") -> Topology:
         raise TopologyError(f"expected one of {sorted(ROUTERS)}, got {routing!r}", key="routing")
     graph = nx.Graph()
     _add_nodes(graph, _list(data["nodes"], "nodes"))
-    for i, link in enumerate(_list(data["links"], "links")):
+    for i, link in enumerate(_list(data["links"], "links", allow_empty=True)):
         _add_link(graph, link, f"links[{i}]")
     name = str(data.get("name", default_name))
     try:
@@ -96,8 +96,8 @@ def build_custom(data: Any, default_name: str = "custom") -> Topology:
         raise TopologyError(error.message, key=error.key) from None
 
 
-def _list(value: Any, key: str) -> list[Any]:
-    if not isinstance(value, list) or not value:
+def _list(value: Any, key: str, allow_empty: bool = False) -> list[Any]:
+    if not isinstance(value, list) or not (value or allow_empty):
         raise TopologyError(f"expected a non-empty list, got {value!r}", key=key)
     return value
 

@@ -10,6 +10,7 @@ defaults unless given after a comma (``torus:4x4,link_bandwidth_Bps=50 GB/s``).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -202,18 +203,15 @@ def build_from_builder(name: str, params: dict[str, Any], *, n_gpus: int | None 
     try:
         topology = builder(**params)
     except TypeError as error:
-        raise TopologyError(_explain_type_error(name, builder, params, error)) from None
+        unknown = [k for k in params if k not in inspect.signature(builder).parameters]
+        if unknown:
+            raise TopologyError(
+                f"unknown parameter for builder {name!r}"
+                f"{did_you_mean(unknown[0], inspect.signature(builder).parameters)}",
+                key=unknown[0],
+            ) from None
+        raise TopologyError(f"bad parameters for builder {name!r}: {error}") from None
     return topology
-
-
-def _explain_type_error(name: str, builder: Any, params: dict[str, Any], error: TypeError) -> str:
-    import inspect
-
-    allowed = list(inspect.signature(builder).parameters)
-    unknown = [k for k in params if k not in allowed]
-    if unknown:
-        return f"unknown parameter {unknown[0]!r} for builder {name!r}{did_you_mean(unknown[0], allowed)}"
-    return f"bad parameters for builder {name!r}: {error}"
 
 
 def topology_label(spec: Any) -> str:

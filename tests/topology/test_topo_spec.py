@@ -64,7 +64,7 @@ def test_preset_hardware():
         ("torsu:4x4", "did you mean 'torus'"),
         ("ic9", "did you mean"),
         ("torus:4xA", "expected an integer"),
-        ({"builder": "torus", "dimz": [4]}, "unknown parameter 'dimz'.*did you mean 'dims'"),
+        ({"builder": "torus", "dimz": [4]}, "dimz: unknown parameter.*did you mean 'dims'"),
         ({"preset": "ic3", "builder": "torus"}, "exactly one of"),
         (42, "expected a preset name"),
     ],
