@@ -11,6 +11,7 @@ instant are handled as one batch, so a step of a symmetric collective is one rat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,10 @@ class _Run:
             if value == 0:
                 self.arrive(batch)
             else:
-                self.env.timeout(float(value)).callbacks.append(lambda _e, b=batch: self.arrive(b))
+                self.env.timeout(float(value)).callbacks.append(self._arrival(batch))
+
+    def _arrival(self, flows: np.ndarray) -> Callable[[simpy.Event], None]:
+        return lambda _event: self.arrive(flows)
 
     def arrive(self, flows: np.ndarray) -> None:
         self.arrived.append(flows)

@@ -40,7 +40,7 @@ def local_pairs(pattern: Pattern) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _group_routes(topology: Topology, group: tuple[int, ...], pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    routes = [topology.route(group[a], group[b]) for a, b in zip(pairs[0].tolist(), pairs[1].tolist())]
+    routes = [topology.route(group[a], group[b]) for a, b in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True)]
     lens = np.array([len(r) for r in routes], dtype=np.int64)
     links = np.fromiter((x for r in routes for x in r), dtype=np.int64, count=int(lens.sum()))
     return lens, links

@@ -63,7 +63,7 @@ def pair_routes(topology: Topology, steps: Iterable[Step]) -> PairRoutes:
         by_id.setdefault((id(s.src), id(s.dst)), s.src * n + s.dst)
     keys = np.unique(np.concatenate(list(by_id.values()))) if by_id else np.zeros(0, np.int64)
     src, dst = keys // n, keys % n
-    routes = [topology.route(int(a), int(b)) for a, b in zip(src.tolist(), dst.tolist())]
+    routes = [topology.route(int(a), int(b)) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
     lens = np.array([len(r) for r in routes], dtype=np.int64)
     ptr = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
