@@ -1,15 +1,30 @@
-"""`atpsim hcm` (not implemented yet: it says so and exits 2)."""
+"""`atpsim hcm TOPOLOGY [--devices N] [--json]`: the hierarchical communication matrix."""
 
 from __future__ import annotations
 
-import sys
+import json
 
 import click
 
+from atpsim.commands._common import clean_errors
 
-@click.command("hcm", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not implemented yet."""
-    click.echo("atpsim: error: 'hcm' is not implemented yet", err=True)
-    sys.exit(2)
+
+@click.command("hcm")
+@click.argument("topology")
+@click.option(
+    "--devices", "-n", type=click.IntRange(min=1), default=None,
+    help="GPU count for scalable presets and builders (e.g. ic5, ic6, torus).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full matrix as JSON (bytes/s).")
+@clean_errors
+def command(topology: str, devices: int | None, as_json: bool) -> None:
+    """Print the hierarchical communication matrix of TOPOLOGY (paper Section 3.4): for each
+    layer its ranks (the GPUs each holds), the P2P matrix and the group bandwidth per rank, in
+    GB/s per direction. TOPOLOGY is a preset (ic1..ic6), a builder spec ('torus:4x4',
+    'ib-cluster:4x4') or a custom YAML file, as in `atpsim topo show`."""
+    from atpsim.analytic.hcm import derive_hcm
+    from atpsim.analytic.render import format_hcm, hcm_to_dict
+    from atpsim.topology.spec import load_topology
+
+    hcm = derive_hcm(load_topology(topology, n_gpus=devices, source=topology))
+    click.echo(json.dumps(hcm_to_dict(hcm)) if as_json else format_hcm(hcm))
