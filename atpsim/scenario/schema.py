@@ -25,6 +25,9 @@ a list of one. The YAML form::
     calibration:                 # optional, analytic mode: B1/B2 per mesh "d1xd2", either for
       "2x4": {B1: "1.20 GB/s", B2: "4.95 GB/s"}   # every topology or nested under a
       ic1: {"8x1": {B1: "0.97 GB/s"}}             # topology label
+    cases:                       # optional: the sweep is the union of one product per case;
+      - {topology: [ic1, ic2], parallelism: {devices: 8}}   # a case's keys (the axes above)
+      - {topology: ic4, parallelism: {devices: 16}}         #   replace the scenario's
     reference: {...}             # optional, free-form: published numbers for the report
     report: {...}                # optional, free-form: options for the report layer
     output: {formats: [csv, parquet]}
@@ -119,11 +122,12 @@ def hardware_names() -> list[str]:
 
 
 def algorithm_names() -> list[str]:
+    """All-reduce algorithms: a scenario's ``algorithm`` is the all-reduce ATP runs."""
     try:
         from atpsim.collectives.registry import algorithm_names as registered
     except ImportError:
         return sorted(FALLBACK_ALGORITHMS)
-    return sorted(registered())
+    return sorted(registered("all_reduce"))
 
 
 def _one_of(what: str, names: Callable[[], Iterable[str]]) -> Callable[[str], str]:
@@ -518,20 +522,43 @@ class Output(Frozen):
     formats: OneOrMore[OutputFormat] = OUTPUT_FORMATS
 
 
+#: The keys a case of ``cases`` may set: the sweep axes.
+CASE_KEYS = ("topology", "hardware", "model", "parallelism", "chunks", "algorithm", "mode")
+
+
+class Case(Frozen):
+    """One part of a sweep made of several products: the keys it sets replace the
+    scenario's (a whole key: a case's ``parallelism`` replaces the scenario's)."""
+
+    topology: OneOrMore[TopologyEntry] | None = None
+    hardware: OneOrMore[Hardware] | None = None
+    model: OneOrMore[ModelEntry] | None = None
+    parallelism: Parallelism | None = None
+    chunks: OneOrMore[PositiveInt] | None = None
+    algorithm: OneOrMore[Algorithm] | None = None
+    mode: OneOrMore[Mode] | None = None
+
+
 class Scenario(Frozen):
     """A validated scenario file. Build it with :func:`atpsim.scenario.loader.load_scenario`
     (which names the file in errors and resolves relative paths), expand it with
-    :func:`atpsim.scenario.sweep.expand_sweep`."""
+    :func:`atpsim.scenario.sweep.expand_sweep`.
+
+    ``cases`` (optional) makes the sweep a union of products: each case is the scenario
+    with the keys the case sets replaced (see :meth:`parts`); ``topology`` and ``model``
+    are then required in each case or at the top level.
+    """
 
     name: Str = "scenario"
     description: Str = ""
-    topology: OneOrMore[TopologyEntry]
+    topology: OneOrMore[TopologyEntry] | None = None
     hardware: OneOrMore[Hardware] | None = None
-    model: OneOrMore[ModelEntry]
+    model: OneOrMore[ModelEntry] | None = None
     parallelism: Parallelism = Parallelism()
     chunks: OneOrMore[PositiveInt] = (1,)
     algorithm: OneOrMore[Algorithm] = ("ring",)
     mode: OneOrMore[Mode] = ("des",)
+    cases: Annotated[tuple[Case, ...], Field(min_length=1)] | None = None
     calibration: Annotated[
         dict[str, dict[str, dict[str, float]]], BeforeValidator(_calibration)
     ] = Field(default_factory=dict)
@@ -541,6 +568,8 @@ class Scenario(Frozen):
 
     _source: str | None = PrivateAttr(default=None)
     _raw: Any = PrivateAttr(default=None)
+    _case: int | None = PrivateAttr(default=None)
+    _case_keys: frozenset[str] = PrivateAttr(default=frozenset())
 
     @field_validator("name")
     @classmethod
@@ -549,14 +578,50 @@ class Scenario(Frozen):
             raise invalid(f"expected a name of letters, digits, '.', '_' or '-', got {value!r}")
         return value
 
+    @model_validator(mode="after")
+    def _check_required(self) -> Scenario:
+        for key in ("topology", "model"):
+            if getattr(self, key) is not None:
+                continue
+            if not self.cases:
+                raise invalid("missing required key", (key,))
+            for index, case in enumerate(self.cases):
+                if getattr(case, key) is None:
+                    raise invalid("missing required key (set it here or at the top level)",
+                                  ("cases", index, key))
+        return self
+
     @property
     def source(self) -> str | None:
         """The file this scenario was loaded from (None when built in code)."""
         return self._source
 
+    @property
+    def topologies(self) -> tuple[TopologyEntry, ...]:
+        return self.topology or ()
+
+    @property
+    def models(self) -> tuple[ModelEntry, ...]:
+        return self.model or ()
+
+    def parts(self) -> list[Scenario]:
+        """The products this scenario's sweep is the union of: itself without ``cases``,
+        else one scenario per case (whose :meth:`key_path` points into ``cases[i]``)."""
+        if not self.cases:
+            return [self]
+        parts = []
+        for index, case in enumerate(self.cases):
+            update = {key: getattr(case, key) for key in case.model_fields_set}
+            part = self.model_copy(update={**update, "cases": None})
+            part._case, part._case_keys = index, frozenset(update)
+            parts.append(part)
+        return parts
+
     def key_path(self, *loc: str | int) -> str:
         """The key path of *loc* as the file wrote it (``chunks`` for a scalar, else
-        ``chunks[1]``)."""
+        ``chunks[1]``; ``cases[2].chunks`` where a case set it)."""
+        if loc and loc[0] in self._case_keys:
+            loc = ("cases", self._case or 0, *loc)
         return render_key(loc, self._raw)
 
     def calibration_for(self, label: str, mesh: DeviceMesh) -> dict[str, float] | None:

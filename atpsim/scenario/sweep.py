@@ -40,7 +40,7 @@ def build_topology(scenario: Scenario, index: int, n_gpus: int | None) -> Topolo
     :class:`ScenarioError` at key ``topology`` (the topology's own file and key inside)."""
     from atpsim.topology.spec import load_topology
 
-    entry = scenario.topology[index]
+    entry = scenario.topologies[index]
     try:
         return load_topology(entry.spec_mapping(), n_gpus=n_gpus)
     except AtpsimError as error:
@@ -60,7 +60,7 @@ def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, To
     for position, count in enumerate(devices):
         topology = build_topology(scenario, index, count)
         if topology.n_gpus < count:
-            label = scenario.topology[index].label()
+            label = scenario.topologies[index].label()
             message = (f"{count} devices, but topology {label!r} has {topology.n_gpus} GPUs; "
                        f"expected at most {topology.n_gpus}")
             raise _error(scenario, message, "parallelism", "devices", position)
@@ -122,13 +122,13 @@ def _check_chunks(scenario: Scenario, model: ModelConfig, model_index: int) -> N
             raise _error(scenario, message, "chunks", position)
 
 
-def _check_calibration(scenario: Scenario) -> None:
+def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
     if not scenario.calibration:
         return
-    if "analytic" not in scenario.mode:
+    if not any("analytic" in part.mode for part in parts):
         raise _error(scenario, "calibration is used only in analytic mode; expected "
                      "'analytic' in mode", "calibration")
-    labels = [entry.label() for entry in scenario.topology]
+    labels = list(dict.fromkeys(entry.label() for part in parts for entry in part.topologies))
     for scope in scenario.calibration:
         if scope != "*" and scope not in labels:
             message = f"unknown topology label {scope!r}{did_you_mean(scope, labels)}"
@@ -136,18 +136,25 @@ def _check_calibration(scenario: Scenario) -> None:
 
 
 def expand_sweep(scenario: Scenario) -> list[SweepPoint]:
-    """Every point of *scenario*, in axis order (see the module docstring), each checked.
+    """Every point of *scenario*, in axis order (see the module docstring), each checked;
+    with ``cases``, the points of each case in turn (a point two cases share, once).
 
     Raises :class:`ScenarioError` naming the scenario file and key for a device count above
     the topology's, a mesh of the wrong size or not dividing the hidden size, chunks not
     dividing the batch, calibration without analytic mode, or a topology that cannot be built.
     """
-    _check_calibration(scenario)
+    parts = scenario.parts()
+    _check_calibration(scenario, parts)
     points: dict[str, SweepPoint] = {}
-    for index, entry in enumerate(scenario.topology):
-        for point in _topology_points(scenario, index, entry):
+    for part in parts:
+        for point in _part_points(part):
             points.setdefault(point.key(), point)
     return list(points.values())
+
+
+def _part_points(part: Scenario) -> Iterator[SweepPoint]:
+    for index, entry in enumerate(part.topologies):
+        yield from _topology_points(part, index, entry)
 
 
 def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> Iterator[SweepPoint]:
@@ -156,7 +163,7 @@ def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> It
     base = {"scenario": scenario.name, "topology": entry.spec_mapping(),
             "topology_label": entry.label()}
     for hardware in scenario.hardware or (default_hardware,):
-        for model_index, model_entry in enumerate(scenario.model):
+        for model_index, model_entry in enumerate(scenario.models):
             model = model_entry.config()
             _check_chunks(scenario, model, model_index)
             for _, devices, _topology in sized:
@@ -181,17 +188,32 @@ def _mesh_points(
 
 
 def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -> str:
-    """The scenario's axes and its point count, a line each (what ``atpsim run`` prints).
-    Pass *points* when already expanded, to skip expanding again."""
+    """The scenario's axes and its point count, a line each (what ``atpsim run`` prints);
+    with ``cases``, the axes of each case. Pass *points* when already expanded."""
     points = expand_sweep(scenario) if points is None else points
+    lines = [f"scenario {scenario.name}: {_count(len(points))}"]
+    parts = scenario.parts()
+    if len(parts) == 1 and not scenario.cases:
+        return "\n".join(lines + _axes(scenario, "  "))
+    for index, part in enumerate(parts):
+        lines.append(f"  cases[{index}]: {_count(len(list(_part_points(part))))}")
+        lines += _axes(part, "    ")
+    return "\n".join(lines)
+
+
+def _count(n: int) -> str:
+    return f"{n} point{'s' * (n != 1)}"
+
+
+def _axes(scenario: Scenario, indent: str) -> list[str]:
     meshes = ", ".join(str(c) for c in scenario.parallelism.meshes)
     if any(c.kind == "opt" for c in scenario.parallelism.meshes):
         meshes += " (ATP-OPT: best of every factorization)"
     devices = scenario.parallelism.devices
     axes = [
-        ("topology", ", ".join(entry.label() for entry in scenario.topology)),
+        ("topology", ", ".join(entry.label() for entry in scenario.topologies)),
         ("hardware", ", ".join(scenario.hardware) if scenario.hardware else "topology default"),
-        ("model", ", ".join(entry.config().name for entry in scenario.model)),
+        ("model", ", ".join(entry.config().name for entry in scenario.models)),
         ("devices", ", ".join(map(str, devices)) if devices else "all GPUs of the topology"),
         ("meshes", meshes),
         ("placement", ", ".join(scenario.parallelism.placement)),
@@ -199,6 +221,4 @@ def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -
         ("algorithm", ", ".join(scenario.algorithm)),
         ("mode", ", ".join(scenario.mode)),
     ]
-    lines = [f"scenario {scenario.name}: {len(points)} point{'s' * (len(points) != 1)}"]
-    lines += [f"  {name:<10} {values}" for name, values in axes]
-    return "\n".join(lines)
+    return [f"{indent}{name:<10} {values}" for name, values in axes]

@@ -60,8 +60,8 @@ CASES = {
     "unknown_model_preset.yaml": ("model", ["unknown model preset 'M5'; expected one of ['M1'"]),
     "unknown_topology_preset.yaml": ("topology", ["unknown topology preset 'ic9'",
                                                   "did you mean"]),
-    "unknown_builder_param.yaml": ("topology", ["unknown parameter 'dimz'",
-                                                "(did you mean 'dims'?)"]),
+    "unknown_builder_param.yaml": ("topology.dimz", ["unknown parameter",
+                                                     "(did you mean 'dims'?)"]),
     "unknown_algorithm.yaml": (
         "algorithm", ["unknown algorithm 'rabenseifer' (did you mean 'rabenseifner'?)"]),
     "unknown_mode.yaml": ("mode[1]", ["unknown mode 'analitic' (did you mean 'analytic'?)"]),
@@ -79,6 +79,10 @@ CASES = {
         "topology.file", ["expected an existing file", "'graphs/nope.yaml'"]),
     "disconnected_custom_graph.yaml": (
         "topology", ["two_islands.yaml", "disconnected"]),
+    "case_mesh_wrong_product.yaml": (
+        "cases[1].parallelism.meshes[1]", ["DeviceMesh(4, 2) has 8 devices; expected 16"]),
+    "case_missing_topology.yaml": ("cases[1].topology", ["missing required key"]),
+    "case_unknown_key.yaml": ("cases[1].calibration", ["unknown key 'calibration'"]),
     "unknown_output_format.yaml": (
         "output.formats[1]", ["unknown output format 'xlsx'"]),
 }

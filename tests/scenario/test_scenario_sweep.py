@@ -140,3 +140,19 @@ def test_describe_sweep_lists_axes_and_point_count():
         "  algorithm  ring",
         "  mode       des",
     ]
+
+
+def test_cases_are_a_union_of_products():
+    scenario = load_scenario(GOOD / "cases.yaml")
+    points = expand_sweep(scenario)
+    got = [(p.topology_label, p.model.name, p.n_devices, p.mesh.d2) for p in points]
+    assert got == [
+        *itertools.product(["ic3"], ["M1", "M2"], [8], [1, 2, 4]),
+        *itertools.product(["dgx-a100"], ["M1", "M2"], [8], [1, 2, 4]),
+        *itertools.product(["ic5:16"], ["M1", "M2"], [16], [1, 2, 4, 8]),
+    ]
+    assert describe_sweep(scenario, points).splitlines()[:3] == [
+        "scenario fig11-mini: 20 points",
+        "  cases[0]: 12 points",
+        "    topology   ic3, dgx-a100",
+    ]
