@@ -1,0 +1,124 @@
+"""Device memory per rank of an ATP layer stack: weights, gradients, optimizer state and the
+activations kept for the backward pass, against the profile's capacity.
+
+Parameters per layer and rank, with the sharding of :mod:`atpsim.parallel.atp`: the linear
+weights ``(4h² + 2·h·ffn) / (d1·d2)``; the column-first biases (QKV ``3h``, FC1 ``ffn``) split
+over dimension 1, the row-first biases (attention output, FC2: ``h`` each) and the two
+LayerNorms' gain and bias (``4h``) split over dimension 2.
+
+Bytes per parameter (Rajbhandari et al., ZeRO, SC 2020 — the paper's ref [21], Section 3.1):
+mixed-precision Adam keeps fp16/bf16 weights and gradients (2 + 2 bytes) and fp32 master
+weights, momentum and variance (K = 12 bytes): 16 bytes per parameter. In fp32 training the
+weights are the master copy: 4 + 4 + 8 bytes.
+
+Activations kept for backward per layer (Korthikanti et al., "Reducing Activation
+Recomputation in Large Transformer Models", 2022, Section 4, for tensor parallelism t:
+``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` bytes in fp16; this module derives the same terms for the 2D
+sharding and any dtype, B bytes per element, T = b·s tokens):
+
+* hidden-sharded ``[T, h/d2]``: the inputs of both LayerNorms, of QKV and of FC1 (4B), two
+  dropout masks (1 byte each);
+* Q, K, V of this rank's heads ``[T, h/(d1·d2)]`` (3B); the gathered attention output, the
+  output linear's input ``[T, h/d1]`` (B); the GeLU input and output ``[T, ffn/d1]`` (2B);
+* per (sample, head) pair of this rank: softmax output and dropout output ``[s, s]`` (2B)
+  and the dropout mask (1 byte);
+* LayerNorm mean and reciprocal std per token (2 x 2 fp32).
+
+With d2 = 1, d1 = t, fp16 and ffn = 4h this is exactly Korthikanti's expression. Chunking
+does not change what is kept (every chunk's activations live until its backward); it shrinks
+the transient working set, estimated as the largest op's inputs + outputs of one chunk plus
+the largest collective buffer. The embedding, the LM head, the CUDA context and allocator
+fragmentation are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.models import ModelConfig
+from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims
+from atpsim.parallel.mesh import DeviceMesh
+
+#: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.
+LN_SAVED_BYTES_PER_TOKEN = 2 * 2 * 4
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes one rank needs; *fits* compares the total with the device capacity."""
+
+    params_per_rank: float
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    transient_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.transient_bytes
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:
+    """Parameters one rank holds for all of *model*'s layers."""
+    h, ffn, d1, d2 = model.hidden, model.ffn_mult * model.hidden, mesh.d1, mesh.d2
+    weights = (4 * h * h + 2 * h * ffn) / (d1 * d2)
+    biases = (3 * h + ffn) / d1 + 2 * h / d2
+    layernorms = 4 * h / d2
+    return model.layers * (weights + biases + layernorms)
+
+
+def optimizer_bytes_per_param(dtype_bytes: int) -> int:
+    """Adam state per parameter (ZeRO Section 3.1): fp32 master + momentum + variance (12) in
+    mixed precision; momentum + variance (8) when training in fp32."""
+    return 8 if dtype_bytes >= 4 else 12
+
+
+def activation_bytes_per_layer(dims: LayerDims, chunks: int) -> float:
+    """Bytes one layer keeps for backward on one rank, all *chunks* of the batch together."""
+    t, b = dims.tokens, dims.dtype_bytes
+    hidden_sharded = t * dims.hidden / dims.d2 * (4 * b + 2)
+    qkv = 3 * b * t * dims.hidden / (dims.d1 * dims.d2)
+    gathered = b * t * dims.hidden / dims.d1
+    mlp = 2 * b * t * dims.ffn / dims.d1
+    attention = (2 * b + 1) * dims.head_batches * dims.seq * dims.seq
+    ln_stats = LN_SAVED_BYTES_PER_TOKEN * t
+    return chunks * (hidden_sharded + qkv + gathered + mlp + attention + ln_stats)
+
+
+def transient_bytes(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> float:
+    """Largest working set of one chunk: the biggest op's inputs + outputs (a GEMM's A, B, C,
+    a memory-bound op's reads and writes) plus the biggest collective buffer."""
+    program = build_step_program(replace(model, layers=1), mesh, chunks)
+    biggest_op = max(op.bytes_moved for op in program.compute_ops())
+    biggest_comm = max((op.bytes for op in program.comm_ops()), default=0.0)
+    return biggest_op + biggest_comm
+
+
+def memory_per_rank(
+    model: ModelConfig, mesh: DeviceMesh, chunks: int, profile: HardwareProfile
+) -> MemoryEstimate:
+    """Memory one rank needs to train *model* on *mesh* with the batch in *chunks*."""
+    dims = layer_dims(model, mesh, chunks)
+    params = params_per_rank(model, mesh)
+    return MemoryEstimate(
+        params_per_rank=params,
+        weights_bytes=params * model.dtype_bytes,
+        gradients_bytes=params * model.dtype_bytes,
+        optimizer_bytes=params * optimizer_bytes_per_param(model.dtype_bytes),
+        activations_bytes=model.layers * activation_bytes_per_layer(dims, chunks),
+        transient_bytes=transient_bytes(model, mesh, chunks),
+        capacity_bytes=profile.memory_capacity_bytes,
+    )
