@@ -1,13 +1,146 @@
-"""The one place the stages are chained: scenario point -> topology -> program -> engine -> row."""
+"""The one place the stages are chained: scenario point -> topology -> program -> engine -> row.
+
+Two modes, compared and never confused:
+- ``des``: the ATP program runs on per-rank compute and communication streams; every
+  collective is simulated link by link by the event engine (:mod:`atpsim.step.point`).
+- ``analytic``: the paper's model: T_comm by Eq. 2 with B1, B2 from the hierarchical
+  communication matrix (Eq. 3, 4) or from a calibration, plus the same compute time, with no
+  overlap (step = compute + T_comm).
+"""
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any
 
+from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.scenario.point import SweepPoint
+from atpsim.step.point import StepResult, simulate_des_step
+
+TERA = 1e12
+PAPER_TERA = 2.0**40  # Table 2/3's unit (atp-paper-facts.md, "Units")
 
 
 def simulate_point(point: SweepPoint) -> dict[str, Any]:
-    """Simulate one sweep point and return its results row (columns of the results schema)."""
-    raise SimulationError("simulating a point is not implemented yet (issue 4)")
+    """Simulate one sweep point and return its result columns (see atpsim.results.schema)."""
+    topology = topology_for(point)
+    profile = _profile(point.hardware)
+    if point.mode == "des":
+        times = _des_times(point, topology, profile)
+    elif point.mode == "analytic":
+        times = _analytic_times(point, topology, profile)
+    else:
+        raise SimulationError(f"unknown mode {point.mode!r}; expected 'des' or 'analytic'")
+    return {**times, **_derived_columns(point, topology, profile, times)}
+
+
+def topology_for(point: SweepPoint) -> Any:
+    """The point's topology, sized to its device count where the spec leaves size open."""
+    from atpsim.topology.spec import load_topology
+
+    topology = load_topology(dict(point.topology), n_gpus=point.n_devices)
+    if topology.n_gpus < point.n_devices:
+        raise SimulationError(
+            f"{point.topology_label} has {topology.n_gpus} GPUs; the point needs {point.n_devices}"
+        )
+    return topology
+
+
+@lru_cache(maxsize=16)
+def _profile(name: str) -> Any:
+    from atpsim.compute.hardware import load_profile
+
+    return load_profile(name)
+
+
+def _des_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, float]:
+    result: StepResult = simulate_des_step(
+        topology, profile, point.model, point.mesh, point.chunks, point.algorithm
+    )
+    return {
+        "step_time_s": result.step_time_s,
+        "compute_time_s": result.compute_time_s,
+        "comm_time_s": result.comm_time_s,
+        "exposed_comm_s": result.exposed_comm_s,
+    }
+
+
+def _analytic_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, float]:
+    """Eq. 2's T_comm (calibrated B1, B2 where the point has them) plus serial compute."""
+    from atpsim.analytic.model import plan_analytic
+
+    mesh_key = f"{point.mesh.d1}x{point.mesh.d2}"
+    calibration = {mesh_key: dict(point.calibration)} if point.calibration else None
+    estimates = plan_analytic(
+        topology,
+        point.model,
+        point.n_devices,
+        calibration,
+        include_uncalibrated=True,
+        placement=point.mesh.placement,
+    )
+    estimate = next(e for e in estimates if (e.mesh.d1, e.mesh.d2) == (point.mesh.d1, point.mesh.d2))
+    compute_s = serial_compute_time_s(point.model, point.mesh, point.chunks, profile)
+    return {
+        "step_time_s": compute_s + estimate.t_comm_s,
+        "compute_time_s": compute_s,
+        "comm_time_s": estimate.t_comm_s,
+        "exposed_comm_s": estimate.t_comm_s,
+    }
+
+
+def serial_compute_time_s(model: ModelConfig, mesh: Any, chunks: int, profile: Any) -> float:
+    """Sum of the durations of every compute op of the ATP program on one rank."""
+    from atpsim.compute.timing import compute_time_s
+    from atpsim.parallel.atp import build_step_program
+
+    program = build_step_program(model, mesh, chunks)
+    return sum(compute_time_s(op, profile, model.dtype) for op in program.compute_ops())
+
+
+def _derived_columns(
+    point: SweepPoint, topology: Any, profile: Any, times: dict[str, float]
+) -> dict[str, Any]:
+    from atpsim.parallel.memory import memory_per_rank
+
+    flops = point.model.step_flops()
+    per_gpu_flops_per_s = flops / times["step_time_s"] / point.n_devices
+    group_bw = group_bandwidth_Bps(topology, point.n_devices)
+    memory = memory_per_rank(point.model, point.mesh, point.chunks, profile)
+    return {
+        "tflops_per_gpu": per_gpu_flops_per_s / TERA,
+        "tflops_per_gpu_paper_unit": per_gpu_flops_per_s / PAPER_TERA,
+        "comm_over_delta": times["comm_time_s"] / delta_s(point.model, group_bw) if group_bw else None,
+        "group_bw_Bps": group_bw,
+        "memory_per_rank_bytes": memory.total_bytes,
+        "fits_memory": memory.fits,
+    }
+
+
+def delta_s(model: ModelConfig, group_bw_Bps: float) -> float:
+    """The paper's Delta = 2·L·b·s·h / GroupBW (Section 5.4), with h in bytes of the dtype."""
+    from atpsim.analytic.model import delta_s as paper_delta_s
+
+    return paper_delta_s(model, group_bw_Bps)
+
+
+def group_bandwidth_Bps(topology: Any, n_devices: int) -> float | None:
+    """GroupBW per GPU where the topology defines one: every rank of every layer of its
+    hierarchical communication matrix offers the same group bandwidth per GPU (a single switch,
+    a torus: the paper's IC5 and IC6). None where the layers differ (there is no one Delta)."""
+    if topology.n_gpus != n_devices:
+        return None
+    from atpsim.analytic.hcm import derive_hcm
+
+    per_gpu = {
+        round(group.group_Bps(r) / len(rank), 3)
+        for layer in derive_hcm(topology).layers
+        for group in layer.groups
+        for r, rank in enumerate(group.ranks)
+    }
+    if len(per_gpu) != 1:
+        return None
+    value = per_gpu.pop()
+    return value if math.isfinite(value) and value > 0 else None

@@ -1,0 +1,84 @@
+"""Simulate one training step of a sweep point with the event engine (mode "des").
+
+Chains the stages for one point: the ATP program of the model on the mesh
+(:mod:`atpsim.parallel.atp`), compute durations from the hardware profile
+(:mod:`atpsim.compute.timing`), collective durations from the link-level engine
+(:func:`atpsim.engine.runner.run_collective`, every group of a mesh dimension at once), and
+the two-stream list scheduler (:func:`atpsim.step.simulate.simulate_step`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.program import CommOp, ComputeOp, StepProgram
+from atpsim.step.simulate import CommTiming, StepTimeline, simulate_step
+
+#: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default
+#: for all-gather and reduce-scatter); a scenario's `algorithm` applies to all-reduce.
+_FALLBACK_ALGORITHM = "ring"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Times of one simulated step on its critical rank (the one that finishes last)."""
+
+    timeline: StepTimeline
+    step_time_s: float
+    compute_time_s: float
+    comm_time_s: float
+    exposed_comm_s: float
+
+
+def simulate_des_step(
+    topology: Any,
+    profile: Any,
+    model: Any,
+    mesh: DeviceMesh,
+    chunks: int,
+    algorithm: str,
+) -> StepResult:
+    """Run *model* on *mesh* over *topology* (first ``mesh.size`` GPUs) and time the step."""
+    from atpsim.parallel.atp import build_step_program
+
+    program: StepProgram = build_step_program(model, mesh, chunks)
+    compute_timer = _compute_timer(profile, model.dtype)
+    comm_timer = _comm_timer(topology, mesh, algorithm)
+    timeline = simulate_step(program, mesh.size, compute_timer, comm_timer)
+    rank = timeline.critical_rank()
+    return StepResult(
+        timeline=timeline,
+        step_time_s=timeline.step_time_s,
+        compute_time_s=timeline.busy_s(rank, "compute"),
+        comm_time_s=timeline.busy_s(rank, "comm"),
+        exposed_comm_s=timeline.exposed_comm_s(rank),
+    )
+
+
+def _compute_timer(profile: Any, dtype: str) -> Any:
+    from atpsim.compute.timing import compute_time_s
+
+    @lru_cache(maxsize=None)
+    def timer(op: ComputeOp) -> float:
+        return float(compute_time_s(op, profile, dtype))
+
+    return timer
+
+
+def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str) -> Any:
+    from atpsim.collectives.registry import algorithm_names
+    from atpsim.engine.runner import run_collective
+
+    @lru_cache(maxsize=None)
+    def timer(op: CommOp) -> CommTiming:
+        groups = mesh.groups(op.dim)
+        if len(groups[0]) == 1:
+            return CommTiming.of(groups, [0.0] * len(groups))
+        chosen = algorithm if algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
+        result = run_collective(topology, op.collective, chosen, groups, op.bytes)
+        return CommTiming.of(groups, list(result.group_time_s))
+
+    return timer
