@@ -114,7 +114,7 @@ def resolve_meshes(
     return [(DeviceMesh(d1, d2), group) for d1, d2 in unique]
 
 
-def _check_chunks(scenario: Scenario, model: ModelConfig, model_index: int) -> None:
+def _check_chunks(scenario: Scenario, model: ModelConfig) -> None:
     for position, chunks in enumerate(scenario.chunks):
         if model.batch % chunks:
             message = (f"{chunks} chunks split model.batch = {model.batch} (model "
@@ -163,9 +163,9 @@ def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> It
     base = {"scenario": scenario.name, "topology": entry.spec_mapping(),
             "topology_label": entry.label()}
     for hardware in scenario.hardware or (default_hardware,):
-        for model_index, model_entry in enumerate(scenario.models):
+        for model_entry in scenario.models:
             model = model_entry.config()
-            _check_chunks(scenario, model, model_index)
+            _check_chunks(scenario, model)
             for _, devices, _topology in sized:
                 fields = {**base, "hardware": hardware, "model": model, "n_devices": devices}
                 yield from _mesh_points(scenario, fields, devices, model)

@@ -82,6 +82,7 @@ CASES = {
     "case_mesh_wrong_product.yaml": (
         "cases[1].parallelism.meshes[1]", ["DeviceMesh(4, 2) has 8 devices; expected 16"]),
     "case_missing_topology.yaml": ("cases[1].topology", ["missing required key"]),
+    "case_null_topology.yaml": ("cases[1].topology", ["missing required key"]),
     "case_unknown_key.yaml": ("cases[1].calibration", ["unknown key 'calibration'"]),
     "unknown_output_format.yaml": (
         "output.formats[1]", ["unknown output format 'xlsx'"]),
