@@ -40,7 +40,8 @@ def topology_for(point: SweepPoint) -> Any:
     """The point's topology, sized to its device count where the spec leaves size open."""
     from atpsim.topology.spec import load_topology
 
-    topology = load_topology(dict(point.topology), n_gpus=point.n_devices)
+    spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
+    topology = load_topology(spec, n_gpus=point.n_devices)
     if topology.n_gpus < point.n_devices:
         raise SimulationError(
             f"{point.topology_label} has {topology.n_gpus} GPUs; the point needs {point.n_devices}"
