@@ -1,0 +1,85 @@
+"""`atpsim collective`: nccl-tests-like rows, CSV, groups, and one-line errors (exit 2)."""
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from atpsim.cli import main
+from atpsim.topology.spec import load_topology
+
+
+def run(*args):
+    runner = CliRunner()
+    with runner.isolated_filesystem():
+        return runner.invoke(main, ["collective", *args])
+
+
+def rows(result):
+    return list(csv.DictReader(io.StringIO(result.output)))
+
+
+def test_dgx_a100_ring_busbw_is_the_nvlink_bandwidth():
+    """8 A100 on NVSwitch: busbw = 2(p-1)/p * n / T with T = 2(p-1)/p n/B + 14 alpha, i.e.
+    B = 300 GB/s per direction less the latency share (well under 1% at 1 GiB)."""
+    result = run("--topology", "dgx-a100", "--algorithm", "ring", "--bytes", "1G")
+    assert result.exit_code == 0, result.output
+    assert "all_reduce by ring on dgx-a100" in result.output and "p = 8" in result.output
+    busbw = float(result.output.strip().splitlines()[-1].split()[5])
+    nvlink = float(load_topology("dgx-a100").links.bandwidth_Bps.min()) / 1e9
+    assert 0.99 * nvlink < busbw <= nvlink
+
+
+def test_ic1_is_bound_by_host_memory_staging():
+    """ic1 stages every copy through the sending socket's host memory: the 4 ring hops that
+    leave socket 0's GPUs share its one host link, so busbw = host bandwidth / 4."""
+    result = run("--topology", "ic1", "--bytes", "1G", "--csv")
+    assert result.exit_code == 0, result.output
+    topo = load_topology("ic1")
+    host = float(np.min(topo.links.bandwidth_Bps[np.array(topo.links.kind) == "host"])) / 1e9
+    assert float(rows(result)[0]["busbw_GBps"]) == pytest.approx(host / 4, rel=1e-2)
+
+
+def test_csv_has_a_row_per_size_doubling():
+    result = run("-t", "nvswitch:8", "--bytes", "8:1K", "--csv", "-d", "half")
+    assert result.exit_code == 0, result.output
+    table = rows(result)
+    assert [int(r["size_bytes"]) for r in table] == [8 * 2**i for i in range(8)]
+    assert [int(r["count"]) for r in table] == [4 * 2**i for i in range(8)]
+    times = [float(r["time_us"]) for r in table]
+    assert times == sorted(times)
+
+
+def test_mesh_groups_and_first_gpus():
+    result = run("-t", "torus:4x4", "--groups", "dim1:4x4", "--bytes", "1M", "--csv")
+    assert result.exit_code == 0, result.output
+    assert rows(result)[0]["p"] == "4"
+    first = run("-t", "nvswitch:8", "--gpus", "4", "--bytes", "1M")
+    assert "all (4 GPUs), p = 4" in first.output
+
+
+def test_all_to_all_defaults_to_pairwise():
+    result = run("-t", "nvswitch:8", "--op", "all_to_all", "--bytes", "1M")
+    assert result.exit_code == 0, result.output
+    assert "all_to_all by pairwise" in result.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-t", "dgx-a100", "-a", "rign"], "did you mean 'ring'"),
+        (["-t", "dgx-a100", "--groups", "dim3:2x4"], "--groups"),
+        (["-t", "dgx-a100", "--groups", "dim1:4x4"], "needs 16 GPUs"),
+        (["-t", "dgx-a100", "--gpus", "9"], "--gpus"),
+        (["-t", "dgx-a100", "--bytes", "lots"], "expected a size"),
+        (["-t", "dgx-a101"], "did you mean"),
+        (["-t", "dgx-a100", "-d", "floot"], "did you mean 'float'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
