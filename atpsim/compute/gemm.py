@@ -20,8 +20,9 @@ imperfectly near the roofline's ridge, where skinny GEMMs sit.
 ``correction`` (profiles with ``gemm.model: table``) pulls the curve onto measured points:
 ``ln correction = Σ w_i ln r_i / (1 + Σ w_i)`` with ``r_i`` = measured / curve at point i and
 ``w_i = (radius / d_i)^2``, ``d_i`` the distance in octaves between the shapes
-``(log2(batch·m), log2 n, log2 k)``. It equals ``r_i`` at a measured shape, fades to 1 about
-one radius away, and never lets the rate exceed the peak or the memory bandwidth (roofline).
+``(log2(batch·m), log2 n, log2 k)``. It equals ``r_i`` at a measured shape, and one radius from a
+lone point it is halfway back to 1; the result never exceeds the peak or the memory bandwidth
+(roofline).
 
 The A100 curve was fitted (least squares in log rate, ``k_half`` fixed at 128: four 32-deep
 k tiles) to the cuBLASLt rows of ``shared/reference/measured-data.md``; its RMS error is ~7%

@@ -52,7 +52,17 @@ def fit_gemm_curve(
     return replace(profile, gemm=gemm)
 
 
-def _best_on_grid(profile, points, dtype, centre, span, lo, hi, steps: int = 12):
+def _best_on_grid(
+    profile: HardwareProfile,
+    points: Sequence[Point],
+    dtype: str,
+    centre: tuple[float, float],
+    span: tuple[float, float],
+    lo: tuple[float, float],
+    hi: tuple[float, float],
+    steps: int = 12,
+) -> tuple[float, float]:
+    """The best (efficiency_max, log10 output_half_elements) on a grid around *centre*."""
     candidates = []
     for i in range(steps + 1):
         e = min(max(centre[0] + span[0] * (2 * i / steps - 1), lo[0]), hi[0])

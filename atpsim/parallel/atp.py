@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
@@ -263,6 +263,12 @@ class _Issuer:
         if role != "wgrad":
             self.head[chunk] = task_id
 
+    def finish(self, ops: list[ComputeOp]) -> None:
+        """Issue *ops* once, after every chunk's last op (e.g. the optimizer step)."""
+        deps = tuple(h for h in self.head if h is not None)
+        for op in ops:
+            self.tasks.append(Task(len(self.tasks), op, 0, "bwd", deps))
+
     def issue(self, items: list[Item], phase: Literal["fwd", "bwd"]) -> None:
         """Issue *items* segment by segment, each segment for chunk 0, 1, ... in turn."""
         for segment in _segments(items):
@@ -271,17 +277,46 @@ class _Issuer:
                     self.add(item, chunk, phase)
 
 
-def build_step_program(model: ModelConfig, mesh: DeviceMesh, chunks: int = 1) -> StepProgram:
+def build_step_program(
+    model: ModelConfig, mesh: DeviceMesh, chunks: int = 1, *, optimizer_step: bool = False
+) -> StepProgram:
     """Forward and backward of *model*'s ``layers`` transformer layers on *mesh*, the batch
-    split into *chunks*, as one rank's program (every rank runs the same, SPMD)."""
+    split into *chunks*, as one rank's program (every rank runs the same, SPMD). With
+    *optimizer_step*, the Adam update of each layer's parameters follows (memory-bound)."""
     dims = layer_dims(model, mesh, chunks)
     issuer = _Issuer(chunks)
     issuer.issue([i for layer in range(model.layers) for i in forward_items(dims, layer)], "fwd")
     issuer.issue(
         [i for layer in reversed(range(model.layers)) for i in backward_items(dims, layer)], "bwd"
     )
+    if optimizer_step:
+        issuer.finish([_adam_op(model, mesh, layer) for layer in range(model.layers)])
     flags = (FLAG_UNEVEN_HEADS,) if model.heads % mesh.size else ()
     return StepProgram(tasks=tuple(issuer.tasks), flags=flags)
+
+
+def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:
+    """Parameters one rank holds for all of *model*'s layers: the linear weights
+    ``(4h² + 2·h·ffn) / (d1·d2)``; the column-first biases (QKV ``3h``, FC1 ``ffn``) split over
+    dimension 1; the row-first biases (attention output, FC2: ``h`` each) and the two
+    LayerNorms' gain and bias (``4h``) split over dimension 2."""
+    h, ffn, d1, d2 = model.hidden, model.ffn_mult * model.hidden, mesh.d1, mesh.d2
+    weights = (4 * h * h + 2 * h * ffn) / (d1 * d2)
+    biases = (3 * h + ffn) / d1 + 2 * h / d2
+    layernorms = 4 * h / d2
+    return model.layers * (weights + biases + layernorms)
+
+
+def adam_bytes_per_param(dtype_bytes: int) -> int:
+    """Bytes an Adam update moves per parameter: it reads the gradient, the fp32 master
+    weight, momentum and variance and writes the three fp32 states and the low-precision
+    weight (24 + 2·B); in fp32 the weight is the master copy (read g, w, m, v; write w, m, v)."""
+    return 28 if dtype_bytes >= 4 else 24 + 2 * dtype_bytes
+
+
+def _adam_op(model: ModelConfig, mesh: DeviceMesh, layer: int) -> ComputeOp:
+    params = params_per_rank(replace(model, layers=1), mesh)
+    return _memory(f"l{layer}.adam", params, adam_bytes_per_param(model.dtype_bytes))
 
 
 def program_summary(program: StepProgram, ranks: int = 1) -> dict:

@@ -1,10 +1,8 @@
 """Device memory per rank of an ATP layer stack: weights, gradients, optimizer state and the
 activations kept for the backward pass, against the profile's capacity.
 
-Parameters per layer and rank, with the sharding of :mod:`atpsim.parallel.atp`: the linear
-weights ``(4h² + 2·h·ffn) / (d1·d2)``; the column-first biases (QKV ``3h``, FC1 ``ffn``) split
-over dimension 1, the row-first biases (attention output, FC2: ``h`` each) and the two
-LayerNorms' gain and bias (``4h``) split over dimension 2.
+Parameters per rank follow the sharding of :mod:`atpsim.parallel.atp`
+(:func:`~atpsim.parallel.atp.params_per_rank`).
 
 Bytes per parameter (Rajbhandari et al., ZeRO, SC 2020 — the paper's ref [21], Section 3.1):
 mixed-precision Adam keeps fp16/bf16 weights and gradients (2 + 2 bytes) and fp32 master
@@ -37,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
-from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims
+from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims, params_per_rank
 from atpsim.parallel.mesh import DeviceMesh
 
 #: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.
@@ -69,15 +67,6 @@ class MemoryEstimate:
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.capacity_bytes
-
-
-def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:
-    """Parameters one rank holds for all of *model*'s layers."""
-    h, ffn, d1, d2 = model.hidden, model.ffn_mult * model.hidden, mesh.d1, mesh.d2
-    weights = (4 * h * h + 2 * h * ffn) / (d1 * d2)
-    biases = (3 * h + ffn) / d1 + 2 * h / d2
-    layernorms = 4 * h / d2
-    return model.layers * (weights + biases + layernorms)
 
 
 def optimizer_bytes_per_param(dtype_bytes: int) -> int:
