@@ -67,7 +67,7 @@ class SweepPoint:
         """Canonical JSON-able form (used for keys and for the results table's parameters)."""
         fields = {
             "scenario": self.scenario,
-            "topology": dict(self.topology),
+            "topology": self.topology if isinstance(self.topology, str) else dict(self.topology),
             "topology_label": self.topology_label,
             "n_devices": self.n_devices,
             "hardware": self.hardware,

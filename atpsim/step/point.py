@@ -46,7 +46,8 @@ def simulate_des_step(
 
     program: StepProgram = build_step_program(model, mesh, chunks)
     compute_timer = _compute_timer(profile, model.dtype)
-    comm_timer = _comm_timer(topology, mesh, algorithm)
+    overhead_s = float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
+    comm_timer = _comm_timer(topology, mesh, algorithm, overhead_s)
     timeline = simulate_step(program, mesh.size, compute_timer, comm_timer)
     rank = timeline.critical_rank()
     return StepResult(
@@ -68,7 +69,10 @@ def _compute_timer(profile: Any, dtype: str) -> Any:
     return timer
 
 
-def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str) -> Any:
+def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str, overhead_s: float = 0.0) -> Any:
+    """Durations of each collective per group: the engine's link-level time plus the profile's
+    fixed per-collective cost (kernel launch and the library's synchronisation, which moves no
+    bytes; ``collective_overhead_s``, 0 unless a profile sets it)."""
     from atpsim.collectives.registry import algorithm_names
     from atpsim.engine.runner import run_collective
 
@@ -79,6 +83,6 @@ def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str) -> Any:
             return CommTiming.of(groups, [0.0] * len(groups))
         chosen = algorithm if algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
         result = run_collective(topology, op.collective, chosen, groups, op.bytes)
-        return CommTiming.of(groups, list(result.group_time_s))
+        return CommTiming.of(groups, [t + overhead_s for t in result.group_time_s])
 
     return timer
