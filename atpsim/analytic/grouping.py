@@ -207,7 +207,7 @@ def torus_links(dims: tuple[int, ...]) -> set[tuple[int, ...]]:
         step = coords.copy()
         step[axis] = (step[axis] + 1) % size
         other = np.ravel_multi_index(tuple(step), dims)
-        links.update(zip(np.minimum(index, other).tolist(), np.maximum(index, other).tolist()))
+        links.update(zip(np.minimum(index, other).tolist(), np.maximum(index, other).tolist(), strict=True))
     return links
 
 
@@ -228,7 +228,7 @@ def _coords_hint(graph: nx.Graph, topology: Topology, group: GroupNode) -> tuple
     coords = [graph.nodes[topology.gpu_nodes[rank]].get("coords") for rank in group.gpus]
     if any(c is None for c in coords) or len({len(c) for c in coords}) != 1:
         return None
-    dims = tuple(int(max(axis)) - int(min(axis)) + 1 for axis in zip(*coords))
+    dims = tuple(int(max(axis)) - int(min(axis)) + 1 for axis in zip(*coords, strict=True))
     return tuple(d for d in dims if d > 1)
 
 

@@ -119,7 +119,7 @@ def _value_summary(values: np.ndarray, what: str) -> str:
     distinct, counts = np.unique(values.round(6), return_counts=True)
     if len(distinct) == 1:
         return f"{_gb(distinct[0])} for all {len(values)} {what}"
-    parts = [f"{_gb(v)} ({c} {what})" for v, c in zip(distinct[::-1], counts[::-1])]
+    parts = [f"{_gb(v)} ({c} {what})" for v, c in zip(distinct[::-1], counts[::-1], strict=True)]
     return ", ".join(parts[:6]) + (", ..." if len(parts) > 6 else "") + " (--json for all)"
 
 
