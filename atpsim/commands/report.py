@@ -1,15 +1,22 @@
-"""`atpsim report` (not implemented yet: it says so and exits 2)."""
+"""`atpsim report DIR`: rebuild a run's report from its saved results table and scenario."""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 
 import click
 
+from atpsim.commands._common import clean_errors
+from atpsim.report.build import rebuild_report
 
-@click.command("report", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not implemented yet."""
-    click.echo("atpsim: error: 'report' is not implemented yet", err=True)
-    sys.exit(2)
+
+@click.command("report")
+@click.argument(
+    "run_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@clean_errors
+def command(run_dir: Path) -> None:
+    """Rebuild report.md, report.html and figures/ in DIR from DIR/results.csv and
+    DIR/scenario.yaml (as written by `atpsim run`)."""
+    for path in rebuild_report(run_dir):
+        click.echo(str(path))

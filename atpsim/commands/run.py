@@ -1,15 +1,106 @@
-"""`atpsim run` (not implemented yet: it says so and exits 2)."""
+"""`atpsim run SCENARIO`: run a scenario's sweep, write its results table and report."""
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.logging import RichHandler
+
+from atpsim.commands._common import clean_errors
+from atpsim.sweep.pipeline import RunSummary, run_scenario
+from atpsim.sweep.runner import SweepInterrupted
+
+EXIT_FAILED_POINTS = 1
+EXIT_INTERRUPTED = 130
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not implemented yet."""
-    click.echo("atpsim: error: 'run' is not implemented yet", err=True)
-    sys.exit(2)
+@click.command("run")
+@click.argument("scenario", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run folder (default: reports/<scenario name>/).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Points simulated in parallel worker processes.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Keep the points an interrupted run finished; simulate only the rest.",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@clean_errors
+def command(
+    scenario: Path, out_dir: Path | None, jobs: int, resume: bool, no_progress: bool
+) -> None:
+    """Run the sweep of SCENARIO (a YAML file) and write results.csv and the report.
+
+    Exit status: 0 when every point was simulated, 1 when some failed (their rows say why),
+    2 for a bad scenario, 130 when interrupted (rerun with --resume to continue).
+    """
+    console = Console(stderr=True)
+    with _logging_to(console):
+        try:
+            summary = run_scenario(
+                scenario,
+                out_dir,
+                jobs=jobs,
+                resume=resume,
+                progress=not no_progress,
+                console=console,
+                announce=click.echo,
+            )
+        except SweepInterrupted as stop:
+            click.echo(f"atpsim: {stop.message()}", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+    _finish(summary)
+
+
+def _finish(summary: RunSummary) -> None:
+    click.echo(f"results and report in {summary.out_dir}/:")
+    for path in summary.files:
+        click.echo(f"  {path}")
+    missing = summary.missing_feature()
+    if missing:
+        click.echo(
+            f"atpsim: error: nothing could be simulated: {missing}; the table and "
+            "report list the points it would run",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED_POINTS)
+    if summary.n_failed:
+        click.echo(
+            f"atpsim: {summary.n_failed} of {summary.n_points} points failed; "
+            "see 'Failures' in the report",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED_POINTS)
+
+
+@contextmanager
+def _logging_to(console: Console) -> Iterator[None]:
+    """Send atpsim's log records (INFO and up) to *console* while the command runs, so they
+    print above the progress bar."""
+    handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    logger, level = logging.getLogger("atpsim"), logging.getLogger("atpsim").level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

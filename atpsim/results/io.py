@@ -149,11 +149,15 @@ def parquet_available() -> bool:
 def write_results(out_dir: Path, frame: pd.DataFrame, *, parquet: bool = True) -> list[Path]:
     """Write *frame* as ``out_dir/results.csv`` and, when *parquet* and pyarrow is importable,
     ``results.parquet`` holding exactly what the CSV holds (values rounded to the CSV's
-    format), so both read back to the same table. Returns the paths written."""
+    format), so both read back to the same table; else an old results.parquet is removed.
+    Returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / RESULTS_CSV]
     write_csv(written[0], frame_rows(frame))
+    stale = out_dir / RESULTS_PARQUET
     if parquet and parquet_available():
-        written.append(out_dir / RESULTS_PARQUET)
-        read_results(written[0]).to_parquet(written[1], index=False)
+        written.append(stale)
+        read_results(written[0]).to_parquet(stale, index=False)
+    else:
+        stale.unlink(missing_ok=True)
     return written

@@ -55,7 +55,7 @@ class SweepInterrupted(KeyboardInterrupt):
         )
 
 
-def _default_simulate(point: SweepPoint) -> Mapping[str, Any]:
+def default_simulate(point: SweepPoint) -> Mapping[str, Any]:
     from atpsim.api import simulate_point
 
     return simulate_point(point)
@@ -67,7 +67,7 @@ def run_sweep(
     *,
     jobs: int = 1,
     resume: bool = False,
-    simulate: Simulate = _default_simulate,
+    simulate: Simulate = default_simulate,
     progress: bool = True,
     console: Console | None = None,
     parquet: bool = True,
@@ -87,15 +87,17 @@ def run_sweep(
     if done:
         log.info("resuming: %d of %d points already done", len(done), len(unique))
     bar = SweepProgress(len(unique), len(done), enabled=progress, console=console)
+    failures = _FailureLog()
     try:
         with bar, closing(_results(todo, simulate, jobs)) as rows:
             for row in rows:
                 append_row(partial, row)
                 done[row["point_key"]] = row
-                _log_failure(row)
+                failures(row)
                 bar.advance(failed=row["status"] == "failed")
     except KeyboardInterrupt:
         raise SweepInterrupted(len(done), len(unique), partial) from None
+    failures.summary(len(todo))
     write_results(out, _final_frame(points, done), parquet=parquet)
     partial.unlink(missing_ok=True)
     return read_results(out / RESULTS_CSV)
@@ -191,11 +193,31 @@ def simulate_row(simulate: Simulate, point: SweepPoint, index: int) -> dict[str,
         return normalize_row({**base, "status": "failed", "error": _error_text(error)})
 
 
-def _log_failure(row: Mapping[str, Any]) -> None:
-    if row["status"] == "failed":
-        log.warning(
-            "point %d failed (%s): %s", row["point_index"], describe_point(row), row["error"]
-        )
+class _FailureLog:
+    """Logs a failed point with its parameters: the first point of each distinct error at
+    WARNING, later ones with the same error at DEBUG; :meth:`summary` counts them all."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seen: set[str] = set()
+
+    def __call__(self, row: Mapping[str, Any]) -> None:
+        if row["status"] != "failed":
+            return
+        self.count += 1
+        level = logging.DEBUG if row["error"] in self.seen else logging.WARNING
+        self.seen.add(row["error"])
+        where = describe_point(row)
+        log.log(level, "point %d failed (%s): %s", row["point_index"], where, row["error"])
+
+    def summary(self, total: int) -> None:
+        if self.count:
+            log.warning(
+                "%d of %d points failed (%d distinct errors); their rows have status=failed",
+                self.count,
+                total,
+                len(self.seen),
+            )
 
 
 def _error_text(error: Exception) -> str:

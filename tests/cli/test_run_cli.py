@@ -1,0 +1,143 @@
+"""`atpsim run` and `atpsim report` end to end (with a fake simulator where one is needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from atpsim.cli import main
+from atpsim.results.io import read_results
+
+SCENARIO = """name: tiny
+description: Two meshes and two chunk counts on IC3.
+topology: ic3
+model: M1
+parallelism: {meshes: [atp-1, atp-2]}
+chunks: [1, 2]
+"""
+
+
+def fake_simulate(point):
+    d1, d2 = point.mesh.d1, point.mesh.d2
+    return {
+        "step_time_s": 0.01 * d1 / d2 / point.chunks,
+        "tflops_per_gpu": 100.0 * d2 / d1,
+        "tflops_per_gpu_paper_unit": 90.0 * d2 / d1,
+        "comm_over_delta": 1.0 + d1,
+    }
+
+
+@pytest.fixture
+def fake_simulator(monkeypatch):
+    monkeypatch.setattr("atpsim.api.simulate_point", fake_simulate)
+
+
+@pytest.fixture
+def scenario(tmp_path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SCENARIO)
+    return path
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_run_writes_table_and_report_to_the_default_folder(
+    fake_simulator, scenario, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    result = run("run", str(scenario), "--no-progress")
+    assert result.exit_code == 0, result.output
+    out = Path("reports/tiny")
+    assert "scenario tiny: 4 points" in result.stdout
+    assert "results and report in reports/tiny/" in result.stdout
+    for name in ("results.csv", "report.md", "report.html", "scenario.yaml"):
+        assert (out / name).is_file()
+    assert (out / "scenario.yaml").read_text() == SCENARIO
+    frame = read_results(out)
+    assert frame["mesh"].tolist() == ["8x1", "8x1", "4x2", "4x2"]
+    assert set(frame["status"]) == {"ok"}
+
+
+def test_run_twice_gives_the_same_bytes_and_report_rebuilds_them(
+    fake_simulator, scenario, tmp_path
+):
+    for name in ("a", "b"):
+        assert run("run", str(scenario), "-o", str(tmp_path / name), "--no-progress").exit_code == 0
+    for name in ("results.csv", "report.md", "report.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    before = (tmp_path / "a" / "report.html").read_bytes()
+    (tmp_path / "a" / "report.html").unlink()
+    result = run("report", str(tmp_path / "a"))
+    assert result.exit_code == 0 and "report.html" in result.stdout
+    assert (tmp_path / "a" / "report.html").read_bytes() == before
+
+
+def test_parallel_and_resume_options(fake_simulator, scenario, tmp_path):
+    out = str(tmp_path / "o")
+    assert run("run", str(scenario), "-o", out, "-j", "2", "--no-progress").exit_code == 0
+    first = (tmp_path / "o" / "results.csv").read_bytes()
+    assert run("run", str(scenario), "-o", out, "--resume", "--no-progress").exit_code == 0
+    assert (tmp_path / "o" / "results.csv").read_bytes() == first
+
+
+def test_run_says_plainly_when_nothing_can_be_simulated_yet(scenario, tmp_path, monkeypatch):
+    from atpsim.errors import SimulationError
+
+    def not_yet(point):
+        raise SimulationError("simulating a point is not implemented yet (issue 4)")
+
+    monkeypatch.setattr("atpsim.api.simulate_point", not_yet)
+    result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
+    assert result.exit_code == 1
+    assert (
+        "atpsim: error: nothing could be simulated: simulating a point is not implemented "
+        "yet (issue 4)"
+    ) in result.stderr
+    assert "Traceback" not in result.output
+    assert set(read_results(tmp_path / "o")["status"]) == {"failed"}
+
+
+def test_some_failed_points_exit_1_after_writing_everything(scenario, tmp_path, monkeypatch):
+    def half(point):
+        if point.chunks == 2:
+            raise ValueError("no chunks today")
+        return fake_simulate(point)
+
+    monkeypatch.setattr("atpsim.api.simulate_point", half)
+    result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
+    assert result.exit_code == 1
+    assert "atpsim: 2 of 4 points failed" in result.stderr
+    assert "ValueError: no chunks today" in (tmp_path / "o" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("topology: ic3\nmodel: M1\nchunk: 2\n", "unknown key 'chunk' (did you mean 'chunks'?)"),
+        (
+            "topology: ic3\nmodel: M1\nreport: {figures: [pie]}\n",
+            "report.figures[0]: unknown figure 'pie'",
+        ),
+    ],
+)
+def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    result = run("run", str(path), "-o", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr
+    assert str(path) in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_of_a_folder_without_results_is_a_clean_error(tmp_path):
+    result = run("report", str(tmp_path))
+    assert result.exit_code == 2
+    assert (
+        result.stderr == f"atpsim: error: {tmp_path}/results.csv: no results table here "
+        "(expected results.csv)\n"
+    )

@@ -1,0 +1,73 @@
+"""Small results frames shaped like the paper's Figure 11, Figure 12 and Table 3 sweeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from atpsim.compute.models import MODEL_PRESETS
+from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.report.data import closed_form_over_delta
+from atpsim.results.io import to_frame
+from atpsim.scenario.point import SweepPoint
+from atpsim.sweep import simulate_row
+
+
+def fake(point: SweepPoint) -> dict[str, Any]:
+    """comm_over_delta = the closed form + 0.1 (so simulated and formula lines differ);
+    TFLOP/s = 100 * hidden/2048 / (1 + comm share) with chunks hiding a little."""
+    d1, d2 = point.mesh.d1, point.mesh.d2
+    ratio = closed_form_over_delta(d1, d2) + 0.1
+    tflops = 100.0 * point.model.hidden / 2048 / (1 + ratio / (4 * point.chunks))
+    return {
+        "comm_over_delta": ratio,
+        "tflops_per_gpu": tflops,
+        "tflops_per_gpu_paper_unit": tflops * 1e12 / 2**40,
+        "step_time_s": 1.0 / tflops,
+        "comm_time_s": ratio * 1e-3,
+    }
+
+
+def frame_of(points: list[SweepPoint]) -> pd.DataFrame:
+    return to_frame(simulate_row(fake, p, i) for i, p in enumerate(points))
+
+
+def point(topo: str, n: int, model: str, mesh: DeviceMesh, **kw: Any) -> SweepPoint:
+    return SweepPoint(
+        "t", {"preset": topo}, topo, n, "a100-sxm4-80gb", MODEL_PRESETS[model], mesh, **kw
+    )
+
+
+def fig11_frame() -> pd.DataFrame:
+    return frame_of(
+        [
+            point(topo, n, m, DeviceMesh(n // i, i))
+            for topo, n in (("ic1", 8), ("ic4", 16))
+            for m in ("M1", "M2")
+            for i in (1, 2, 4)
+        ]
+    )
+
+
+def fig12_frame() -> pd.DataFrame:
+    return frame_of(
+        [
+            point(topo, n, "M4", mesh, group="atp-opt")
+            for topo in ("ic5", "ic6")
+            for n in (16, 64, 256)
+            for mesh in factorizations(n)
+        ]
+    )
+
+
+def table3_frame() -> pd.DataFrame:
+    return frame_of(
+        [
+            point(topo, 8, m, mesh, chunks=c, group="atp-opt")
+            for m in ("M2", "M4")
+            for topo in ("ic1", "ic3")
+            for mesh in factorizations(8)
+            for c in (1, 2, 4)
+        ]
+    )
