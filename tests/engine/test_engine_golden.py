@@ -103,3 +103,38 @@ def test_a_group_of_one_and_zero_bytes_cost_nothing(make_star):
     assert run_collective(topo, "all_reduce", "ring", [[0, 1, 2, 3]], 0).time_s == 0.0
     mixed = run_collective(topo, "all_reduce", "ring", [[0], [1, 2]], N)
     assert mixed.group_time_s[0] == 0.0 and mixed.group_time_s[1] > 0
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "rabenseifner"])
+@pytest.mark.parametrize("dim", [1, 2])
+def test_identical_link_disjoint_groups_are_simulated_once(algorithm, dim):
+    """DeviceMesh(4, 4) on a 4x4 torus: each dimension's groups are the torus' rows or
+    columns, link-disjoint and alike, so auto simulates one and replicates it; the plain
+    event engine simulating all four jointly agrees, link by link."""
+    from atpsim.parallel.mesh import DeviceMesh
+    from atpsim.topology.spec import load_topology
+
+    topo = load_topology("torus:4x4")
+    groups = DeviceMesh(4, 4).groups(dim)
+    fast = run_collective(topo, "all_reduce", algorithm, groups, N)
+    plain = run_collective(topo, "all_reduce", algorithm, groups, N, engine="event")
+    assert fast.engine.endswith("+replicated") and plain.engine == "event"
+    assert fast.group_time_s == pytest.approx(plain.group_time_s, rel=1e-9)
+    assert fast.link_bytes == pytest.approx(plain.link_bytes, rel=1e-9)
+    one = run_collective(topo, "all_reduce", algorithm, groups[:1], N)
+    assert fast.n_flows == plain.n_flows == 4 * one.n_flows
+    assert fast.time_s == pytest.approx(one.time_s, rel=1e-12)
+
+
+def test_a_repeat_is_memoized(make_star):
+    topo = make_star(8)
+    first = run_collective(topo, "all_reduce", "ring", [list(range(8))], N)
+    assert run_collective(topo, "all_reduce", "ring", [tuple(range(8))], N) is first
+    assert run_collective(topo, "all_reduce", "ring", [list(range(8))], N, engine="event") is not first
+
+
+def test_the_vectorized_engine_refuses_when_links_are_shared(make_two_switches):
+    from atpsim.errors import SimulationError
+
+    with pytest.raises(SimulationError, match="not exact"):
+        run_collective(make_two_switches(2), "all_reduce", "ring", [[0, 2], [1, 3]], N, engine="vectorized")
