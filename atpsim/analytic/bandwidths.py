@@ -15,14 +15,11 @@ For a group G with child ranks r_1..r_R, on G's fabric (the links that make G a 
 
 How it is computed, and what it costs:
 
-1. The *quotient*: each rank's own fabric is contracted to one vertex (parallel links add up,
-   links inside a rank vanish). Exact for these flows: a rank is a source or sink as a whole.
-2. *Series reduction*: a switch with one neighbour carries nothing and is dropped; a switch with
-   two (a NIC between a node and its leaf switch) becomes one link of the smaller bandwidth.
-   Both keep every max-flow value.
-3. If only ranks remain (tori, NVLink meshes: direct links), P2P is the link bandwidth between
+1. The *quotient* of the group's fabric, each rank contracted to one vertex, then *series
+   reduction* (:mod:`atpsim.analytic.quotient`); both keep every max-flow value.
+2. If only ranks remain (tori, NVLink meshes: direct links), P2P is the link bandwidth between
    the two ranks and GroupBW the sum over a rank's links: both are exactly the cut, O(E).
-4. Otherwise ranks with identical neighbourhoods and no direct links to other ranks (the GPUs of
+3. Otherwise ranks with identical neighbourhoods and no direct links to other ranks (the GPUs of
    one switch, the nodes of one leaf) are interchangeable by an automorphism, so one max-flow
    per pair of such classes gives all their entries: 2 flows for a single switch of any size,
    O(leaves^2) for a fat tree. Ranks with direct links each form their own class.
@@ -30,18 +27,14 @@ How it is computed, and what it costs:
 
 from __future__ import annotations
 
-import itertools
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from atpsim.analytic.grouping import GroupNode, fabric_edges
+from atpsim.analytic.quotient import Adjacency, GroupNode, quotient, series_reduce
 from atpsim.topology.graph import Topology
-
-Adjacency = dict[int, dict[int, float]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,53 +51,11 @@ class RankBandwidths:
 def rank_bandwidths(topology: Topology, group: GroupNode) -> RankBandwidths:
     """P2P and group bandwidths of *group*'s children (its ranks) on its fabric."""
     n_ranks = len(group.children)
-    adjacency = quotient(topology, group)
+    adjacency, _ = quotient(topology, group)
     series_reduce(adjacency, n_ranks)
     if all(vertex < n_ranks for vertex in adjacency):
         return _direct(adjacency, n_ranks)
     return _by_class(adjacency, n_ranks)
-
-
-def quotient(topology: Topology, group: GroupNode) -> Adjacency:
-    """*group*'s fabric with each rank contracted to vertex 0..R-1 (others numbered after)."""
-    owner: dict[Any, int] = {}
-    for index, child in enumerate(group.children):
-        for node in child.nodes:
-            owner[node] = index
-    next_id = itertools.count(len(group.children))
-    others: dict[Any, int] = defaultdict(lambda: next(next_id))
-    adjacency: Adjacency = defaultdict(dict)
-    for u, v, bandwidth in sorted(fabric_edges(topology.graph, group), key=_edge_key):
-        a = owner[u] if u in owner else others[u]
-        b = owner[v] if v in owner else others[v]
-        if a != b:
-            adjacency[a][b] = adjacency[a].get(b, 0.0) + bandwidth
-            adjacency[b][a] = adjacency[b].get(a, 0.0) + bandwidth
-    for index in range(len(group.children)):
-        adjacency.setdefault(index, {})
-    return dict(adjacency)
-
-
-def _edge_key(edge: tuple[Any, Any, float]) -> tuple[str, str]:
-    return str(edge[0]), str(edge[1])
-
-
-def series_reduce(adjacency: Adjacency, n_ranks: int) -> None:
-    """Drop switches of degree <= 1 and replace switches of degree 2 by one link of the smaller
-    bandwidth, until none is left (in place). Max-flows between ranks are unchanged."""
-    pending = [vertex for vertex in adjacency if vertex >= n_ranks]
-    while pending:
-        vertex = pending.pop()
-        if vertex not in adjacency or len(adjacency[vertex]) > 2:
-            continue
-        neighbours = adjacency.pop(vertex)
-        for other in neighbours:
-            del adjacency[other][vertex]
-        if len(neighbours) == 2:
-            (a, cap_a), (b, cap_b) = neighbours.items()
-            joined = adjacency[a].get(b, 0.0) + min(cap_a, cap_b)
-            adjacency[a][b] = adjacency[b][a] = joined
-        pending.extend(other for other in neighbours if other >= n_ranks)
 
 
 def _direct(adjacency: Adjacency, n_ranks: int) -> RankBandwidths:

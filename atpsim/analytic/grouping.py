@@ -16,12 +16,12 @@ them from the links alone, in three passes:
    one ring (paper Figure 7(b)). The shape is read from the GPUs' ``coords`` when they carry it
    and otherwise searched among the factorizations of the group size; either way it is accepted
    only if the links are exactly the torus's links. Cost: O(E) per candidate shape.
-3. **Shared uplinks** (where the aggregate bandwidth drops). Inside a group whose children are
-   single GPUs, a bridge (a link whose removal disconnects the fabric) that carries less than
-   the GPUs on its smaller side can push into it makes that side a group: the GPUs under one
-   PCIe switch of the paper's Figure 2, or a node behind one NIC. Applied recursively, so a
-   PCIe tree with drops at several levels gets a layer per level. Cost: O(V) per bridge plus a
-   max-flow on the side.
+3. **Shared switches** (where the aggregate bandwidth drops). In the quotient of a group (each
+   rank one vertex, see :mod:`atpsim.analytic.quotient`), the ranks whose only neighbour is one
+   switch become a group with it when the switch's other links carry less than those ranks can
+   push into it: the GPUs under one PCIe switch of the paper's Figure 2, the nodes on an
+   oversubscribed leaf switch. Repeated until no switch qualifies, so a tree with drops at
+   several levels gets a layer per level. Cost: one quotient, O(E), per round.
 
 Groups keep their GPUs in rank order and children are ordered by their lowest rank, so the tree,
 and the matrix built from it, is deterministic.
@@ -33,37 +33,13 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from atpsim.analytic.quotient import REL_TOL, GroupNode, fabric_edges, quotient, series_reduce
 from atpsim.topology.graph import Topology
-
-_REL_TOL = 1e-9
-
-
-@dataclass
-class GroupNode:
-    """A group of GPUs: *gpus* (ranks, sorted), the graph *nodes* of the fabric that makes it a
-    group, the smallest link bandwidth of that fabric, how it was found, and its children."""
-
-    gpus: tuple[int, ...]
-    nodes: frozenset[Any]
-    threshold_Bps: float
-    formed_by: str
-    children: list[GroupNode] = field(default_factory=list)
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
-
-    def walk(self) -> Iterator[GroupNode]:
-        """This group and every group below it, depth first."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
 
 
 def group_tree(topology: Topology) -> GroupNode:
@@ -71,14 +47,6 @@ def group_tree(topology: Topology) -> GroupNode:
     root = threshold_tree(topology)
     refine(root, topology)
     return root
-
-
-def fabric_edges(graph: nx.Graph, group: GroupNode) -> Iterator[tuple[Any, Any, float]]:
-    """The links of *group*'s fabric: edges among its nodes of at least its threshold."""
-    for u, v, data in graph.subgraph(group.nodes).edges(data=True):
-        bandwidth = float(data["bandwidth_Bps"])
-        if bandwidth >= group.threshold_Bps * (1 - _REL_TOL):
-            yield u, v, bandwidth
 
 
 # -- pass 1: bandwidth thresholds ------------------------------------------------------------
@@ -149,16 +117,20 @@ def _merge_groups(
 
 # -- passes 2 and 3: refinement of groups of single GPUs -------------------------------------
 def refine(group: GroupNode, topology: Topology) -> None:
-    """Split every group whose children are single GPUs by torus slices or shared uplinks."""
+    """Split groups of single GPUs that form a torus into slices, and bunch the ranks behind a
+    switch with a bandwidth drop into groups, bottom-up."""
     for child in group.children:
         refine(child, topology)
-    if group.is_leaf or not all(child.is_leaf for child in group.children):
+    if group.is_leaf:
         return
-    children = torus_children(group, topology) or uplink_children(group, topology)
-    if children:
+    if all(child.is_leaf for child in group.children):
+        slices = torus_children(group, topology)
+        if slices:
+            group.children = slices
+            return
+    while children := switch_children(group, topology):
         group.children = children
-        for child in children:
-            refine(child, topology)
+        group.formed_by = f"ranks behind shared switches; {_fabric_text(group.threshold_Bps)}"
 
 
 def torus_children(group: GroupNode, topology: Topology) -> list[GroupNode] | None:
@@ -251,27 +223,57 @@ def _slices(
     return children
 
 
-def uplink_children(group: GroupNode, topology: Topology) -> list[GroupNode] | None:
-    """Pass 3: the GPUs behind each bridge of the group's fabric that carries less than they
-    can push into it, as groups; the other GPUs stay single. None if no bridge qualifies."""
-    fabric = nx.Graph()
-    fabric.add_nodes_from(group.nodes)
-    fabric.add_weighted_edges_from(fabric_edges(topology.graph, group), weight="capacity")
-    sides = [side for side in _bridge_sides(fabric, topology) if len(side[0]) < len(group.gpus)]
-    maximal = _maximal_laminar(sides)
-    if not maximal:
+def switch_children(group: GroupNode, topology: Topology) -> list[GroupNode] | None:
+    """Pass 3: ranks that reach the rest of *group* only through one switch, whose links onward
+    carry less than those ranks can push into it, become one group with that switch (the GPUs
+    of one PCIe switch, the nodes of an oversubscribed leaf). None if no switch qualifies."""
+    n_ranks = len(group.children)
+    adjacency, names = quotient(topology, group)
+    series_reduce(adjacency, n_ranks)
+    new_children: list[GroupNode] = []
+    taken: set[int] = set()
+    for vertex in sorted(v for v in adjacency if v >= n_ranks):
+        links = adjacency[vertex]
+        members = [r for r in sorted(links) if r < n_ranks and set(adjacency[r]) == {vertex}]
+        feed = sum(links[r] for r in members)
+        onward = sum(bandwidth for other, bandwidth in links.items() if other not in members)
+        if 2 <= len(members) < n_ranks and onward < feed * (1 - REL_TOL):
+            new_children.append(_switch_group(group, members, names[vertex], topology, onward, feed))
+            taken.update(members)
+    if not new_children:
         return None
-    covered = set().union(*(gpus for gpus, _ in maximal))
-    children = []
-    for gpus, nodes in maximal:
-        ranks = tuple(sorted(gpus))
-        how = f"single GPUs behind one shared uplink; {_fabric_text(group.threshold_Bps)}"
-        children.append(
-            GroupNode(ranks, nodes, group.threshold_Bps, how, [_leaf(r, topology) for r in ranks])
-        )
-    children.extend(_leaf(rank, topology) for rank in sorted(set(group.gpus) - covered))
-    group.formed_by = f"GPUs behind shared uplinks; {_fabric_text(group.threshold_Bps)}"
-    return sorted(children, key=lambda g: g.gpus[0])
+    new_children.extend(child for r, child in enumerate(group.children) if r not in taken)
+    return sorted(new_children, key=lambda g: g.gpus[0])
+
+
+def _switch_group(
+    group: GroupNode, members: list[int], switch: Any, topology: Topology, onward: float, feed: float
+) -> GroupNode:
+    children = [group.children[r] for r in members]
+    gpus = tuple(sorted(itertools.chain.from_iterable(child.gpus for child in children)))
+    what = "single GPUs" if all(child.is_leaf for child in children) else "groups"
+    how = (
+        f"{what} behind one switch ({switch}: {onward / 1e9:g} GB/s onward for "
+        f"{feed / 1e9:g} GB/s in); {_fabric_text(group.threshold_Bps)}"
+    )
+    nodes = _behind(group, children, switch, topology)
+    return GroupNode(gpus, nodes, group.threshold_Bps, how, children)
+
+
+def _behind(group: GroupNode, members: list[GroupNode], switch: Any, topology: Topology) -> frozenset[Any]:
+    """The nodes of *group*'s fabric that the other ranks cannot reach without passing through
+    *switch* or the *members*: the switch, the members and what hangs off them only (NICs)."""
+    blocked = {switch}.union(*(child.nodes for child in members))
+    start = [node for child in group.children if child not in members for node in child.nodes]
+    seen, stack = set(start), list(start)
+    graph, floor = topology.graph, group.threshold_Bps * (1 - REL_TOL)
+    while stack:
+        for other, data in graph[stack.pop()].items():
+            if other in group.nodes and other not in seen and other not in blocked:
+                if data["bandwidth_Bps"] >= floor:
+                    seen.add(other)
+                    stack.append(other)
+    return frozenset(group.nodes - seen)
 
 
 def _leaf(rank: int, topology: Topology) -> GroupNode:
@@ -282,47 +284,3 @@ def _fabric_text(threshold_Bps: float) -> str:
     return f"fabric: links of at least {threshold_Bps / 1e9:g} GB/s"
 
 
-def _bridge_sides(
-    fabric: nx.Graph, topology: Topology
-) -> Iterator[tuple[frozenset[int], frozenset[Any]]]:
-    """(GPU ranks, nodes) of each smaller side of a bridge that is a bandwidth drop."""
-    rank_of = {node: rank for rank, node in enumerate(topology.gpu_nodes)}
-    for u, v in nx.bridges(fabric):
-        if u in rank_of or v in rank_of:
-            continue  # a GPU's own link, or a chain of GPUs: not a shared uplink
-        capacity = fabric.edges[u, v]["capacity"]
-        fabric.remove_edge(u, v)
-        near_u, near_v = nx.node_connected_component(fabric, u), nx.node_connected_component(fabric, v)
-        fabric.add_edge(u, v, capacity=capacity)
-        gpus_u = frozenset(rank_of[n] for n in near_u if n in rank_of)
-        gpus_v = frozenset(rank_of[n] for n in near_v if n in rank_of)
-        for gpus, nodes, end in ((gpus_u, near_u, u), (gpus_v, near_v, v)):
-            if 2 <= len(gpus) <= len(gpus_u | gpus_v) / 2:
-                if capacity < _feed_Bps(fabric.subgraph(nodes), gpus, end, topology) * (1 - _REL_TOL):
-                    yield gpus, frozenset(nodes)
-
-
-def _feed_Bps(side: nx.Graph, gpus: frozenset[int], end: Any, topology: Topology) -> float:
-    """Max-flow from the GPUs of a bridge's side into the bridge's endpoint on that side."""
-    flow = nx.DiGraph()
-    for a, b, data in side.edges(data=True):
-        flow.add_edge(a, b, capacity=data["capacity"])
-        flow.add_edge(b, a, capacity=data["capacity"])
-    source = ("source",)
-    for rank in gpus:
-        flow.add_edge(source, topology.gpu_nodes[rank])
-    return float(nx.maximum_flow_value(flow, source, end))
-
-
-def _maximal_laminar(
-    sides: list[tuple[frozenset[int], frozenset[Any]]],
-) -> list[tuple[frozenset[int], frozenset[Any]]]:
-    """The sides not inside a larger one; a side crossing an already kept one is dropped."""
-    kept: list[tuple[frozenset[int], frozenset[Any]]] = []
-    for gpus, nodes in sorted(sides, key=lambda s: (-len(s[0]), min(s[0]))):
-        if any(gpus <= k for k, _ in kept):
-            continue
-        if any(gpus & k for k, _ in kept):
-            continue
-        kept.append((gpus, nodes))
-    return kept

@@ -84,12 +84,12 @@ def _ranks_text(group: HcmGroup) -> str:
 
 
 def _identical_groups(groups: tuple[HcmGroup, ...]) -> list[list[int]]:
-    """Indices of the layer's groups, bunched by equal rank count, P2P and group bandwidths."""
+    """Indices of the layer's groups, bunched by equal rank sizes, P2P and group bandwidths (the
+    first one's description stands for all)."""
     bunches: dict[Any, list[int]] = {}
     for index, group in enumerate(groups):
         key = (
             tuple(len(rank) for rank in group.ranks),
-            group.formed_by,
             group.p2p_matrix_Bps().round(-3).tobytes(),
             group.group_bandwidths_Bps().round(-3).tobytes(),
         )

@@ -46,7 +46,7 @@ def test_ic1_shows_the_pcie_tree_not_the_host_staging():
     assert switches.groups[0].ranks == ((0, 1), (2, 3), (4, 5), (6, 7))
     assert switches.groups[0].group_Bps(0) == 31.5 * GB
     assert gpus.groups[0].p2p_Bps(0, 1) == 31.5 * GB
-    assert "shared uplink" in gpus.groups[0].formed_by
+    assert "behind one switch (pcie_switch0" in gpus.groups[0].formed_by
 
 
 def test_dgx_cluster_nodes_then_gpus():
@@ -56,6 +56,22 @@ def test_dgx_cluster_nodes_then_gpus():
     assert nodes.groups[0].ranks[1] == tuple(range(8, 16))
     assert nodes.groups[0].p2p_Bps(0, 1) == nodes.groups[0].group_Bps(0) == 200 * GB
     assert gpus.groups[0].group_Bps(0) == 300 * GB
+
+
+def test_oversubscribed_leaves_are_a_layer():
+    """8 nodes x 8 GPUs, 8 HDR NICs per node, 2 nodes per 16-port leaf, 2:1 oversubscribed: a
+    leaf takes 400 GB/s in from its nodes and has 8 x 25 = 200 GB/s onward, so its two nodes
+    form a layer-1 rank of 200 GB/s; without oversubscription nodes are layer 1."""
+    spec = {"builder": "ib-cluster", "nodes": 8, "gpus_per_node": 8, "leaf_size": 16}
+    flat = derive_hcm(load_topology(spec))
+    assert [layer.ranks_per_group for layer in flat.layers] == [(8,), (8,)]
+    hcm = derive_hcm(load_topology({**spec, "oversubscription": 2}))
+    leaves, nodes, gpus = hcm.layers
+    assert leaves.groups[0].ranks[1] == tuple(range(16, 32))
+    assert leaves.groups[0].group_Bps(0) == 200 * GB
+    assert len(nodes.groups) == 4 and nodes.groups[0].ranks == (tuple(range(8)), tuple(range(8, 16)))
+    assert "leaf0: 200 GB/s onward for 400 GB/s in" in nodes.groups[0].formed_by
+    assert len(gpus.groups) == 8
 
 
 @pytest.mark.parametrize("spec", ["ic1", "ic2", "ic3", "ic4", "ic6", "torus:4x8", "ib-cluster:8x4"])
