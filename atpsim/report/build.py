@@ -125,6 +125,7 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
     scenario = yaml.safe_load(scenario_text) or {}
     options = ReportOptions.from_mapping(scenario.get("report"), source)
     reference = scenario.get("reference")
+    tables.reference_cells(reference, source)
     kinds = options.figures if options.figures is not None else auto_figures(frame, reference)
     shutil.rmtree(out_dir / FIGURES_DIR, ignore_errors=True)
     name = str(scenario.get("name") or out_dir.name)

@@ -19,13 +19,6 @@ TFLOPS_LABELS = {
 }
 
 
-def closed_form_over_delta(d1: int, d2: int) -> float:
-    """The paper's communication time of DeviceMesh(d1, d2) on IC5/IC6 in units of
-    Delta = 2 L b s h / GroupBW: (14 d2 + 4 d1 - 18) / (d1 d2) (Section 3.5, Figure 12;
-    Eq. 2 with Eq. 4 and B'1 = B'2 = GroupBW)."""
-    return (14 * d2 + 4 * d1 - 18) / (d1 * d2)
-
-
 def ok_rows(frame: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Rows with status ok (and a value for *metric*, when given)."""
     rows = frame[frame["status"] == "ok"]
@@ -39,15 +32,21 @@ def ordered(values: pd.Series) -> list:
     return list(pd.unique(values.dropna()))
 
 
-def varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
-    """Those of *columns* that take more than one value in *frame*."""
-    return [c for c in columns if frame[c].nunique(dropna=False) > 1]
+def varying(frame: pd.DataFrame, columns: Sequence[str], within: str | None = None) -> list[str]:
+    """Those of *columns* that take more than one value in *frame* (in some group of rows
+    sharing the column *within*, when given)."""
+    if within is None:
+        return [c for c in columns if frame[c].nunique(dropna=False) > 1]
+    counts = frame.groupby(within, sort=False)[list(columns)].nunique(dropna=False)
+    return [c for c in columns if len(counts) and counts[c].max() > 1]
 
 
-def facet_labels(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+def facet_labels(
+    frame: pd.DataFrame, columns: Sequence[str], within: str | None = None
+) -> pd.Series:
     """A label per row naming its values of the varying *columns* (e.g. ``M4, rabenseifner``);
     empty when none varies."""
-    names = varying(frame, columns)
+    names = varying(frame, columns, within)
     if not names:
         return pd.Series("", index=frame.index)
     return frame[names].astype(str).agg(", ".join, axis=1)

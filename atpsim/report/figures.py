@@ -27,11 +27,11 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from atpsim.analytic.model import closed_form_units  # noqa: E402
 from atpsim.report.data import (  # noqa: E402
     TFLOPS_COLUMNS,
     TFLOPS_LABELS,
     best_per_group,
-    closed_form_over_delta,
     facet_labels,
     mesh_rows,
     ok_rows,
@@ -64,8 +64,9 @@ def save_figure(figure: Figure, folder: Path, stem: str) -> tuple[Path, Path]:
 def _panels(
     frame: pd.DataFrame, facets: Sequence[str], panel_size: tuple[float, float]
 ) -> tuple[Figure, dict[tuple[str, str], Axes], pd.Series]:
-    """A grid of axes: columns = topologies, rows = facet labels; and each row's label."""
-    labels = facet_labels(frame, facets)
+    """A grid of axes: columns = topologies, rows = the combinations of the *facets* that vary
+    within a topology; panels without data are hidden. Returns each row's facet label too."""
+    labels = facet_labels(frame, facets, within="topology")
     topologies, rows = ordered(frame["topology"]), ordered(labels)
     width, height = panel_size
     with matplotlib.rc_context(RC):
@@ -76,8 +77,27 @@ def _panels(
             squeeze=False,
             layout="constrained",
         )
-    grid = {(t, r): axes[i][j] for i, r in enumerate(rows) for j, t in enumerate(topologies)}
+    present = set(zip(frame["topology"], labels, strict=True))
+    grid = {}
+    for i, row in enumerate(rows):
+        for j, topology in enumerate(topologies):
+            if (topology, row) in present:
+                grid[(topology, row)] = axes[i][j]
+            else:
+                axes[i][j].set_visible(False)
     return figure, grid, labels
+
+
+def _title(topology: str, panel: pd.DataFrame, label: str) -> str:
+    """The topology, its GPU count and hardware when those are one value in the panel, and
+    the facet label."""
+    details = []
+    for name, suffix in (("n_devices", " GPUs"), ("hardware", "")):
+        values = ordered(panel[name])
+        if len(values) == 1:
+            details.append(f"{values[0]}{suffix}")
+    title = f"{topology} ({', '.join(details)})" if details else topology
+    return title + (f"\n{label}" if label else "")
 
 
 def _color(index: int) -> str:
@@ -116,12 +136,6 @@ def _bar_panel(ax: Axes, panel: pd.DataFrame, atps: list[int], metric: str) -> N
     ax.set_axisbelow(True)
 
 
-def _title(topology: str, panel: pd.DataFrame, label: str) -> str:
-    counts = sorted(int(n) for n in panel["n_devices"].unique())
-    gpus = f" ({counts[0]} GPUs)" if len(counts) == 1 else ""
-    return f"{topology}{gpus}" + (f"\n{label}" if label else "")
-
-
 def _legend(figure: Figure, grid: dict[tuple[str, str], Axes], extra: Sequence[Any] = ()) -> None:
     """One legend below the panels: each labelled artist once, then the *extra* handles."""
     handles: dict[str, Any] = {}
@@ -154,7 +168,7 @@ def comm_scaling(frame: pd.DataFrame, atps: Sequence[int] = (1, 2, 4)) -> Figure
                 _atp_line(ax, panel, atp, _color(k))
             _opt_line(ax, panel)
             _scaling_axes(ax, panel)
-            ax.set_title(topology + (f"\n{label}" if label else ""))
+            ax.set_title(_title(topology, panel, label))
         _legend(figure, grid, _style_handles())
     return figure
 
@@ -165,7 +179,7 @@ def _atp_line(ax: Axes, panel: pd.DataFrame, atp: int, color: str) -> None:
     analytic = rows[rows["mode"] == "analytic"].groupby("n_devices")["comm_over_delta"].min()
     if analytic.empty:
         analytic = pd.Series(
-            {n: closed_form_over_delta(n // atp, atp) for n in simulated.index}, dtype=float
+            {n: closed_form_units(n // atp, atp) for n in simulated.index}, dtype=float
         )
     _lines(ax, simulated, analytic, f"ATP-{atp}", color)
 
@@ -177,7 +191,7 @@ def _opt_line(ax: Axes, panel: pd.DataFrame) -> None:
     sim = simulated.groupby("n_devices")["comm_over_delta"].min()
     if analytic.empty:
         candidates = simulated_rows[simulated_rows["group_key"].notna()]
-        forms = candidates.apply(lambda r: closed_form_over_delta(r["d1"], r["d2"]), axis=1)
+        forms = candidates.apply(lambda r: closed_form_units(r["d1"], r["d2"]), axis=1)
         ana = forms.groupby(candidates["n_devices"]).min() if len(candidates) else sim.iloc[:0]
     else:
         ana = analytic.groupby("n_devices")["comm_over_delta"].min()

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from atpsim.errors import ScenarioError
 from atpsim.report.data import ok_rows, ordered
 from atpsim.report.document import Table
 
@@ -63,16 +64,38 @@ def chunk_label(chunks: int, baseline: int) -> str:
     return "Baseline" if chunks == baseline else f"Chunk={chunks}"
 
 
-def reference_cells(reference: Mapping[str, Any] | None) -> dict[tuple[str, str, int], float]:
-    """(model, topology lower-cased, chunks) -> the paper's value from ``reference.table3``."""
-    cells = (reference or {}).get("table3") or {}
-    return {
-        (str(model), str(topo).lower(), int(chunks)): float(value)
-        for model, topos in cells.items()
-        for topo, by_chunks in (topos or {}).items()
-        for chunks, value in (by_chunks or {}).items()
-        if value is not None
-    }
+def reference_cells(
+    reference: Mapping[str, Any] | None, source: str | None = None
+) -> dict[tuple[str, str, int], float]:
+    """(model, topology lower-cased, chunks) -> the paper's value from ``reference.table3``;
+    a malformed entry raises ScenarioError naming its key."""
+    cells: dict[tuple[str, str, int], float] = {}
+    table = (reference or {}).get("table3") or {}
+    for model, topos in _mapping(table, "reference.table3", source).items():
+        where = f"reference.table3.{model}"
+        for topo, by_chunks in _mapping(topos, where, source).items():
+            for chunks, value in _mapping(by_chunks, f"{where}.{topo}", source).items():
+                key = f"{where}.{topo}.{chunks}"
+                cells[(str(model), str(topo).lower(), _number(chunks, int, key, source))] = _number(
+                    value, float, key, source
+                )
+    return cells
+
+
+def _mapping(value: Any, key: str, source: str | None) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise ScenarioError(f"expected a mapping, got {value!r}", source=source, key=key)
+    return value
+
+
+def _number(value: Any, kind: type, key: str, source: str | None) -> Any:
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "a chunk count" if kind is int else "a number"
+        raise ScenarioError(f"expected {what}, got {value!r}", source=source, key=key) from None
 
 
 def chosen_meshes(rows: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -14,6 +14,7 @@ import pandas as pd
 from rich.console import Console
 
 from atpsim.report.build import SCENARIO_COPY, ReportOptions, build_report
+from atpsim.report.tables import reference_cells
 from atpsim.sweep.runner import Simulate, default_simulate, run_sweep
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ def run_scenario(
     scenario = load_scenario(path, expand=False)
     points = expand_sweep(scenario)
     ReportOptions.from_mapping(scenario.report, scenario.source)
+    reference_cells(scenario.reference, scenario.source)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     announce(describe_sweep(scenario, points))
     parquet = "parquet" in scenario.output.formats

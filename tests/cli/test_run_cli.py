@@ -122,6 +122,10 @@ def test_some_failed_points_exit_1_after_writing_everything(scenario, tmp_path, 
             "topology: ic3\nmodel: M1\nreport: {figures: [pie]}\n",
             "report.figures[0]: unknown figure 'pie'",
         ),
+        (
+            "topology: ic3\nmodel: M1\nreference: {table3: {M2: 3.4}}\n",
+            "reference.table3.M2: expected a mapping, got 3.4",
+        ),
     ],
 )
 def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path, text, message):

@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 
+from atpsim.analytic.model import closed_form_units
 from atpsim.compute.models import MODEL_PRESETS
 from atpsim.parallel.mesh import DeviceMesh, factorizations
-from atpsim.report.data import closed_form_over_delta
 from atpsim.results.io import to_frame
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep import simulate_row
@@ -18,7 +18,7 @@ def fake(point: SweepPoint) -> dict[str, Any]:
     """comm_over_delta = the closed form + 0.1 (so simulated and formula lines differ);
     TFLOP/s = 100 * hidden/2048 / (1 + comm share) with chunks hiding a little."""
     d1, d2 = point.mesh.d1, point.mesh.d2
-    ratio = closed_form_over_delta(d1, d2) + 0.1
+    ratio = closed_form_units(d1, d2) + 0.1
     tflops = 100.0 * point.model.hidden / 2048 / (1 + ratio / (4 * point.chunks))
     return {
         "comm_over_delta": ratio,

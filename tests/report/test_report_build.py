@@ -9,9 +9,10 @@ import re
 import pytest
 from report_fakes import fig11_frame, fig12_frame, table3_frame
 
+from atpsim.analytic.model import closed_form_units
 from atpsim.errors import ScenarioError
 from atpsim.report.build import ReportOptions, auto_figures, build_report, rebuild_report
-from atpsim.report.data import best_per_group, closed_form_over_delta
+from atpsim.report.data import best_per_group
 from atpsim.report.tables import chunk_table, reference_cells, reference_errors
 from atpsim.results.io import read_results, write_results
 
@@ -38,8 +39,8 @@ def snapshot(folder):
 
 def test_closed_form_matches_hand_values():
     """ATP-1 at N = 16: (14 + 64 - 18) / 16 = 3.75; DeviceMesh(4, 4): (56 + 16 - 18) / 16."""
-    assert closed_form_over_delta(16, 1) == 3.75
-    assert closed_form_over_delta(4, 4) == 54 / 16
+    assert closed_form_units(16, 1) == 3.75
+    assert closed_form_units(4, 4) == 54 / 16
 
 
 def test_fig12_report_has_scaling_figure_in_png_svg_md_and_html(tmp_path):
@@ -159,4 +160,21 @@ def test_notes_and_title_come_from_the_scenario(tmp_path):
 def test_bad_report_options_name_the_key(raw, text):
     with pytest.raises(ScenarioError) as info:
         ReportOptions.from_mapping(raw, "s.yaml")
+    assert str(info.value).startswith("s.yaml: " + text)
+
+
+@pytest.mark.parametrize(
+    ("reference", "text"),
+    [
+        ({"table3": {"M2": [3.45]}}, "reference.table3.M2: expected a mapping, got [3.45]"),
+        (
+            {"table3": {"M2": {"ic1": {"two": 3.4}}}},
+            "reference.table3.M2.ic1.two: expected a chunk",
+        ),
+        ({"table3": {"M2": {"ic1": {1: "fast"}}}}, "reference.table3.M2.ic1.1: expected a number"),
+    ],
+)
+def test_bad_reference_cells_name_the_key(reference, text):
+    with pytest.raises(ScenarioError) as info:
+        reference_cells(reference, "s.yaml")
     assert str(info.value).startswith("s.yaml: " + text)
