@@ -63,6 +63,14 @@ class HcmGroup:
         """Aggregate bandwidth from rank *a* to the other ranks of this group."""
         return float(self.bandwidths.class_group_Bps[self.bandwidths.rank_class[a]])
 
+    def p2p_sums_Bps(self, ranks: list[int]) -> np.ndarray:
+        """For each of *ranks*, the sum of its P2P bandwidth to the other *ranks* (by class
+        counts: O(len(ranks) x classes), so a 4096-GPU switch is one multiply)."""
+        table = self.bandwidths.class_p2p_Bps
+        classes = self.bandwidths.rank_class[ranks]
+        counts = np.bincount(classes, minlength=len(table))
+        return table[classes] @ counts - table[classes, classes]
+
     def p2p_matrix_Bps(self) -> np.ndarray:
         """The dense R x R P2P matrix (zero diagonal)."""
         classes = self.bandwidths.rank_class

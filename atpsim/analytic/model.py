@@ -40,7 +40,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from atpsim.analytic.hcm import HierarchicalCommMatrix, derive_hcm
+import numpy as np
+
+from atpsim.analytic.hcm import HcmGroup, HierarchicalCommMatrix, derive_hcm
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
@@ -88,10 +90,12 @@ def _dimension_bandwidth(
     best = math.inf
     for group in groups:
         for (layer, g), ranks in _spanned_ranks(hcm, group).items():
-            parent = hcm.group(layer, g)
-            for r in ranks:
-                share = mesh.d2 if (sharing == "paper" and dim == 1) else len(sharers[layer, g, r])
-                best = min(best, _corrected_group_Bps(parent, r, ranks) / share)
+            if sharing == "paper" and dim == 1:
+                shares = np.full(len(ranks), float(mesh.d2))
+            else:
+                shares = np.array([len(sharers[layer, g, r]) for r in ranks], dtype=float)
+            corrected = _corrected_group_Bps(hcm.group(layer, g), ranks)
+            best = min(best, float(np.min(corrected / shares)))
     return best
 
 
@@ -118,11 +122,12 @@ def _spanned_ranks(
     return {key: sorted(found) for key, found in sorted(ranks.items()) if len(found) > 1}
 
 
-def _corrected_group_Bps(parent: Any, r: int, ranks: list[int]) -> float:
-    """GroupBW of rank *r*, capped by its P2P bandwidth to the other *ranks* when that is > 0."""
-    p2p = sum(parent.p2p_Bps(r, other) for other in ranks if other != r)
-    group = parent.group_Bps(r)
-    return min(group, p2p) if p2p > 0 else group
+def _corrected_group_Bps(parent: HcmGroup, ranks: list[int]) -> np.ndarray:
+    """GroupBW of each of *ranks*, capped by its P2P bandwidth to the other *ranks* where that
+    is > 0 (0: the ranks are not neighbours and traffic is relayed, so no cap)."""
+    group = parent.group_bandwidths_Bps()[ranks]
+    p2p = parent.p2p_sums_Bps(ranks)
+    return np.where(p2p > 0, np.minimum(group, p2p), group)
 
 
 # -- Eq. 4 and Eq. 2 -------------------------------------------------------------------------

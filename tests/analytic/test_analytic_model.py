@@ -1,6 +1,7 @@
 """Eq. 2-4, the IC5/IC6 closed form and ATP's mesh choice (paper Sections 3.3-3.5, 5.3-5.4)."""
 
 import math
+import time
 
 import pytest
 from hypothesis import given
@@ -189,3 +190,13 @@ def test_plan_on_the_first_gpus_of_a_larger_topology():
 def test_unknown_sharing_mode():
     with pytest.raises(AtpsimError, match="sharing must be one of"):
         mesh_bandwidths(derive_hcm(load_topology("ic3")), DeviceMesh(4, 2), sharing="half")
+
+
+@pytest.mark.parametrize("spec", [{"preset": "ic5", "gpus": 1024}, "torus:32x32"])
+def test_plan_scales_to_a_thousand_gpus(spec):
+    """Figure 12 sweeps the device count: every mesh of 1024 GPUs in well under a few seconds."""
+    topology = load_topology(spec)
+    start = time.perf_counter()
+    plan = plan_analytic(topology, M2, 1024)
+    assert time.perf_counter() - start < 3.0
+    assert len(plan) == 11
