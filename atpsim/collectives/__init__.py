@@ -1,0 +1,5 @@
+"""Collective algorithms as data: (groups, bytes) -> a schedule of transfer steps, no simpy.
+
+:mod:`registry` names the algorithms per op and builds schedules; :mod:`closed_form` is the
+no-contention oracle the engine is tested against.
+"""

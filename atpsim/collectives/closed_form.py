@@ -13,11 +13,7 @@ import math
 import numpy as np
 
 from atpsim.collectives.broadcast import chain_chunks
-from atpsim.collectives.rabenseifner import (
-    _piece_blocks,
-    bit_reverse,
-    core_layout,
-)
+from atpsim.collectives.rabenseifner import bit_reverse, core_layout, piece_layout
 from atpsim.collectives.registry import check_algorithm
 from atpsim.errors import SimulationError
 
@@ -63,7 +59,7 @@ def _weighted_core_time(op: str, p: int, n: float, b: float, a: float) -> float:
     """Non-power-of-two reduce-scatter / all-gather: the core exchanges unequal segments, so
     the time follows the recurrence ``done_i = max(done_i, done_j) + alpha + max(bytes)/B``
     over partner pairs, between a fold and an unfold."""
-    pof2, rem, _, weight = _piece_blocks(p)
+    pof2, rem, _, weight = piece_layout(p)
     bits = pof2.bit_length() - 1
     block = weight[bit_reverse(np.arange(pof2), bits)] * n / p
     cum = np.concatenate([[0.0], np.cumsum(block)])

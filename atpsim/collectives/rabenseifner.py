@@ -98,7 +98,9 @@ def rabenseifner_all_reduce(p: int, nbytes: float) -> Pattern:
     )
 
 
-def _piece_blocks(p: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+def piece_layout(p: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """``(pof2, rem, core_rank, weight)`` for reduce-scatter / all-gather over ``p`` pieces:
+    core rank ``i < rem`` holds its folded partner's piece too (weight 2)."""
     pof2, rem, core = core_layout(p)
     weight = np.where(np.arange(pof2) < rem, 2.0, 1.0)
     return pof2, rem, core, weight
@@ -108,7 +110,7 @@ def rabenseifner_reduce_scatter(p: int, nbytes: float) -> Pattern:
     """Recursive-halving reduce-scatter of an ``n``-byte input into ``p`` pieces of ``n/p``."""
     if p < 2:
         return ()
-    pof2, rem, core, weight = _piece_blocks(p)
+    pof2, rem, core, weight = piece_layout(p)
     blocks = _block_sizes(pof2, weight, nbytes / p)
     return tuple(
         _fold(rem, nbytes, back=False)
@@ -121,7 +123,7 @@ def rabenseifner_all_gather(p: int, nbytes: float) -> Pattern:
     """Recursive-doubling all-gather of ``p`` pieces of ``n/p`` into an ``n``-byte output."""
     if p < 2:
         return ()
-    pof2, rem, core, weight = _piece_blocks(p)
+    pof2, rem, core, weight = piece_layout(p)
     blocks = _block_sizes(pof2, weight, nbytes / p)
     return tuple(
         _fold(rem, nbytes / p, back=False)

@@ -49,7 +49,7 @@ class FlowNetwork:
         """Seconds until the first active flow finishes at current rates (inf if none)."""
         if not len(self.active):
             return float("inf")
-        return float(np.max([0.0, np.min(self.remaining[self.active] / self.rate[self.active])]))
+        return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
 
     def pop_completed(self, tol_s: float) -> np.ndarray:
         """Remove and return the flows that finish within *tol_s*; count their bytes on links."""
