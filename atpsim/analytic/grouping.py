@@ -43,7 +43,7 @@ from atpsim.topology.graph import Topology
 
 
 def group_tree(topology: Topology) -> GroupNode:
-    """The group tree of *topology*: thresholds first, then tori and shared uplinks refined."""
+    """The group tree of *topology*: thresholds first, then torus slices and shared switches."""
     root = threshold_tree(topology)
     refine(root, topology)
     return root
@@ -115,7 +115,7 @@ def _merge_groups(
     return result
 
 
-# -- passes 2 and 3: refinement of groups of single GPUs -------------------------------------
+# -- passes 2 and 3: torus slices and shared switches ----------------------------------------
 def refine(group: GroupNode, topology: Topology) -> None:
     """Split groups of single GPUs that form a torus into slices, and bunch the ranks behind a
     switch with a bandwidth drop into groups, bottom-up."""
@@ -134,7 +134,7 @@ def refine(group: GroupNode, topology: Topology) -> None:
 
 
 def torus_children(group: GroupNode, topology: Topology) -> list[GroupNode] | None:
-    """Pass 2: the slices along dimension 0 of a torus-shaped group (None if it is no torus)."""
+    """Pass 2: the slices along dimension 1 of a torus-shaped group (None if it is no torus)."""
     graph = topology.graph
     if len(group.gpus) < 4 or any(graph.nodes[n]["kind"] != "gpu" for n in group.nodes):
         return None
