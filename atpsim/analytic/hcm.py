@@ -5,7 +5,7 @@ cluster, the rings of a 2D torus), at the last layer single GPUs. Each layer hol
 *groups* (the parents: the whole system at layer 1, one node at layer 2, ...); a group's ranks
 have a P2P matrix (aggregate bandwidth between two ranks) and a group bandwidth per rank
 (aggregate bandwidth from the rank to the rest of its group). Which GPUs form the ranks is found
-by :mod:`atpsim.analytic.grouping` (bandwidth thresholds, torus slices, shared uplinks); the
+by :mod:`atpsim.analytic.grouping` (bandwidth thresholds, torus slices, shared switches); the
 bandwidths by :mod:`atpsim.analytic.bandwidths` (max-flows on the group's fabric).
 
 **Units and the paper's convention.** Every bandwidth here is bytes/s *per direction*, as on
