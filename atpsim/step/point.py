@@ -10,7 +10,7 @@ the two-stream list scheduler (:func:`atpsim.step.simulate.simulate_step`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from atpsim.parallel.mesh import DeviceMesh
@@ -62,7 +62,7 @@ def simulate_des_step(
 def _compute_timer(profile: Any, dtype: str) -> Any:
     from atpsim.compute.timing import compute_time_s
 
-    @lru_cache(maxsize=None)
+    @cache
     def timer(op: ComputeOp) -> float:
         return float(compute_time_s(op, profile, dtype))
 
@@ -76,7 +76,7 @@ def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str, overhead_s: flo
     from atpsim.collectives.registry import algorithm_names
     from atpsim.engine.runner import run_collective
 
-    @lru_cache(maxsize=None)
+    @cache
     def timer(op: CommOp) -> CommTiming:
         groups = mesh.groups(op.dim)
         if len(groups[0]) == 1:
