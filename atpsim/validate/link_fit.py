@@ -15,8 +15,9 @@ Which points pin which parameter (the Hockney model cannot follow a real library
 switches in between): alpha is fitted to the *small* messages (size <= 16 x the smallest) and
 1/B to the *large* ones (size >= the largest / 16), each by least squares on the relative error
 ``(predicted - measured) / measured`` with the other held, alternating until both settle (a
-fixed point; a few dozen rounds). Every point, middle sizes included, gets a residual. At large
-n, busbw = c_bw·n/(p·t)·... tends to B: a ring's B *is* the asymptotic bus bandwidth.
+fixed point; a few dozen rounds). Every point, middle sizes included, gets a residual. For a
+ring all-reduce, busbw = 2(p-1)/p · n / t tends to B as n grows: the fitted B is the asymptotic
+bus bandwidth of nccl-tests.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def coefficients(op: str, algorithm: str, p: int, nbytes: float) -> tuple[float,
     return c_lat, c_bw
 
 
-def predict_s(sample: CollectiveSample, algorithm: str, bandwidth_Bps: float, latency_s: float) -> float:
+def predict_s(
+    sample: CollectiveSample, algorithm: str, bandwidth_Bps: float, latency_s: float
+) -> float:
     """The closed-form time of *sample* on the fitted fabric (groups do not share links)."""
     return collective_time_s(
         sample.op, algorithm, sample.group_size, sample.nbytes, bandwidth_Bps, latency_s

@@ -70,7 +70,9 @@ def read_nccl_tests(path: str | Path) -> NcclTestsLog:
     try:
         text = Path(path).read_text()
     except OSError as error:
-        raise AtpsimError(f"cannot read the nccl-tests log: {error.strerror}", source=str(path))
+        raise AtpsimError(
+            f"cannot read the nccl-tests log: {error.strerror}", source=str(path)
+        ) from None
     return parse_nccl_tests(text, source=str(path))
 
 
@@ -190,7 +192,13 @@ def nccl_samples(
             source=log.source,
         )
     return [
-        CollectiveSample(op, ranks, 1, float(row.size_bytes), row.time_s(placement),
-                         f"{Path(log.source).name}:{row.size_bytes}B")  # fmt: skip
+        CollectiveSample(
+            op,
+            ranks,
+            1,
+            float(row.size_bytes),
+            row.time_s(placement),
+            f"{Path(log.source).name}:{row.size_bytes}B",
+        )  # fmt: skip
         for row in log.rows
     ]
