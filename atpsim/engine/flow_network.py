@@ -1,8 +1,9 @@
 """Flows moving bytes over directed links at max-min fair rates; pure numpy, no event loop.
 
 The :class:`FlowNetwork` knows every flow of a run up front (its route and bytes) and keeps
-which are active. Rates are recomputed lazily: only over the connected component (flows that
-share links, transitively) of the links whose flows changed, since max-min fairness
+the active ones with their link incidence (COO: position in the active list, link id), updated
+as flows come and go. Rates are recomputed lazily: only over the connected component (flows
+that share links, transitively) of the links whose flows changed, since max-min fairness
 decomposes over such components (SimGrid's lazy update); a component that keeps growing past
 :data:`MAX_EXPAND_ROUNDS` rounds is solved whole. Every link counts the bytes that crossed it.
 """
@@ -22,20 +23,25 @@ class FlowNetwork:
 
     def __init__(self, routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray):
         self.routes = routes
-        self.capacity_Bps = capacity_Bps
+        self.capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)
         self.flow_pair = flow_pair
         self.rate = np.zeros(len(flow_pair))
         self.remaining = np.array(flow_bytes, dtype=np.float64)
         self.delivered = np.zeros(len(flow_pair))
         self.link_bytes = np.zeros(len(capacity_Bps))
         self.active = np.zeros(0, dtype=np.int64)
+        self._owner = np.zeros(0, dtype=np.int64)  # position in self.active of each incidence
+        self._link = np.zeros(0, dtype=np.int64)
         self._changed: list[np.ndarray] = []
         self.solves = 0
 
     def add(self, flows: np.ndarray) -> None:
         """Start moving the bytes of *flows* (their latency has been paid)."""
+        owner, links = self.routes.flow_links(self.flow_pair[flows])
+        self._owner = np.concatenate([self._owner, owner + len(self.active)])
+        self._link = np.concatenate([self._link, links])
         self.active = np.concatenate([self.active, flows])
-        self._changed.append(flows)
+        self._changed.append(links)
 
     def advance(self, dt: float) -> None:
         """Move every active flow's bytes for *dt* seconds at its current rate."""
@@ -55,49 +61,52 @@ class FlowNetwork:
         """Remove and return the flows that finish within *tol_s*; count their bytes on links."""
         if not len(self.active):
             return self.active
-        left = self.remaining[self.active] / self.rate[self.active]
-        done_mask = left <= tol_s
+        done_mask = self.remaining[self.active] / self.rate[self.active] <= tol_s
+        if not done_mask.any():
+            return self.active[:0]
         done = self.active[done_mask]
-        if len(done):
-            self.active = self.active[~done_mask]
-            owner, links = self.routes.flow_links(self.flow_pair[done])
-            np.add.at(self.link_bytes, links, self.delivered[done][owner])
-            self.rate[done] = 0.0
-            self._changed.append(done)
+        gone = done_mask[self._owner]
+        links = self._link[gone]
+        np.add.at(self.link_bytes, links, self.delivered[self.active[self._owner[gone]]])
+        position = np.cumsum(~done_mask) - 1
+        self._owner = position[self._owner[~gone]]
+        self._link = self._link[~gone]
+        self.active = self.active[~done_mask]
+        self.rate[done] = 0.0
+        self._changed.append(links)
         return done
 
     def update_rates(self) -> None:
         """Recompute max-min rates over the component touched by flows added or removed."""
         if not self._changed:
             return
-        changed = np.concatenate(self._changed)
+        seed = np.concatenate(self._changed)
         self._changed.clear()
         if not len(self.active):
             return
-        owner, links = self.routes.flow_links(self.flow_pair[self.active])
-        _, seed = self.routes.flow_links(self.flow_pair[changed])
-        keep = self._component(owner, links, seed)
-        if keep is not None:
-            owner, links = owner[keep[owner]], links[keep[owner]]
-        flows = np.flatnonzero(keep) if keep is not None else np.arange(len(self.active))
-        if not len(flows):
-            return
-        local = np.full(len(self.active), -1, dtype=np.int64)
-        local[flows] = np.arange(len(flows))
-        used, inc_link = np.unique(links, return_inverse=True)
-        rates = max_min_rates(local[owner], inc_link, len(flows), self.capacity_Bps[used])
+        in_component = self._component(seed)
+        owner, links = self._owner, self._link
+        if in_component is None:
+            flows = np.arange(len(self.active))
+        else:
+            flows = np.flatnonzero(in_component)
+            keep = in_component[owner]
+            local = np.cumsum(in_component) - 1
+            owner, links = local[owner[keep]], links[keep]
+        rates = max_min_rates(owner, links, len(flows), self.capacity_Bps)
         self.rate[self.active[flows]] = rates
         self.solves += 1
 
-    def _component(self, owner: np.ndarray, links: np.ndarray, seed: np.ndarray) -> np.ndarray | None:
-        """Mask over active flows reachable from *seed* links; None when it is (nearly) all."""
+    def _component(self, seed: np.ndarray) -> np.ndarray | None:
+        """Mask over active flows reachable from *seed* links; None when it is all of them."""
         marked = np.zeros(len(self.capacity_Bps), dtype=bool)
         marked[seed] = True
+        owner, links = self._owner, self._link
         for _ in range(MAX_EXPAND_ROUNDS):
             flows = np.zeros(len(self.active), dtype=bool)
             flows[owner[marked[links]]] = True
             reached = links[flows[owner]]
             if marked[reached].all():
-                return flows if flows.sum() < len(self.active) else None
+                return None if flows.all() else flows
             marked[reached] = True
         return None

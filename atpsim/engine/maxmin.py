@@ -18,8 +18,8 @@ def max_min_rates(
 ) -> np.ndarray:
     """Rate (bytes/s) of each of *n_flows* flows.
 
-    *inc_flow[i]* crosses local link *inc_link[i]* (``0..len(capacity_Bps)-1``); every flow
-    must cross at least one link.
+    *inc_flow[i]* (``0..n_flows-1``) crosses link *inc_link[i]* (an index into
+    *capacity_Bps*; links no flow crosses are ignored); every flow crosses at least one link.
     """
     n_links = len(capacity_Bps)
     rate = np.zeros(n_flows)
@@ -28,13 +28,15 @@ def max_min_rates(
     count = np.bincount(inc_link, minlength=n_links).astype(np.float64)
     flows, links = inc_flow, inc_link
     while len(flows):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(count > 0, np.maximum(cap, 0.0) / count, np.inf)
+        used = count > 0
+        share = np.full(n_links, np.inf)
+        share[used] = np.maximum(cap[used], 0.0) / count[used]
         level = share.min()
         full = share <= level * (1 + LEVEL_RTOL)
-        hit = np.unique(flows[full[links]])
-        rate[hit] = level
-        frozen[hit] = True
+        newly = np.zeros(n_flows, dtype=bool)
+        newly[flows[full[links]]] = True
+        rate[newly] = level
+        frozen |= newly
         leaving = frozen[flows]
         gone = np.bincount(links[leaving], minlength=n_links)
         cap -= level * gone
