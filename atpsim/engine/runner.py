@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from atpsim.topology.graph import Topology
 log = logging.getLogger(__name__)
 
 ENGINES = ("auto", "event", "vectorized")
+#: Results kept per topology (least recently used dropped first); each holds per-link bytes.
+MEMO_ENTRIES = 1024
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,10 @@ def run_collective(
     plain event simulation, no shortcut: the reference), "vectorized" (as auto, but a
     SimulationError where the sweep is not exact).
     """
-    memo = _MEMO.setdefault(topology, {})
+    memo = _MEMO.setdefault(topology, OrderedDict())
     key = (op, algorithm, tuple(map(tuple, groups)), nbytes, engine)
     try:
+        memo.move_to_end(key)
         return memo[key]
     except (KeyError, TypeError):
         pass
@@ -97,6 +101,8 @@ def run_collective(
     result = _run(topology, op, algorithm, checked, float(nbytes), engine)
     memo[(op, algorithm, checked, float(nbytes), engine)] = result
     memo[key] = result
+    while len(memo) > MEMO_ENTRIES:
+        memo.popitem(last=False)
     return result
 
 

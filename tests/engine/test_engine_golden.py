@@ -140,3 +140,13 @@ def test_the_vectorized_engine_refuses_when_links_are_shared(make_two_switches):
 
     with pytest.raises(SimulationError, match="not exact"):
         run_collective(make_two_switches(2), "all_reduce", "ring", [[0, 2], [1, 3]], N, engine="vectorized")
+
+
+def test_the_memo_is_bounded(make_star, monkeypatch):
+    from atpsim.engine import runner
+
+    monkeypatch.setattr(runner, "MEMO_ENTRIES", 3)
+    topo = make_star(4)
+    for size in range(1, 10):
+        run_collective(topo, "all_reduce", "ring", [[0, 1, 2, 3]], float(size))
+    assert len(runner._MEMO[topo]) <= 3
