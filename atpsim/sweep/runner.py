@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,8 @@ def run_sweep(
                 failures(row)
                 bar.advance(failed=row["status"] == "failed")
     except KeyboardInterrupt:
-        raise SweepInterrupted(len(done), len(unique), partial) from None
+        kept = len(_load_done(out, partial, unique, quiet=True))
+        raise SweepInterrupted(kept, len(unique), partial) from None
     failures.summary(len(todo))
     write_results(out, _final_frame(points, done), parquet=parquet)
     partial.unlink(missing_ok=True)
@@ -114,17 +115,17 @@ def _unique_points(points: Sequence[SweepPoint]) -> dict[str, tuple[int, SweepPo
 
 
 def _load_done(
-    out: Path, partial: Path, unique: Mapping[str, tuple[int, SweepPoint]]
+    out: Path, partial: Path, unique: Mapping[str, tuple[int, SweepPoint]], quiet: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """Successful rows from an earlier run (final table first, then the partial file), keyed
-    by point key, for the points of this sweep only."""
+    """Successful rows saved so far (final table first, then the partial file), keyed by point
+    key, for the points of this sweep only: what a resumed run keeps."""
     rows: list[dict[str, Any]] = []
     for path, is_partial in ((out / RESULTS_CSV, False), (partial, True)):
         if path.exists():
             rows += read_rows(path, partial=is_partial)
     done = {r["point_key"]: r for r in rows if r["status"] == "ok" and r["point_key"] in unique}
     stale = {r["point_key"] for r in rows} - set(unique)
-    if stale:
+    if stale and not quiet:
         log.warning("ignoring %d saved rows of points not in this sweep", len(stale))
     return done
 
@@ -153,13 +154,9 @@ def _parallel_results(
     so Ctrl-C reaches only this process, which stops them)."""
     executor = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_ignore_sigint)
     try:
-        pending: set[Future[dict[str, Any]]] = {
-            executor.submit(simulate_row, simulate, point, index) for index, point in todo
-        }
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=lambda f: f.result()["point_index"]):
-                yield future.result()
+        futures = [executor.submit(simulate_row, simulate, point, index) for index, point in todo]
+        for future in as_completed(futures):
+            yield future.result()
     except BaseException:
         _stop_workers(executor)
         raise

@@ -145,3 +145,16 @@ def test_report_of_a_folder_without_results_is_a_clean_error(tmp_path):
         result.stderr == f"atpsim: error: {tmp_path}/results.csv: no results table here "
         "(expected results.csv)\n"
     )
+
+
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.skipif(not SCENARIOS, reason="no scenarios/ files yet")
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_scenario_file_runs_and_reports_with_a_fake_simulator(fake_simulator, path, tmp_path):
+    """Each file in scenarios/ loads, expands, runs (fake simulator) and builds its report;
+    the real simulation of each is the job of the scenario tests and the committed reports."""
+    result = run("run", str(path), "-o", str(tmp_path / "o"), "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o" / "report.html").is_file()

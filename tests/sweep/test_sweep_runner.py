@@ -86,7 +86,7 @@ def test_interrupt_then_resume_equals_one_clean_run(tmp_path, monkeypatch, jobs)
     with pytest.raises(SweepInterrupted) as info:
         run_sweep(points, out, jobs=jobs, simulate=interrupting_simulate, progress=False)
     kept = read_rows(out / "results.partial.csv")
-    assert info.value.kept == len(kept) >= (5 if jobs == 1 else 1)
+    assert info.value.kept == len(kept) >= (5 if jobs == 1 else 0)
     assert "rerun with --resume" in str(info.value)
     assert not (out / "results.csv").exists()
 
