@@ -15,6 +15,7 @@ import logging
 import signal
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from atpsim.errors import AtpsimError, SimulationError
 from atpsim.results.io import (
     PARTIAL_CSV,
     RESULTS_CSV,
@@ -75,7 +77,8 @@ def run_sweep(
     """Simulate *points* and return the results table (one row per point, in point order) as
     written to ``out_dir/results.csv`` (and ``.parquet``) and read back. *simulate* must be a
     module-level function when *jobs* > 1 (it is pickled to the worker processes).
-    Raises :class:`SweepInterrupted` on Ctrl-C, after saving what finished."""
+    Raises :class:`SweepInterrupted` on Ctrl-C and SimulationError when a worker process
+    dies, after saving what finished."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / PARTIAL_CSV
@@ -98,6 +101,12 @@ def run_sweep(
     except KeyboardInterrupt:
         kept = len(_load_done(out, partial, unique, quiet=True))
         raise SweepInterrupted(kept, len(unique), partial) from None
+    except BrokenProcessPool:
+        kept = len(_load_done(out, partial, unique, quiet=True))
+        raise SimulationError(
+            f"a worker process died (killed, out of memory?) with {kept} of {len(unique)} "
+            f"points kept in {partial}; rerun with --resume (and fewer jobs)"
+        ) from None
     failures.summary(len(todo))
     write_results(out, _final_frame(points, done), parquet=parquet)
     partial.unlink(missing_ok=True)
@@ -218,8 +227,6 @@ class _FailureLog:
 
 
 def _error_text(error: Exception) -> str:
-    from atpsim.errors import AtpsimError
-
     text = error.format() if isinstance(error, AtpsimError) else f"{type(error).__name__}: {error}"
     return " ".join(text.split())
 

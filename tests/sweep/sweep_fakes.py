@@ -84,3 +84,10 @@ def calls() -> int:
     """Calls of :func:`interrupting_simulate` counted so far."""
     path = Path(os.environ["FAKE_COUNTER"])
     return path.stat().st_size if path.exists() else 0
+
+
+def crashing_simulate(point: SweepPoint) -> dict[str, Any]:
+    """Kills its worker process on DeviceMesh(1, 8) (as the kernel's OOM killer would)."""
+    if point.mesh.d2 == 8:
+        os._exit(9)
+    return fake_simulate(point)

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from sweep_fakes import (
     calls,
+    crashing_simulate,
     failing_simulate,
     fake_simulate,
     interrupting_simulate,
     make_points,
 )
 
+from atpsim.errors import SimulationError
 from atpsim.results.io import read_rows
 from atpsim.results.schema import COLUMN_NAMES, normalize_row
 from atpsim.sweep import SweepInterrupted, run_sweep, simulate_row
@@ -113,6 +115,13 @@ def test_resume_ignores_rows_of_other_points(tmp_path, caplog):
     run_sweep(points, tmp_path, resume=True, simulate=fake_simulate, progress=False)
     assert "ignoring 8 saved rows" in caplog.text
     assert (tmp_path / "results.csv").read_bytes() == clean_run(tmp_path, points)
+
+
+def test_a_dead_worker_stops_the_sweep_with_a_resume_hint(tmp_path):
+    with pytest.raises(SimulationError, match="a worker process died .* rerun with --resume"):
+        run_sweep(make_points(), tmp_path, jobs=2, simulate=crashing_simulate, progress=False)
+    run_sweep(make_points(), tmp_path, resume=True, simulate=fake_simulate, progress=False)
+    assert (tmp_path / "results.csv").read_bytes() == clean_run(tmp_path, make_points())
 
 
 def test_duplicate_points_are_simulated_once(tmp_path, monkeypatch):
