@@ -33,7 +33,7 @@ def cases(draw):
     return TOPOLOGIES[topo], op, alg, groups, nbytes
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120, deadline=None, derandomize=True)
 @given(cases())
 def test_fast_paths_equal_the_event_engine(case):
     topo, op, alg, groups, nbytes = case
@@ -46,7 +46,7 @@ def test_fast_paths_equal_the_event_engine(case):
     assert fast.bytes_delivered == pytest.approx(fast.bytes_sent, rel=1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(cases())
 def test_lazy_rate_updates_equal_full_recomputes(case):
     """Solving only the touched component gives the same rates as solving everything."""
@@ -77,7 +77,7 @@ def test_reduce_scatter_plus_all_gather_is_all_reduce_on_a_switch(p, algorithm):
     assert rs + ag == pytest.approx(ar, rel=1e-12)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(cases(), st.floats(1.01, 4.0))
 def test_time_grows_with_bytes(case, factor):
     """Except the pipelined-chain broadcast: its chunk count steps up with the size (1 MiB
@@ -98,7 +98,7 @@ def injection_Bps(topo, rank):
     return float(topo.links.bandwidth_Bps[topo.links.src == node].max())
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(cases())
 def test_bus_bandwidth_never_exceeds_the_bottleneck(case):
     """Some rank of the group sends at least busbw-factor * n bytes (ring: every rank sends
