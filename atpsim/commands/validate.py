@@ -1,15 +1,122 @@
-"""`atpsim validate` (not implemented yet: it says so and exits 2)."""
+"""`atpsim validate`: fit a machine's measurements, predict its layers, fail when off.
+
+``atpsim validate DIR`` compares (fitting first when ``DIR/fitted/`` is missing, or with
+``--refit``); ``--fit-only`` stops after the fit; ``atpsim validate LOG`` (a file) fits an
+nccl-tests log alone and prints the link it implies. Exit 0 pass, 1 when the median |error|
+passes ``DIR/tolerance.yaml``, 2 on bad input.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
+
+from atpsim.commands._common import clean_errors
+from atpsim.validate.measurements import REPORT_PREFIX
 
 
-@click.command("validate", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not implemented yet."""
-    click.echo("atpsim: error: 'validate' is not implemented yet", err=True)
-    sys.exit(2)
+@click.command("validate")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--refit", is_flag=True, help="Fit again even when DIR/fitted/ exists.")
+@click.option("--fit-only", is_flag=True, help="Fit and print the residuals; no comparison.")
+@click.option(
+    "--ranks", type=int, default=None, help="Ranks of an nccl-tests LOG (default: the log's)."
+)
+@click.option("--placement", type=click.Choice(["out-of-place", "in-place"]),
+              default="out-of-place", show_default=True, help="Columns of an nccl-tests LOG.")  # fmt: skip
+@clean_errors
+def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement: str) -> None:
+    """Fit DIR's collectives and GEMMs, predict its layers, and compare (or fit a LOG)."""
+    console = Console(width=120)
+    if Path(path).is_file():
+        _fit_log(console, path, ranks, placement)
+        return
+    if fit_only:
+        from atpsim.validate.fit import fit_folder
+
+        _print_fit(console, fit_folder(path))
+        return
+    from atpsim.report.validation_plot import plot_validation
+    from atpsim.validate.compare import compare_folder, save_comparison
+
+    comparison = compare_folder(path, refit=refit)
+    if comparison.fit is not None:
+        _print_fit(console, comparison.fit)
+    _print_comparison(console, comparison)
+    saved = save_comparison(comparison)
+    saved.append(plot_validation(comparison, Path(path) / f"{REPORT_PREFIX}.png"))
+    console.print("saved " + ", ".join(str(p) for p in saved))
+    if not comparison.passed:
+        sys.exit(1)
+
+
+def _fit_log(console: Console, path: str, ranks: int | None, placement: str) -> None:
+    from atpsim.validate.link_fit import fit_link
+    from atpsim.validate.nccl_tests import nccl_samples, read_nccl_tests
+
+    log = read_nccl_tests(path)
+    fit = fit_link(nccl_samples(log, n_ranks=ranks, placement=placement))
+    last = log.rows[-1]
+    console.print(
+        f"{path}: {fit.residuals[0].sample.group_size} ranks, ring all-reduce: bandwidth "
+        f"{fit.bandwidth_Bps / 1e9:.2f} GB/s (largest-message busbw "
+        f"{last.busbw_Bps(placement) / 1e9:.2f} GB/s), latency {fit.latency_s * 1e6:.3f} us "
+        f"per ring step; RMS error {fit.rms_rel_error():.1%}"
+    )
+    _print_link_residuals(console, fit)
+
+
+def _print_fit(console: Console, fit) -> None:  # type: ignore[no-untyped-def]
+    if fit.link is not None:
+        link = fit.link
+        console.print(
+            f"link fit ({link.algorithm}, {fit.n_ranks} ranks): {link.bandwidth_Bps / 1e9:.4g} "
+            f"GB/s, {link.latency_s * 1e6:.4g} us per transfer; RMS error "
+            f"{link.rms_rel_error(('small', 'large', 'both')):.1%} on the fitted points, "
+            f"{link.rms_rel_error():.1%} on all"
+        )
+        _print_link_residuals(console, link)
+    if fit.profile is not None:
+        profile = fit.profile.profile
+        dtype = profile.gemm.points_dtype
+        console.print(
+            f"GEMM fit ({dtype}): peak {profile.peak_flops_for(dtype) / 1e9:.4g} GFLOP/s, "
+            f"overhead {profile.launch_overhead_s * 1e6:.4g} us per call, efficiency_max "
+            f"{profile.gemm.efficiency_max}, output_half_elements "
+            f"{profile.gemm.output_half_elements:g}, k_half {profile.gemm.k_half:g}; RMS error "
+            f"{fit.profile.rms_rel_error(curve=True):.1%} by the curve, "
+            f"{fit.profile.rms_rel_error():.1%} with the measured points"
+        )
+    console.print(f"wrote {fit.fitted_dir}/")
+
+
+def _print_link_residuals(console: Console, link) -> None:  # type: ignore[no-untyped-def]
+    table = Table(title="collective fit residuals")
+    for name in ("point", "role", "measured us", "fitted us", "error"):
+        table.add_column(name, justify="right")
+    for r in link.residuals:
+        table.add_row(r.sample.label, r.role, f"{r.sample.time_s * 1e6:.2f}",
+                      f"{r.predicted_s * 1e6:.2f}", f"{r.rel_error:+.1%}")  # fmt: skip
+    console.print(table)
+
+
+def _print_comparison(console: Console, comparison) -> None:  # type: ignore[no-untyped-def]
+    table = Table(title=f"check points: {comparison.folder}")
+    for name in ("layer", "measured ms", "predicted ms", "error", "compute ms", "comm ms",
+                 "exposed ms"):  # fmt: skip
+        table.add_column(name, justify="right")
+    for r in comparison.results:
+        table.add_row(r.point.label, f"{r.point.time_s * 1e3:.3f}", f"{r.predicted_s * 1e3:.3f}",
+                      f"{r.rel_error:+.1%}", f"{r.compute_s * 1e3:.3f}", f"{r.comm_s * 1e3:.3f}",
+                      f"{r.exposed_comm_s * 1e3:.3f}")  # fmt: skip
+    console.print(table)
+    worst = comparison.worst
+    verdict = "PASS" if comparison.passed else "FAIL"
+    console.print(
+        f"{verdict}: median |error| {comparison.median_abs_error:.1%} (tolerance "
+        f"{comparison.tolerance:.0%}), worst {worst.rel_error:+.1%} at {worst.point.label}"
+    )

@@ -1,0 +1,182 @@
+"""Compare: predict each measured layer with the fitted fabric and profile, and score it.
+
+The check points are the whole-layer forward+backward times (never used by the fit, which
+sees only collectives and GEMMs). Each is predicted by the event simulation of one layer
+(:func:`atpsim.step.point.simulate_des_step`: the ATP program of :mod:`atpsim.parallel.atp` on
+the two streams, collectives by the engine on ``fitted/topology.yaml``, compute by
+``fitted/hardware.yaml``), ring collectives, ``layers = 1``. The error of a point is
+``(predicted - measured) / measured``; the folder passes when the median absolute error is at
+most the tolerance written beside the measurements in ``tolerance.yaml``::
+
+    # why this value (the noise of the machine, what the model leaves out)
+    median_abs_error: 0.25
+
+The table is saved as ``validation_report.csv`` and summarised in ``validation_report.md``
+(the plot, ``validation_report.png``, is drawn by :mod:`atpsim.report.validation_plot`).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from atpsim.errors import AtpsimError
+from atpsim.validate.fit import FolderFit, fit_folder, fitted_paths
+from atpsim.validate.measurements import REPORT_PREFIX, LayerPoint, read_measurements
+
+TOLERANCE_FILE = "tolerance.yaml"
+TOLERANCE_KEY = "median_abs_error"
+REPORT_COLUMNS = ("label", "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype",
+                  "measured_s", "predicted_s", "compute_s", "comm_s", "exposed_comm_s",
+                  "rel_error")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A layer point, its simulated step and the step's compute, comm and exposed comm time."""
+
+    point: LayerPoint
+    predicted_s: float
+    compute_s: float
+    comm_s: float
+    exposed_comm_s: float
+
+    @property
+    def rel_error(self) -> float:
+        """(predicted - measured) / measured."""
+        return (self.predicted_s - self.point.time_s) / self.point.time_s
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every check point's result, the tolerance, and the fit if this run made one."""
+
+    folder: Path
+    results: tuple[CheckResult, ...]
+    tolerance: float
+    fit: FolderFit | None = None
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(abs(r.rel_error) for r in self.results)
+
+    @property
+    def worst(self) -> CheckResult:
+        return max(self.results, key=lambda r: (abs(r.rel_error), r.point.label))
+
+    @property
+    def passed(self) -> bool:
+        return self.median_abs_error <= self.tolerance
+
+
+def read_tolerance(folder: str | Path) -> float:
+    """The median |error| a folder allows, from its ``tolerance.yaml``."""
+    path = Path(folder) / TOLERANCE_FILE
+    if not path.is_file():
+        raise AtpsimError(
+            f"no {TOLERANCE_FILE}: write one beside the measurements, e.g. "
+            f"'{TOLERANCE_KEY}: 0.25' with a comment saying why that value",
+            source=str(folder),
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise AtpsimError(f"invalid YAML: {error}", source=str(path)) from None
+    if not isinstance(data, dict) or set(data) != {TOLERANCE_KEY}:
+        raise AtpsimError(f"expected exactly one key, {TOLERANCE_KEY}, got {data!r}",
+                          source=str(path))  # fmt: skip
+    value = data[TOLERANCE_KEY]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise AtpsimError(f"expected a fraction > 0 (0.25 = 25%), got {value!r}",
+                          source=str(path), key=TOLERANCE_KEY)  # fmt: skip
+    return float(value)
+
+
+def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
+    """Predict every layer of *folder* with its fit (made first when missing or *refit*)."""
+    tolerance = read_tolerance(folder)
+    topology_path, profile_path = fitted_paths(folder)
+    fit = None
+    if refit or not (topology_path.is_file() and profile_path.is_file()):
+        fit = fit_folder(folder)
+        if fit.link is None or fit.profile is None:
+            missing = "collectives" if fit.link is None else "GEMMs"
+            raise AtpsimError(f"no {missing} measured: the layers cannot be predicted",
+                              source=str(folder))  # fmt: skip
+    layers = read_measurements(folder).layers
+    if not layers:
+        raise AtpsimError("no layer measurements (the check points) to compare",
+                          source=str(folder))  # fmt: skip
+    topology, profile = _load_fitted(topology_path, profile_path)
+    results = tuple(predict_layer(point, topology, profile) for point in layers)
+    return Comparison(Path(folder), results, tolerance, fit)
+
+
+def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Any, Any]:
+    from atpsim.compute.hardware import load_profile
+    from atpsim.topology.spec import load_topology
+
+    return load_topology(str(topology_path)), load_profile(profile_path)
+
+
+def predict_layer(point: LayerPoint, topology: Any, profile: Any) -> CheckResult:
+    """Simulate one layer of *point*'s model on its mesh and chunks (ring collectives)."""
+    from atpsim.compute.models import ModelConfig
+    from atpsim.parallel.mesh import DeviceMesh
+    from atpsim.step.point import simulate_des_step
+
+    mesh = DeviceMesh(point.d1, point.d2)
+    if mesh.size > topology.n_gpus:
+        raise AtpsimError(f"layer {point.label} needs {mesh.size} ranks; the fitted topology "
+                          f"has {topology.n_gpus}")  # fmt: skip
+    model = ModelConfig(point.label, point.hidden, point.heads, layers=1, batch=point.batch,
+                        seq=point.seq, dtype=point.dtype)  # fmt: skip
+    step = simulate_des_step(topology, profile, model, mesh, point.chunks, "ring")
+    return CheckResult(point, step.step_time_s, step.compute_time_s, step.comm_time_s,
+                       step.exposed_comm_s)  # fmt: skip
+
+
+def save_comparison(comparison: Comparison) -> list[Path]:
+    """Write ``validation_report.csv`` and ``.md`` into the folder; return their paths."""
+    folder = comparison.folder
+    csv_path = folder / f"{REPORT_PREFIX}.csv"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(REPORT_COLUMNS)
+        for r in comparison.results:
+            p = r.point
+            writer.writerow([p.label, p.d1, p.d2, p.chunks, p.hidden, p.heads, p.batch, p.seq,
+                             p.dtype, *(f"{v:.6g}" for v in (p.time_s, r.predicted_s,
+                             r.compute_s, r.comm_s, r.exposed_comm_s)), f"{r.rel_error:.4f}"])  # fmt: skip
+    md_path = folder / f"{REPORT_PREFIX}.md"
+    md_path.write_text(report_markdown(comparison))
+    return [csv_path, md_path]
+
+
+def report_markdown(comparison: Comparison) -> str:
+    """The comparison as a short markdown page: verdict, then one table row per point."""
+    verdict = "PASS" if comparison.passed else "FAIL"
+    worst = comparison.worst
+    lines = [
+        f"# Validation: {comparison.folder.resolve().name}",
+        "",
+        f"**{verdict}**: median |error| {comparison.median_abs_error:.1%} against a tolerance "
+        f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}); worst {worst.rel_error:+.1%} at "
+        f"{worst.point.label}; {len(comparison.results)} check points (whole layers, fwd+bwd), "
+        "predicted from the fit of the collectives and GEMMs (fitted/).",
+        "",
+        "| point | measured ms | predicted ms | error | compute ms | comm ms | exposed ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in comparison.results:
+        lines.append(
+            f"| {r.point.label} | {r.point.time_s * 1e3:.3f} | {r.predicted_s * 1e3:.3f} | "
+            f"{r.rel_error:+.1%} | {r.compute_s * 1e3:.3f} | {r.comm_s * 1e3:.3f} | "
+            f"{r.exposed_comm_s * 1e3:.3f} |"
+        )
+    return "\n".join(lines) + "\n"

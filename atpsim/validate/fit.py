@@ -1,0 +1,163 @@
+"""Fit a measurements folder: write the fitted topology, profile and residuals beside it.
+
+``fit_folder(DIR)`` reads ``DIR`` (:mod:`atpsim.validate.measurements`), fits
+
+* the collectives (CSV rows and nccl-tests logs) -> one link class, bandwidth and latency
+  (:mod:`atpsim.validate.link_fit`), written as a star of the machine's ranks
+  (:mod:`atpsim.validate.star`) to ``DIR/fitted/topology.yaml``;
+* the GEMMs -> a hardware profile (:mod:`atpsim.validate.profile_fit`, memory figures from
+  :mod:`atpsim.validate.machine`) to ``DIR/fitted/hardware.yaml``;
+
+and saves every fit point's residual to ``DIR/fitted/residuals.csv`` and the fitted numbers
+with their RMS errors to ``DIR/fitted/fit.yaml``. Only collectives and GEMMs are fit points;
+the layers are check points (:mod:`atpsim.validate.compare`) and are never read here. The
+files are rewritten byte for byte from the same measurements.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from atpsim.compute.hardware import profile_to_dict
+from atpsim.errors import AtpsimError
+from atpsim.validate.link_fit import LinkFit, fit_link
+from atpsim.validate.machine import base_profile, describe
+from atpsim.validate.measurements import Measurements, read_measurements
+from atpsim.validate.profile_fit import ProfileFit, fit_profile
+from atpsim.validate.star import star_topology
+
+log = logging.getLogger(__name__)
+
+FITTED = "fitted"
+TOPOLOGY_FILE = "topology.yaml"
+PROFILE_FILE = "hardware.yaml"
+RESIDUALS_FILE = "residuals.csv"
+SUMMARY_FILE = "fit.yaml"
+#: The collective algorithm the fit assumes: gloo's and NCCL's default ring.
+ALGORITHM = "ring"
+_RESIDUAL_COLUMNS = ("kind", "label", "role", "measured_s", "predicted_s", "rel_error")
+
+
+@dataclass(frozen=True)
+class FolderFit:
+    """The fits of one folder (None where it holds no points of that kind) and where the
+    fitted files went."""
+
+    folder: Path
+    link: LinkFit | None
+    profile: ProfileFit | None
+    n_ranks: int
+
+    @property
+    def fitted_dir(self) -> Path:
+        return self.folder / FITTED
+
+
+def fitted_paths(folder: str | Path) -> tuple[Path, Path]:
+    """(topology, profile) files a fit of *folder* writes."""
+    fitted = Path(folder) / FITTED
+    return fitted / TOPOLOGY_FILE, fitted / PROFILE_FILE
+
+
+def fit_folder(folder: str | Path) -> FolderFit:
+    """Fit the collectives and GEMMs of *folder* and write ``fitted/`` (module docstring)."""
+    measurements = read_measurements(folder)
+    if not measurements.collectives and not measurements.gemms:
+        raise AtpsimError(
+            "no collectives and no GEMMs to fit (expected CSVs with columns op, group_size, "
+            "bytes, time_s or m, n, k, dtype, time_s, or an all_reduce_perf log)",
+            source=str(folder),
+        )
+    link = fit_link(measurements.collectives, ALGORITHM) if measurements.collectives else None
+    profile = _fit_profile(measurements) if measurements.gemms else None
+    result = FolderFit(measurements.folder, link, profile, measurements.n_ranks)
+    _write(result, measurements)
+    return result
+
+
+def _fit_profile(measurements: Measurements) -> ProfileFit:
+    name = f"fitted-{measurements.folder.resolve().name}"
+    base = base_profile(name, measurements.machine, measurements.n_ranks)
+    return fit_profile(measurements.gemms, base)
+
+
+def _write(result: FolderFit, measurements: Measurements) -> None:
+    fitted = result.fitted_dir
+    fitted.mkdir(exist_ok=True)
+    header = (
+        f"# Written by atpsim.validate.fit from the measurements in {result.folder.name}/ "
+        "(collectives and GEMMs only; the layers are the check points). Refit, don't edit:\n"
+        f"#   atpsim validate --refit path/to/{result.folder.resolve().name}\n"
+    )
+    if result.link is not None:
+        topology = star_topology(
+            result.n_ranks, result.link, name=f"fitted-{result.folder.resolve().name}"
+        )
+        _write_yaml(fitted / TOPOLOGY_FILE, header, topology)
+    if result.profile is not None:
+        _write_yaml(fitted / PROFILE_FILE, header, profile_to_dict(result.profile.profile))
+    _write_yaml(fitted / SUMMARY_FILE, header, summary(result, measurements))
+    _write_residuals(fitted / RESIDUALS_FILE, result)
+    log.info("wrote the fit of %s to %s", result.folder, fitted)
+
+
+def _write_yaml(path: Path, header: str, data: dict[str, Any]) -> None:
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def summary(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
+    """The fitted numbers and their RMS relative errors, as a YAML-ready mapping."""
+    data: dict[str, Any] = {"machine": describe(measurements.machine), "ranks": result.n_ranks}
+    if result.link is not None:
+        data["link"] = {
+            "algorithm": result.link.algorithm,
+            "bandwidth_Bps": float(f"{result.link.bandwidth_Bps:.6g}"),
+            "latency_s": float(f"{result.link.latency_s:.6g}"),
+            "points": len(result.link.residuals),
+            "rms_rel_error_fitted_points": _round(
+                result.link.rms_rel_error(("small", "large", "both"))
+            ),
+            "rms_rel_error_all_points": _round(result.link.rms_rel_error()),
+        }
+    if result.profile is not None:
+        profile = result.profile.profile
+        data["gemm"] = {
+            "dtype": profile.gemm.points_dtype,
+            "peak_flops": float(f"{dict(profile.peak_flops)[profile.gemm.points_dtype]:.6g}"),
+            "launch_overhead_s": float(f"{profile.launch_overhead_s:.6g}"),
+            "efficiency_max": profile.gemm.efficiency_max,
+            "output_half_elements": profile.gemm.output_half_elements,
+            "k_half": profile.gemm.k_half,
+            "points": len(result.profile.residuals),
+            "rms_rel_error_curve": _round(result.profile.rms_rel_error(curve=True)),
+            "rms_rel_error_profile": _round(result.profile.rms_rel_error()),
+        }
+    return data
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def _write_residuals(path: Path, result: FolderFit) -> None:
+    rows: list[tuple[Any, ...]] = []
+    if result.link is not None:
+        for r in result.link.residuals:
+            rows.append(("collective", r.sample.label, r.role, r.sample.time_s, r.predicted_s,
+                         r.rel_error))  # fmt: skip
+    if result.profile is not None:
+        for g in result.profile.residuals:
+            rows.append(("gemm", g.sample.label, g.role, g.sample.time_s, g.predicted_s,
+                         g.rel_error))  # fmt: skip
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(_RESIDUAL_COLUMNS)
+        for kind, label, role, measured, predicted, error in rows:
+            writer.writerow([kind, label, role, f"{measured:.6g}", f"{predicted:.6g}",
+                             f"{error:.4f}"])  # fmt: skip

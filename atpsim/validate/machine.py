@@ -1,0 +1,83 @@
+"""What a measured machine contributes to its fitted profile beyond the GEMM fit.
+
+The GEMM fit (:mod:`atpsim.validate.profile_fit`) gives the peak, the per-call overhead and
+the efficiency curve. The memory-bound ops of a layer also need a memory bandwidth, and a
+profile carries a memory capacity; they come, in this order of preference, from:
+
+1. the machine description (keys ``memory_bandwidth_Bps``, read as measured and so achievable
+   in full unless ``memory_efficiency`` says otherwise, and ``memory_capacity_bytes``);
+2. for a GPU whose name matches a bundled profile (A100, H100), that profile's datasheet
+   figures and ``memory_efficiency``;
+3. for a CPU (a gloo run: the "GPU" is one process on one core), :data:`CPU_MEMORY_BANDWIDTH_Bps`
+   with :data:`CPU_MEMORY_EFFICIENCY`, and the host's memory divided by the rank count.
+
+A CPU process on one core streams far less than its socket's DRAM bandwidth, and the tiny
+layers of a CPU validation run mostly out of cache; what their memory-bound ops cost is mostly
+the per-op dispatch overhead the GEMM fit measures, so this figure matters little there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from atpsim.compute.hardware import HardwareProfile, load_profile
+
+#: One DDR4-3200 channel: 3200 MT/s x 8 bytes = 25.6 GB/s (JEDEC JESD79-4 data rates).
+CPU_MEMORY_BANDWIDTH_Bps = 25.6e9
+#: Assumed share of that channel one core streams: an assumption, not a measurement.
+CPU_MEMORY_EFFICIENCY = 0.5
+#: Placeholder capacity when the description gives none (not used by the timing model).
+DEFAULT_CAPACITY_BYTES = 8 * 2**30
+_GPU_PROFILES = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm"}
+
+
+def describe(machine: dict[str, Any]) -> str:
+    """One line naming the machine from its description (device, count, backend)."""
+    parts = [
+        str(machine[key])
+        for key in ("name", "device", "gpu", "gpu_name", "cpu", "cpu_model", "backend")
+        if machine.get(key)
+    ]
+    return ", ".join(dict.fromkeys(parts)) or "unnamed machine"
+
+
+def base_profile(name: str, machine: dict[str, Any], n_ranks: int) -> HardwareProfile:
+    """The profile the GEMM fit starts from: *name*, the description and memory figures."""
+    sources = {"fit": "atpsim.validate.profile_fit on this folder's GEMM measurements"}
+    gpu = _bundled_gpu(machine)
+    if gpu is not None:
+        profile = replace(load_profile(gpu), name=name, description=describe(machine))
+        sources["memory_bandwidth_Bps"] = f"bundled profile {gpu} (datasheet)"
+    else:
+        capacity = float(machine.get("memory_total_bytes") or DEFAULT_CAPACITY_BYTES * n_ranks)
+        profile = HardwareProfile(
+            name=name,
+            description=describe(machine),
+            peak_flops=(("fp32", 1.0),),
+            memory_bandwidth_Bps=CPU_MEMORY_BANDWIDTH_Bps,
+            memory_capacity_bytes=capacity / max(n_ranks, 1),
+            memory_efficiency=CPU_MEMORY_EFFICIENCY,
+            launch_overhead_s=0.0,
+        )
+        sources["memory_bandwidth_Bps"] = (
+            "one DDR4-3200 channel, 25.6 GB/s (JEDEC JESD79-4); efficiency 0.5 assumed for one core"
+        )
+    if machine.get("memory_bandwidth_Bps"):
+        profile = replace(
+            profile,
+            memory_bandwidth_Bps=float(machine["memory_bandwidth_Bps"]),
+            memory_efficiency=float(machine.get("memory_efficiency", 1.0)),
+        )
+        sources["memory_bandwidth_Bps"] = "machine description (a measured, achievable figure)"
+    if machine.get("memory_capacity_bytes"):
+        profile = replace(profile, memory_capacity_bytes=float(machine["memory_capacity_bytes"]))
+    return replace(profile, sources=tuple(sorted(sources.items())))
+
+
+def _bundled_gpu(machine: dict[str, Any]) -> str | None:
+    text = " ".join(str(v) for v in machine.values() if isinstance(v, str)).lower()
+    for key, profile in _GPU_PROFILES.items():
+        if key in text:
+            return profile
+    return None

@@ -1,0 +1,231 @@
+"""Read a measurements folder (``validation/measurements/<machine>/``) into typed samples.
+
+What the folder holds (the torch benchmarks of ``validation/bench`` write the CSVs; a user may
+add nccl-tests logs). Each CSV is recognised by its columns, not its name:
+
+* collectives: ``op, group_size, bytes`` and a time (optional ``dim``, ``n_groups`` = groups of
+  that dimension running at once, default 1; ``op`` spelled ``all_reduce`` or ``allreduce``);
+* GEMMs: ``m, n, k, dtype`` and a time (optional ``batch``);
+* layers: ``d1, d2, chunks, hidden, heads, batch, seq, dtype`` and a time
+  (``fwd_bwd_time_s``);
+* nccl-tests logs: files named ``*_perf*.log`` or ``*_perf*.txt`` (``all_reduce_perf`` output);
+* the machine description: ``machine.json``/``machine.yaml`` (or any ``*machine*`` JSON/YAML).
+
+The time of a row is its median when the file gives statistics (``time_s_median``,
+``median_time_s`` or ``time_s_p50``), else ``time_s``, else the mean (``time_s_mean``); rows
+that repeat a configuration (one row per repetition) are reduced to their median. Seconds
+throughout. Outputs of the fit and the comparison (``fitted/``, ``validation_report.*``) are
+never read as measurements.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from atpsim.errors import AtpsimError
+from atpsim.validate.link_fit import CollectiveSample
+from atpsim.validate.nccl_tests import nccl_samples, read_nccl_tests
+from atpsim.validate.profile_fit import GemmSample
+
+COLLECTIVE_COLUMNS = ("op", "group_size", "bytes")
+GEMM_COLUMNS = ("m", "n", "k", "dtype")
+LAYER_COLUMNS = ("d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype")
+REPORT_PREFIX = "validation_report"
+_OPS = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all-reduce": "all_reduce",
+        "all_gather": "all_gather", "allgather": "all_gather", "all-gather": "all_gather",
+        "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter",
+        "reduce-scatter": "reduce_scatter"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LayerPoint:
+    """A measured ATP layer: forward + backward of one layer of (hidden, heads) on
+    DeviceMesh(d1, d2), *batch* x *seq* tokens split into *chunks*, taking *time_s*."""
+
+    d1: int
+    d2: int
+    chunks: int
+    hidden: int
+    heads: int
+    batch: int
+    seq: int
+    dtype: str
+    time_s: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Everything a folder holds; *machine* is the parsed description (empty if none)."""
+
+    folder: Path
+    collectives: tuple[CollectiveSample, ...] = ()
+    gemms: tuple[GemmSample, ...] = ()
+    layers: tuple[LayerPoint, ...] = ()
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_ranks(self) -> int:
+        """The most ranks any measurement used (the size of the fitted fabric)."""
+        sizes = [s.group_size * s.n_groups for s in self.collectives]
+        sizes += [p.d1 * p.d2 for p in self.layers]
+        return max(sizes, default=1)
+
+
+def read_measurements(folder: str | Path) -> Measurements:
+    """Every measurement in *folder* (not its subfolders), by kind; errors name the file."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise AtpsimError(f"measurements folder {str(folder)!r} does not exist")
+    found: dict[str, list[Any]] = {"collectives": [], "gemms": [], "layers": []}
+    for path in sorted(root.glob("*.csv")):
+        if path.name.startswith(REPORT_PREFIX):
+            continue
+        kind, samples = _read_csv(path)
+        found[kind].extend(samples)
+    collectives: list[CollectiveSample] = found["collectives"]
+    for path in sorted([*root.glob("*_perf*.log"), *root.glob("*_perf*.txt")]):
+        collectives.extend(nccl_samples(read_nccl_tests(path)))
+    return Measurements(
+        root, tuple(collectives), tuple(found["gemms"]), tuple(found["layers"]), _read_machine(root)
+    )
+
+
+def _read_csv(path: Path) -> tuple[str, list[Any]]:
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as error:
+        raise AtpsimError(f"cannot read the CSV: {error}", source=str(path)) from None
+    columns = set(frame.columns)
+    readers: tuple[tuple[str, tuple[str, ...], Callable[..., list[Any]]], ...] = (
+        ("layers", LAYER_COLUMNS, _layers),
+        ("gemms", GEMM_COLUMNS, _gemms),
+        ("collectives", COLLECTIVE_COLUMNS, _collectives),
+    )
+    for kind, required, reader in readers:
+        if set(required) <= columns:
+            try:
+                return kind, reader(frame, path.name)
+            except AtpsimError as error:
+                raise error.with_source(str(path)) from None
+    raise AtpsimError(
+        f"not a collectives ({', '.join(COLLECTIVE_COLUMNS)}), GEMM ({', '.join(GEMM_COLUMNS)}) "
+        f"or layer ({', '.join(LAYER_COLUMNS)}) table; its columns are {sorted(columns)}",
+        source=str(path),
+    )
+
+
+def time_column(frame: pd.DataFrame, base: str = "time_s") -> str:
+    """The column holding a row's time: the median if given, else *base*, else the mean."""
+    for name in (f"{base}_median", f"median_{base}", f"{base}_p50", base, f"{base}_mean",
+                 f"mean_{base}"):  # fmt: skip
+        if name in frame.columns:
+            return name
+    raise AtpsimError(f"no time column: expected {base} or {base}_median", key=base)
+
+
+def _reduced(frame: pd.DataFrame, keys: Sequence[str], time: str) -> pd.DataFrame:
+    """One row per configuration *keys*, its time the median of the repeated rows."""
+    times = pd.to_numeric(frame[time], errors="coerce")
+    if times.isna().any() or (times <= 0).any():
+        row = int((times.isna() | (times <= 0)).to_numpy().argmax())
+        raise AtpsimError(f"expected a positive time in seconds, got {frame[time].iloc[row]!r}",
+                          key=f"row {row + 2}.{time}")  # fmt: skip
+    frame = frame.assign(**{time: times})
+    return frame.groupby(list(keys), sort=True, dropna=False)[time].median().reset_index()
+
+
+def _int(row: Any, key: str, where: str) -> int:
+    value = row[key]
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise AtpsimError(f"expected an integer, got {value!r}", key=f"{where}.{key}") from None
+    if number != value or number < 1:
+        raise AtpsimError(f"expected an integer >= 1, got {value!r}", key=f"{where}.{key}")
+    return number
+
+
+def _collectives(frame: pd.DataFrame, name: str) -> list[CollectiveSample]:
+    time = time_column(frame)
+    frame = frame.assign(
+        n_groups=frame["n_groups"] if "n_groups" in frame else 1,
+        dim=frame["dim"] if "dim" in frame else 0,
+    )
+    table = _reduced(frame, ["op", "dim", "group_size", "n_groups", "bytes"], time)
+    samples = []
+    for i, row in table.iterrows():
+        where = f"{name} row {i}"
+        op = _OPS.get(str(row["op"]).lower())
+        if op is None:
+            raise AtpsimError(f"expected an op in {sorted(set(_OPS.values()))}, got {row['op']!r}",
+                              key=f"{where}.op")  # fmt: skip
+        label = f"{op} dim{row['dim']} p={row['group_size']}x{row['n_groups']} {row['bytes']}B"
+        samples.append(
+            CollectiveSample(
+                op,
+                _int(row, "group_size", where),
+                _int(row, "n_groups", where),
+                float(row["bytes"]),
+                float(row[time]),
+                label,
+            )  # fmt: skip
+        )
+    return samples
+
+
+def _gemms(frame: pd.DataFrame, name: str) -> list[GemmSample]:
+    time = time_column(frame)
+    frame = frame.assign(batch=frame["batch"] if "batch" in frame else 1)
+    table = _reduced(frame, ["m", "n", "k", "batch", "dtype"], time)
+    samples = []
+    for i, row in table.iterrows():
+        where = f"{name} row {i}"
+        m, n, k = (_int(row, key, where) for key in ("m", "n", "k"))
+        batch = _int(row, "batch", where)
+        label = (
+            f"{batch}x{m}x{n}x{k} {row['dtype']}" if batch > 1 else f"{m}x{n}x{k} {row['dtype']}"
+        )
+        samples.append(GemmSample(m, n, k, str(row["dtype"]), float(row[time]), batch, label))
+    return samples
+
+
+def _layers(frame: pd.DataFrame, name: str) -> list[LayerPoint]:
+    time = time_column(frame, "fwd_bwd_time_s")
+    table = _reduced(frame, list(LAYER_COLUMNS), time)
+    points = []
+    for i, row in table.iterrows():
+        where = f"{name} row {i}"
+        ints = {key: _int(row, key, where) for key in LAYER_COLUMNS if key != "dtype"}
+        label = (f"({ints['d1']},{ints['d2']}) c{ints['chunks']} h{ints['hidden']} "
+                 f"b{ints['batch']} s{ints['seq']}")  # fmt: skip
+        points.append(LayerPoint(**ints, dtype=str(row["dtype"]), time_s=float(row[time]),
+                                 label=label))  # fmt: skip
+    return points
+
+
+def _read_machine(root: Path) -> dict[str, Any]:
+    """The machine description (JSON or YAML mapping), or {} when the folder has none."""
+    candidates = [root / n for n in ("machine.json", "machine.yaml", "machine.yml")]
+    candidates += sorted(
+        p for p in root.glob("*machine*") if p.suffix in (".json", ".yaml", ".yml")
+    )
+    for path in candidates:
+        if path.is_file():
+            try:
+                text = path.read_text()
+                data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+            except (OSError, ValueError, yaml.YAMLError) as error:
+                raise AtpsimError(f"cannot read the machine description: {error}",
+                                  source=str(path)) from None  # fmt: skip
+            if not isinstance(data, dict):
+                raise AtpsimError("expected a mapping", source=str(path))
+            return data
+    return {}
