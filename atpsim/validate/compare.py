@@ -4,7 +4,9 @@ The check points are the whole-layer forward+backward times (never used by the f
 sees only collectives and GEMMs). Each is predicted by the event simulation of one layer
 (:func:`atpsim.step.point.simulate_des_step`: the ATP program of :mod:`atpsim.parallel.atp` on
 the two streams, collectives by the engine on ``fitted/topology.yaml``, compute by
-``fitted/hardware.yaml``), ring collectives, ``layers = 1``. The error of a point is
+``fitted/hardware.yaml``), ring collectives, ``layers = 1``. On a CPU machine with fewer cores than busy ranks, each rank computes at its
+share of a core (:func:`atpsim.validate.machine.cpu_share`; the GEMMs were measured by one
+process alone). The error of a point is
 ``(predicted - measured) / measured``; the folder passes when the median absolute error is at
 most the tolerance written beside the measurements in ``tolerance.yaml``::
 
@@ -27,24 +29,27 @@ import yaml
 
 from atpsim.errors import AtpsimError
 from atpsim.validate.fit import FolderFit, fit_folder, fitted_paths
+from atpsim.validate.machine import cpu_share, slowed
 from atpsim.validate.measurements import REPORT_PREFIX, LayerPoint, read_measurements
 
 TOLERANCE_FILE = "tolerance.yaml"
 TOLERANCE_KEY = "median_abs_error"
 REPORT_COLUMNS = ("label", "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype",
                   "measured_s", "predicted_s", "compute_s", "comm_s", "exposed_comm_s",
-                  "rel_error")  # fmt: skip
+                  "cpu_share", "rel_error")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A layer point, its simulated step and the step's compute, comm and exposed comm time."""
+    """A layer point, its simulated step, the step's compute, comm and exposed comm time, and
+    the share of a core each rank was given (1 on GPUs; :func:`atpsim.validate.machine.cpu_share`)."""
 
     point: LayerPoint
     predicted_s: float
     compute_s: float
     comm_s: float
     exposed_comm_s: float
+    cpu_share: float = 1.0
 
     @property
     def rel_error(self) -> float:
@@ -108,12 +113,17 @@ def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
             missing = "collectives" if fit.link is None else "GEMMs"
             raise AtpsimError(f"no {missing} measured: the layers cannot be predicted",
                               source=str(folder))  # fmt: skip
-    layers = read_measurements(folder).layers
+    measurements = read_measurements(folder)
+    layers = measurements.layers
     if not layers:
         raise AtpsimError("no layer measurements (the check points) to compare",
                           source=str(folder))  # fmt: skip
     topology, profile = _load_fitted(topology_path, profile_path)
-    results = tuple(predict_layer(point, topology, profile) for point in layers)
+    results = tuple(
+        predict_layer(point, topology, slowed(profile, share), share)
+        for point in layers
+        for share in [cpu_share(measurements.machine, point.d1 * point.d2)]
+    )
     return Comparison(Path(folder), results, tolerance, fit)
 
 
@@ -124,8 +134,11 @@ def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Any, Any]:
     return load_topology(str(topology_path)), load_profile(profile_path)
 
 
-def predict_layer(point: LayerPoint, topology: Any, profile: Any) -> CheckResult:
-    """Simulate one layer of *point*'s model on its mesh and chunks (ring collectives)."""
+def predict_layer(
+    point: LayerPoint, topology: Any, profile: Any, cpu_share: float = 1.0
+) -> CheckResult:
+    """Simulate one layer of *point*'s model on its mesh and chunks (ring collectives);
+    *profile* is already slowed to the *cpu_share* each rank gets (recorded, not applied)."""
     from atpsim.compute.models import ModelConfig
     from atpsim.parallel.mesh import DeviceMesh
     from atpsim.step.point import simulate_des_step
@@ -138,7 +151,7 @@ def predict_layer(point: LayerPoint, topology: Any, profile: Any) -> CheckResult
                         seq=point.seq, dtype=point.dtype)  # fmt: skip
     step = simulate_des_step(topology, profile, model, mesh, point.chunks, "ring")
     return CheckResult(point, step.step_time_s, step.compute_time_s, step.comm_time_s,
-                       step.exposed_comm_s)  # fmt: skip
+                       step.exposed_comm_s, cpu_share)  # fmt: skip
 
 
 def save_comparison(comparison: Comparison) -> list[Path]:
@@ -152,7 +165,8 @@ def save_comparison(comparison: Comparison) -> list[Path]:
             p = r.point
             writer.writerow([p.label, p.d1, p.d2, p.chunks, p.hidden, p.heads, p.batch, p.seq,
                              p.dtype, *(f"{v:.6g}" for v in (p.time_s, r.predicted_s,
-                             r.compute_s, r.comm_s, r.exposed_comm_s)), f"{r.rel_error:.4f}"])  # fmt: skip
+                             r.compute_s, r.comm_s, r.exposed_comm_s)), f"{r.cpu_share:.4g}",
+                             f"{r.rel_error:.4f}"])  # fmt: skip
     md_path = folder / f"{REPORT_PREFIX}.md"
     md_path.write_text(report_markdown(comparison))
     return [csv_path, md_path]

@@ -81,3 +81,57 @@ def _bundled_gpu(machine: dict[str, Any]) -> str | None:
         if key in text:
             return profile
     return None
+
+
+#: Keys a machine description may give the host's core count under (first found wins).
+CORE_KEYS = ("cpu_cores", "cores", "cpu_count", "num_cpus", "logical_cpus", "nproc")
+#: Keys for the threads each rank's PyTorch uses (OMP_NUM_THREADS; default 1).
+THREAD_KEYS = ("threads_per_rank", "torch_threads", "num_threads", "omp_num_threads")
+
+
+def is_cpu(machine: dict[str, Any]) -> bool:
+    """True when the description is of a CPU run (gloo, no GPU named)."""
+    device = str(machine.get("device", machine.get("device_type", ""))).lower()
+    backend = str(machine.get("backend", "")).lower()
+    return device.startswith("cpu") or (backend == "gloo" and _bundled_gpu(machine) is None)
+
+
+def cpu_share(machine: dict[str, Any], n_ranks: int) -> float:
+    """The share of one core each of *n_ranks* busy ranks gets: ``min(1, C / (P · T))`` with
+    C cores and T threads per rank (1 when the description names no cores, or on a GPU).
+
+    The GEMM benchmark runs one process alone; a layer runs P processes that compute at the
+    same time (SPMD), so on C < P·T cores each runs at C/(P·T) of its solo speed. Everything a
+    CPU rank computes (GEMM, memory-bound op, dispatch) is CPU work and slows alike."""
+    if not is_cpu(machine):
+        return 1.0
+    cores = _first_number(machine, CORE_KEYS)
+    threads = _first_number(machine, THREAD_KEYS) or 1.0
+    if not cores:
+        return 1.0
+    return min(1.0, cores / (n_ranks * threads))
+
+
+def _first_number(machine: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = machine.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
+def slowed(profile: HardwareProfile, share: float) -> HardwareProfile:
+    """*profile* running at *share* of its speed: every compute duration divided by *share*
+    (peak, memory bandwidth and measured GEMM rates times it, per-call overhead over it)."""
+    if share >= 1.0:
+        return profile
+    gemm = replace(
+        profile.gemm, points=tuple((m, n, k, r * share) for m, n, k, r in profile.gemm.points)
+    )
+    return replace(
+        profile,
+        peak_flops=tuple((d, p * share) for d, p in profile.peak_flops),
+        memory_bandwidth_Bps=profile.memory_bandwidth_Bps * share,
+        launch_overhead_s=profile.launch_overhead_s / share,
+        gemm=gemm,
+    )
