@@ -44,12 +44,13 @@ def varying(frame: pd.DataFrame, columns: Sequence[str], within: str | None = No
 def facet_labels(
     frame: pd.DataFrame, columns: Sequence[str], within: str | None = None
 ) -> pd.Series:
-    """A label per row naming its values of the varying *columns* (e.g. ``M4, rabenseifner``);
-    empty when none varies."""
+    """A label per row naming its values of the varying *columns* (e.g.
+    ``model=M4, algorithm=ring``); empty when none varies."""
     names = varying(frame, columns, within)
     if not names:
         return pd.Series("", index=frame.index)
-    return frame[names].astype(str).agg(", ".join, axis=1)
+    named = pd.DataFrame({n: n + "=" + frame[n].astype(str) for n in names}, index=frame.index)
+    return named.agg(", ".join, axis=1)
 
 
 def best_per_group(frame: pd.DataFrame, metric: str, *, maximize: bool) -> pd.DataFrame:

@@ -88,14 +88,15 @@ def _panels(
     return figure, grid, labels
 
 
-def _title(topology: str, panel: pd.DataFrame, label: str) -> str:
-    """The topology, its GPU count and hardware when those are one value in the panel, and
-    the facet label."""
+def _title(topology: str, panel: pd.DataFrame, label: str, frame: pd.DataFrame) -> str:
+    """The topology with its GPU count (when one in the panel) and its hardware (when the
+    figure has several), then the facet label."""
     details = []
-    for name, suffix in (("n_devices", " GPUs"), ("hardware", "")):
-        values = ordered(panel[name])
-        if len(values) == 1:
-            details.append(f"{values[0]}{suffix}")
+    counts = ordered(panel["n_devices"])
+    if len(counts) == 1:
+        details.append(f"{counts[0]} GPUs")
+    if frame["hardware"].nunique() > 1:
+        details.append(", ".join(map(str, ordered(panel["hardware"]))))
     title = f"{topology} ({', '.join(details)})" if details else topology
     return title + (f"\n{label}" if label else "")
 
@@ -117,7 +118,7 @@ def atp_bars(frame: pd.DataFrame, unit: str = "si") -> Figure | None:
         for (topology, label), ax in grid.items():
             panel = rows[(rows["topology"] == topology) & (labels == label)]
             _bar_panel(ax, panel, atps, metric)
-            ax.set_title(_title(topology, panel, label))
+            ax.set_title(_title(topology, panel, label, rows))
             ax.set_ylabel(TFLOPS_LABELS[unit])
         _legend(figure, grid)
     return figure
@@ -168,7 +169,7 @@ def comm_scaling(frame: pd.DataFrame, atps: Sequence[int] = (1, 2, 4)) -> Figure
                 _atp_line(ax, panel, atp, _color(k))
             _opt_line(ax, panel)
             _scaling_axes(ax, panel)
-            ax.set_title(_title(topology, panel, label))
+            ax.set_title(_title(topology, panel, label, rows))
         _legend(figure, grid, _style_handles())
     return figure
 
