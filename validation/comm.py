@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 @dataclass
@@ -116,7 +116,7 @@ class _Scatter(torch.autograd.Function):
     def backward(ctx, grad):  # type: ignore[override]
         grad = grad.contiguous()
         out = grad.new_empty((group_size(ctx.group) * grad.shape[0], *grad.shape[1:]))
-        _all_gather_single(out, grad, group=ctx.group)
+        all_gather_single(out, grad, group=ctx.group)
         return out, None
 
 
@@ -128,7 +128,7 @@ class _Gather(torch.autograd.Function):
         ctx.group = group
         x = x.contiguous()
         out = x.new_empty((group_size(group) * x.shape[0], *x.shape[1:]))
-        pending.add(_all_gather_single(out, x, group=group, async_op=True))
+        pending.add(all_gather_single(out, x, group=group, async_op=True))
         return out
 
     @staticmethod

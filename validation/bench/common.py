@@ -1,0 +1,170 @@
+"""Shared pieces of the benchmarks: process group from torchrun's environment, timing,
+statistics over repetitions, CSV output.
+
+Timing: CUDA events on a GPU (elapsed time of the work queued between two events), else
+``time.perf_counter`` around the call. Before each repetition every rank waits at a barrier,
+so collectives on all groups start together; a repetition's time is that of the slowest rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger("validation.bench")
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_bytes(text: str) -> int:
+    """``"64K"`` -> 65536: a byte count with an optional K, M or G (powers of 2, as nccl-tests)."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = _SUFFIXES.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in _SUFFIXES else text
+    try:
+        value = int(float(digits) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a size like 4096, 64K or 16M, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a size must be >= 1 byte, got {text!r}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """``"1,2,4"`` -> [1, 2, 4]."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, got {text!r}"
+        ) from None
+
+
+def mesh_list(text: str) -> list[tuple[int, int]]:
+    """``"4x1,2x2"`` -> [(4, 1), (2, 2)]."""
+    meshes = []
+    for part in text.split(","):
+        d1, sep, d2 = part.strip().lower().partition("x")
+        if not sep or not d1.isdigit() or not d2.isdigit():
+            raise argparse.ArgumentTypeError(f"expected meshes like 4x1,2x2, got {part!r}")
+        meshes.append((int(d1), int(d2)))
+    return meshes
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """Options every benchmark has: output folder, dtype, warm-up and repetitions."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for <name>.csv and <name>.machine.json"
+    )
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
+    parser.add_argument("--reps", type=int, default=20, help="timed repetitions")
+    return parser
+
+
+def init_distributed() -> torch.device:
+    """Join the process group torchrun describes (NCCL on GPUs, else gloo); a plain
+    ``python -m`` run becomes a world of one. Returns this rank's device."""
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if "RANK" in os.environ:
+            dist.init_process_group(backend)
+        else:
+            store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+            dist.init_process_group(backend, store=store, rank=0, world_size=1)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(
+            int(os.environ.get("LOCAL_RANK", dist.get_rank())) % torch.cuda.device_count()
+        )
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def command_line(name: str) -> str:
+    """How this benchmark was started, for the machine description."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    launcher = f"torchrun --nproc-per-node {world}" if world > 1 else "python"
+    return " ".join([launcher, "-m", f"validation.bench.{name}", *sys.argv[1:]])
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_once(fn: Callable[[], Any], device: torch.device) -> float:
+    """Seconds *fn* takes: CUDA events on a GPU, perf_counter on the CPU."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    begin = time.perf_counter()
+    fn()
+    return time.perf_counter() - begin
+
+
+def time_reps(fn: Callable[[], Any], device: torch.device, warmup: int, reps: int,
+              barrier: bool = True) -> list[float]:  # fmt: skip
+    """Seconds of each of *reps* calls of *fn* after *warmup* untimed ones; with *barrier*,
+    all ranks start each call together and each time is the slowest rank's."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(reps):
+        if barrier:
+            dist.barrier()
+            synchronize(device)
+        times.append(time_once(fn, device))
+    return slowest_rank(times, device) if barrier else times
+
+
+def slowest_rank(times: Sequence[float], device: torch.device) -> list[float]:
+    """Per repetition, the largest time over all ranks."""
+    tensor = torch.tensor(list(times), dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def time_stats(times: Sequence[float], base: str = "time_s") -> dict[str, float]:
+    """``{base: median, base_mean, base_min, base_max, base_std}`` in seconds."""
+    return {
+        base: statistics.median(times),
+        f"{base}_mean": statistics.fmean(times),
+        f"{base}_min": min(times),
+        f"{base}_max": max(times),
+        f"{base}_std": statistics.pstdev(times),
+    }
+
+
+def _cell(value: Any) -> Any:
+    return f"{value:.6g}" if isinstance(value, float) else value
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    """Write *rows* with exactly *columns*, floats to 6 significant digits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="raise")
+        writer.writeheader()
+        writer.writerows({key: _cell(row[key]) for key in columns} for row in rows)
+    log.info("wrote %s (%d rows)", path, len(rows))
