@@ -32,6 +32,8 @@ def collective_time_s(
         return (p - 1) * (a + n / p / b)  # p-1 steps of n/p
     if algorithm == "ring" and op == "all_reduce":
         return 2 * (p - 1) * (a + n / p / b)  # reduce-scatter + all-gather
+    if algorithm == "bidirectional-ring":
+        return _bidirectional(op, p, n, b, a)
     if algorithm == "rabenseifner":
         return _rabenseifner(op, p, n, b, a)
     if op == "broadcast":
@@ -42,6 +44,17 @@ def collective_time_s(
     if op == "all_to_all":
         return (p - 1) * (a + n / p / b)  # pairwise: p-1 steps of n/p
     raise SimulationError(f"no closed form for {op} by {algorithm}")
+
+
+def _bidirectional(op: str, p: int, n: float, b: float, a: float) -> float:
+    """Both directions of a ring of full-duplex links at once, ``(n/2)/p`` each way per step
+    (so ``2(p-1)/p * (n/2)/B + 2(p-1) alpha`` for all-reduce): exact where the clockwise and
+    counter-clockwise hops use different links (a torus ring). On a switch both halves share
+    each GPU's link and the plain ring's time is what the engine gives. ``p = 2`` is the ring."""
+    if p == 2:
+        return collective_time_s(op, "ring", p, n, b, a)
+    steps = 2 * (p - 1) if op == "all_reduce" else p - 1
+    return steps * (a + n / 2 / p / b)
 
 
 def _rabenseifner(op: str, p: int, n: float, b: float, a: float) -> float:

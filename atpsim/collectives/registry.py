@@ -20,17 +20,29 @@ from atpsim.collectives.rabenseifner import (
     rabenseifner_all_reduce,
     rabenseifner_reduce_scatter,
 )
-from atpsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from atpsim.collectives.ring import (
+    bidirectional_all_gather,
+    bidirectional_all_reduce,
+    bidirectional_reduce_scatter,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+)
 from atpsim.collectives.schedule import Pattern, Schedule, map_pattern, merge_steps
 from atpsim.errors import SimulationError
 from atpsim.topology.registry import did_you_mean
 
 PatternFn = Callable[[int, float], Pattern]
 
+BIDIRECTIONAL = "bidirectional-ring"
+
 _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
-    "all_reduce": {"ring": ring_all_reduce, "rabenseifner": rabenseifner_all_reduce},
-    "reduce_scatter": {"ring": ring_reduce_scatter, "rabenseifner": rabenseifner_reduce_scatter},
-    "all_gather": {"ring": ring_all_gather, "rabenseifner": rabenseifner_all_gather},
+    "all_reduce": {"ring": ring_all_reduce, "rabenseifner": rabenseifner_all_reduce,
+                   BIDIRECTIONAL: bidirectional_all_reduce},
+    "reduce_scatter": {"ring": ring_reduce_scatter, "rabenseifner": rabenseifner_reduce_scatter,
+                       BIDIRECTIONAL: bidirectional_reduce_scatter},
+    "all_gather": {"ring": ring_all_gather, "rabenseifner": rabenseifner_all_gather,
+                   BIDIRECTIONAL: bidirectional_all_gather},
     "broadcast": {"ring": ring_broadcast, "binomial": binomial_broadcast},
     "all_to_all": {"pairwise": pairwise_all_to_all},
 }

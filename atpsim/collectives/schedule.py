@@ -12,6 +12,11 @@ receiver's previous step (MPI's large-message rendezvous, NCCL's buffer credits)
 steps it changes nothing, and it makes the fold of non-power-of-two Rabenseifner free of
 overlap. :meth:`Schedule.dependencies` spells the rule out as a per-transfer CSR.
 Reductions' compute cost is ignored: a transfer is done when its bytes have arrived.
+
+*Lanes*: an algorithm made of independent sub-collectives running side by side (the two
+directions of the bidirectional ring) puts each in its own lane; the rule above then reads
+"every transfer of earlier steps *of the same lane* they take part in", so one lane never
+waits for another (each lane is its own schedule, as a separate NCCL channel is).
 """
 
 from __future__ import annotations
@@ -32,25 +37,37 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 class Step:
     """Transfers that belong to one step: ``src[i] -> dst[i]`` carries ``nbytes[i]`` bytes.
 
-    *group* is the index of each transfer's group in the schedule (0 in a pattern).
+    *group* is the index of each transfer's group in the schedule (0 in a pattern); *lane*
+    the independent sub-schedule each transfer belongs to (module docstring; 0 by default).
     """
 
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
     group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lane: np.ndarray | None = None
+
+    @property
+    def lanes(self) -> np.ndarray:
+        """The lane of each transfer (zeros when the step has a single lane)."""
+        return np.zeros(len(self.src), dtype=np.int64) if self.lane is None else self.lane
 
     def __len__(self) -> int:
         return len(self.src)
 
 
-def step(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray, nbytes: float | Sequence[float] | np.ndarray) -> Step:
-    """A pattern step over local ranks; *nbytes* may be one size for every transfer."""
+def step(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
+         nbytes: float | Sequence[float] | np.ndarray,
+         lane: int | Sequence[int] | np.ndarray | None = None) -> Step:
+    """A pattern step over local ranks; *nbytes* (and *lane*) may be one value for all."""
     src_a = np.asarray(src, dtype=np.int64)
     dst_a = np.asarray(dst, dtype=np.int64)
     size = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src_a.shape).copy()
     zeros = np.zeros(len(src_a), dtype=np.int64)
-    return Step(_frozen(src_a), _frozen(dst_a.copy()), _frozen(size), _frozen(zeros))
+    lanes = None
+    if lane is not None:
+        lanes = _frozen(np.broadcast_to(np.asarray(lane, dtype=np.int64), src_a.shape).copy())
+    return Step(_frozen(src_a), _frozen(dst_a.copy()), _frozen(size), _frozen(zeros), lanes)
 
 
 Pattern = tuple[Step, ...]
@@ -97,6 +114,12 @@ class Schedule:
         return self._flat("group", np.int64)
 
     @cached_property
+    def lane(self) -> np.ndarray:
+        """The lane of each transfer in flat order."""
+        parts = [s.lanes for s in self.steps]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    @cached_property
     def step_index(self) -> np.ndarray:
         """The step of each transfer in flat order."""
         sizes = [len(s) for s in self.steps]
@@ -112,17 +135,22 @@ class Schedule:
         The rendezvous rule of the module docstring: for each end ``r`` of transfer ``i`` in
         step ``k``, the transfers of the latest step before ``k`` in which ``r`` took part.
         A transfer that shares both ends' previous step lists it twice (harmless for counting).
+        With lanes, "rank" reads "(rank, lane)".
         """
-        return rendezvous_dependencies(self.src, self.dst, self.step_index)
+        return rendezvous_dependencies(self.src, self.dst, self.step_index, self.lane)
 
 
 def rendezvous_dependencies(
-    src: np.ndarray, dst: np.ndarray, step_index: np.ndarray
+    src: np.ndarray, dst: np.ndarray, step_index: np.ndarray, lane: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of the rendezvous rule for flat transfers (see :meth:`Schedule.dependencies`)."""
+    """CSR of the rendezvous rule for flat transfers (see :meth:`Schedule.dependencies`);
+    *lane* (optional) keeps each lane's ranks apart."""
     n = len(src)
     flows = np.concatenate([np.arange(n), np.arange(n)])
     ranks = np.concatenate([src, dst])
+    if lane is not None and len(lane) and lane.any():
+        span = int(ranks.max()) + 1
+        ranks = ranks + span * np.concatenate([lane, lane])
     steps = np.concatenate([step_index, step_index])
     order = np.lexsort((flows, steps, ranks))
     ranks, steps, flows = ranks[order], steps[order], flows[order]
@@ -180,7 +208,11 @@ def map_pattern(
             cache[key] = _frozen(np.repeat(ids, len(local)))
         return cache[key]
 
-    return [Step(mapped(s.src), mapped(s.dst), tiled(s.nbytes), group_of(s.src)) for s in pattern]
+    return [
+        Step(mapped(s.src), mapped(s.dst), tiled(s.nbytes), group_of(s.src),
+             None if s.lane is None else tiled(s.lane))
+        for s in pattern
+    ]
 
 
 def merge_steps(parts: list[list[Step]]) -> tuple[Step, ...]:
@@ -190,12 +222,14 @@ def merge_steps(parts: list[list[Step]]) -> tuple[Step, ...]:
     merged = []
     for k in range(max(len(p) for p in parts)):
         here = [p[k] for p in parts if k < len(p)]
+        laned = any(s.lane is not None for s in here)
         merged.append(
             Step(
                 _frozen(np.concatenate([s.src for s in here])),
                 _frozen(np.concatenate([s.dst for s in here])),
                 _frozen(np.concatenate([s.nbytes for s in here])),
                 _frozen(np.concatenate([s.group for s in here])),
+                _frozen(np.concatenate([s.lanes for s in here])) if laned else None,
             )
         )
     return tuple(merged)

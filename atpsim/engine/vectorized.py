@@ -7,9 +7,10 @@ Then the step sweep of the rendezvous rule is the whole simulation::
     start = max(done[src], done[dst]);  finish = start + duration;  done[ends] max= finish
 
 one numpy update per step for all ranks and groups (a ring of 4096 GPUs: 8190 updates).
+With lanes (the bidirectional ring), ``done`` is kept per (rank, lane), as the rule says.
 
-Exactness is checked, not assumed. Transfers of the same pair never overlap (the later one
-waits for the earlier one's step). So a link crossed by a single pair is safe by construction;
+Exactness is checked, not assumed. Transfers of the same pair in the same lane never overlap
+(the later one waits for the earlier one's step); a pair used by two lanes is refused. So a link crossed by a single pair is safe by construction;
 for links crossed by several pairs the sweep records the moving intervals
 ``[start + latency, finish)`` of those pairs' flows and checks that on each link they are
 disjoint (sorted by start, each begins after the previous one ends). If they are not, the
@@ -46,19 +47,21 @@ class _StepArrays:
     def __init__(self, routes: PairRoutes, conflict_pair: np.ndarray):
         self.routes = routes
         self.conflict_pair = conflict_pair
-        self.cache: dict[tuple[int, int, int], tuple] = {}
+        self.cache: dict[tuple[int, ...], tuple] = {}
 
     def get(self, s: Step) -> tuple:
-        key = (id(s.src), id(s.dst), id(s.nbytes))
+        key = (id(s.src), id(s.dst), id(s.nbytes), id(s.lane))
         if key not in self.cache:
+            offset = s.lanes * self.routes.n_gpus
+            ends = (s.src + offset, s.dst + offset)
             pairs = self.routes.index(s.src, s.dst)
             rate = self.routes.bottleneck_Bps[pairs]
             latency = self.routes.latency_s[pairs]
             duration = latency + s.nbytes / rate
-            src_unique = len(np.unique(s.src)) == len(s.src)
+            src_unique = len(np.unique(ends[0])) == len(s.src)
             pairs_unique = len(np.unique(pairs)) == len(pairs)
             watched = np.flatnonzero(self.conflict_pair[pairs])
-            self.cache[key] = (pairs, rate, latency, duration, src_unique, pairs_unique, watched)
+            self.cache[key] = (pairs, rate, latency, duration, src_unique, pairs_unique, watched, ends)
         return self.cache[key]
 
 
@@ -73,26 +76,48 @@ def _conflicting_pairs(routes: PairRoutes) -> tuple[np.ndarray, np.ndarray]:
     return np.add.reduceat(hits, routes.ptr[:-1]) > 0, shared_link
 
 
+def _lane_count(steps: tuple[Step, ...], routes: PairRoutes) -> int | None:
+    """Lanes of *steps*; None when one pair is used by two lanes (they could overlap)."""
+    if all(s.lane is None for s in steps):
+        return 1
+    distinct = {(id(s.src), id(s.dst), id(s.lane)): s for s in steps}
+    lane_of = np.full(len(routes), -1, dtype=np.int64)
+    for s in distinct.values():
+        pairs, lanes = routes.index(s.src, s.dst), s.lanes
+        order = np.lexsort((lanes, pairs))
+        pairs, lanes = pairs[order], lanes[order]
+        if np.any((pairs[1:] == pairs[:-1]) & (lanes[1:] != lanes[:-1])):
+            return None
+        seen = lane_of[pairs]
+        if np.any((seen >= 0) & (seen != lanes)):
+            return None
+        lane_of[pairs] = lanes
+    return int(lane_of.max()) + 1
+
+
 def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: int) -> SweepResult | None:
     """Run *steps* with fixed durations; None when some link would carry two flows at once."""
+    n_lanes = _lane_count(steps, routes)
+    if n_lanes is None:
+        return None
     conflict_pair, shared_link = _conflicting_pairs(routes)
     arrays = _StepArrays(routes, conflict_pair)
-    done = np.zeros(n_ranks)
+    done = np.zeros(n_ranks * n_lanes)
     pair_bytes = np.zeros(len(routes))
     watched: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     budget = MAX_CHECKED_INCIDENCES
     route_len = routes.route_len
     for s in steps:
-        pairs, rate, latency, duration, src_unique, pairs_unique, watch = arrays.get(s)
+        pairs, rate, latency, duration, src_unique, pairs_unique, watch, (src, dst) = arrays.get(s)
         if not pairs_unique:
             return None
-        start = np.maximum(done[s.src], done[s.dst])
+        start = np.maximum(done[src], done[dst])
         finish = start + duration
         if src_unique:
-            done[s.src] = finish
+            done[src] = finish
         else:
-            np.maximum.at(done, s.src, finish)
-        np.maximum.at(done, s.dst, finish)
+            np.maximum.at(done, src, finish)
+        np.maximum.at(done, dst, finish)
         pair_bytes[pairs] += (finish - start - latency) * rate
         if len(watch):
             budget -= int(route_len[pairs[watch]].sum())
@@ -103,7 +128,7 @@ def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: in
         return None
     link_bytes = np.zeros(n_links)
     np.add.at(link_bytes, routes.links, np.repeat(pair_bytes, route_len))
-    return SweepResult(done, pair_bytes, link_bytes)
+    return SweepResult(done.reshape(n_lanes, n_ranks).max(axis=0), pair_bytes, link_bytes)
 
 
 def _disjoint_on_links(watched: list, routes: PairRoutes, shared_link: np.ndarray) -> bool:

@@ -21,7 +21,8 @@ def per_rank_sent(schedule):
 
 def test_names():
     assert op_names() == ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"]
-    assert algorithm_names("all_reduce") == ["rabenseifner", "ring"]
+    assert algorithm_names("all_reduce") == ["bidirectional-ring", "rabenseifner", "ring"]
+    assert "bidirectional-ring" in algorithm_names("reduce_scatter")
     assert "pairwise" in algorithm_names()
     assert default_algorithm("all_to_all") == "pairwise"
 
@@ -31,6 +32,30 @@ def test_ring_all_reduce_is_2p_minus_2_steps_of_n_over_p():
     assert len(s.steps) == 6 and s.n_transfers == 24
     assert s.steps[0].src.tolist() == [3, 1, 2, 0] and s.steps[0].dst.tolist() == [1, 2, 0, 3]
     assert set(s.transfer_bytes.tolist()) == {N / 4}
+
+
+def test_bidirectional_ring_sends_half_each_way_in_two_lanes():
+    """p = 4: each of the 6 steps has 0->1, 1->2, 2->3, 3->0 (lane 0) and 0->3, 1->0, 2->1,
+    3->2 (lane 1), each n/2/4 bytes; every rank sends 2(p-1)/p n in all, as the ring does."""
+    s = build_schedule("all_reduce", "bidirectional-ring", [[0, 1, 2, 3]], N)
+    assert len(s.steps) == 6 and s.n_transfers == 48
+    first = s.steps[0]
+    assert first.src.tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert first.dst.tolist() == [1, 2, 3, 0, 3, 0, 1, 2]
+    assert first.lanes.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert set(s.transfer_bytes.tolist()) == {N / 8}
+    assert per_rank_sent(s) == pytest.approx([2 * 3 / 4 * N] * 4)
+    two = build_schedule("all_reduce", "bidirectional-ring", [[0, 1]], N)
+    assert two.n_transfers == 4 and two.steps[0].lane is None  # p = 2: the plain ring
+
+
+def test_lanes_do_not_wait_for_each_other():
+    """Bidirectional ring on 3 ranks: step-1 transfer 0->1 (lane 0, flow 6) waits only for
+    lane-0 transfers of step 0 at ranks 0 and 1: 0->1 (flow 0), 2->0 (flow 2), 1->2 (flow 1)."""
+    s = build_schedule("all_reduce", "bidirectional-ring", [[0, 1, 2]], N)
+    indptr, indices = s.dependencies()
+    assert sorted(set(indices[indptr[6]:indptr[7]].tolist())) == [0, 1, 2]
+    assert sorted(set(indices[indptr[9]:indptr[10]].tolist())) == [3, 4, 5]
 
 
 @pytest.mark.parametrize("p", [2, 4, 8, 16])

@@ -64,7 +64,7 @@ def test_lazy_rate_updates_equal_full_recomputes(case):
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 7, 8])
-@pytest.mark.parametrize("algorithm", ["ring", "rabenseifner"])
+@pytest.mark.parametrize("algorithm", ["ring", "rabenseifner", "bidirectional-ring"])
 def test_reduce_scatter_plus_all_gather_is_all_reduce_on_a_switch(p, algorithm):
     """Ring always; Rabenseifner when p is a power of two (else its fold sizes differ)."""
     if algorithm == "rabenseifner" and p & (p - 1):
