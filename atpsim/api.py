@@ -14,6 +14,7 @@ import math
 from functools import lru_cache
 from typing import Any
 
+from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.scenario.point import SweepPoint
@@ -70,26 +71,33 @@ def _des_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, floa
 
 def _analytic_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, float]:
     """Eq. 2's T_comm (calibrated B1, B2 where the point has them) plus serial compute."""
-    from atpsim.analytic.model import plan_analytic
-
-    mesh_key = f"{point.mesh.d1}x{point.mesh.d2}"
-    calibration = {mesh_key: dict(point.calibration)} if point.calibration else None
-    estimates = plan_analytic(
-        topology,
-        point.model,
-        point.n_devices,
-        calibration,
-        include_uncalibrated=True,
-        placement=point.mesh.placement,
-    )
-    estimate = next(e for e in estimates if (e.mesh.d1, e.mesh.d2) == (point.mesh.d1, point.mesh.d2))
+    b1_Bps, b2_Bps = _analytic_bandwidths(point, topology)
+    t_comm = paper_t_comm_s(point.model, point.mesh, b1_Bps, b2_Bps)
     compute_s = serial_compute_time_s(point.model, point.mesh, point.chunks, profile)
     return {
-        "step_time_s": compute_s + estimate.t_comm_s,
+        "step_time_s": compute_s + t_comm,
         "compute_time_s": compute_s,
-        "comm_time_s": estimate.t_comm_s,
-        "exposed_comm_s": estimate.t_comm_s,
+        "comm_time_s": t_comm,
+        "exposed_comm_s": t_comm,
     }
+
+
+def _analytic_bandwidths(point: SweepPoint, topology: Any) -> tuple[float, float]:
+    """Eq. 4's B1, B2 for the point's mesh: calibrated values where given, else derived from
+    the hierarchical communication matrix by Eq. 3 and 4 (a dimension of size 1 needs none)."""
+    from atpsim.analytic.hcm import derive_hcm
+    from atpsim.analytic.model import estimate_mesh
+
+    calibrated = dict(point.calibration or {})
+    needed = [name for name, d in (("B1_Bps", point.mesh.d1), ("B2_Bps", point.mesh.d2)) if d > 1]
+    if all(name in calibrated for name in needed):
+        derived = {"B1_Bps": math.inf, "B2_Bps": math.inf}
+    else:
+        derived = estimate_mesh(derive_hcm(topology), point.model, point.mesh)._asdict()
+    return (
+        calibrated.get("B1_Bps", derived["B1_Bps"]) if point.mesh.d1 > 1 else math.inf,
+        calibrated.get("B2_Bps", derived["B2_Bps"]) if point.mesh.d2 > 1 else math.inf,
+    )
 
 
 def serial_compute_time_s(model: ModelConfig, mesh: Any, chunks: int, profile: Any) -> float:
