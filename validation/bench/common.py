@@ -99,7 +99,8 @@ def init_distributed() -> torch.device:
 def command_line(name: str) -> str:
     """How this benchmark was started, for the machine description."""
     world = dist.get_world_size() if dist.is_initialized() else 1
-    launcher = f"torchrun --nproc-per-node {world}" if world > 1 else "python"
+    per_node = os.environ.get("LOCAL_WORLD_SIZE", str(world))
+    launcher = f"torchrun --nproc-per-node {per_node}" if world > 1 else "python"
     return " ".join([launcher, "-m", f"validation.bench.{name}", *sys.argv[1:]])
 
 
