@@ -8,7 +8,8 @@ which :mod:`validation.linear` overlaps with the wgrad GEMM (Section 4.2).
 
 Gradient convention: a tensor replicated over a group carries the full gradient on every rank
 (Megatron-LM's convention), so an all-reduce that turns partial sums into a replicated value
-has an identity backward, and a gather has a slicing backward. Groups of one rank cost nothing:
+has an identity backward (it lives in :mod:`validation.linear`, fused with the GEMM), and a
+gather has a slicing backward. Groups of one rank cost nothing:
 every operator returns its input unchanged there.
 """
 
@@ -71,36 +72,27 @@ def _all_reduce(tensor: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     return tensor
 
 
-class _AllReduce(torch.autograd.Function):
-    """Forward: asynchronous all-reduce (sum). Backward: identity, or an all-reduce when the
-    replicated result is consumed by rank-specific work (LayerNorm statistics)."""
+class _AllReduceStatistics(torch.autograd.Function):
+    """Forward: asynchronous all-reduce (sum). Backward: all-reduce of the gradients, since
+    every rank uses the replicated sum on its own shard."""
 
     @staticmethod
-    def forward(ctx, x, group, pending, reduce_grad):  # type: ignore[override]
-        ctx.group, ctx.reduce_grad = group, reduce_grad
+    def forward(ctx, x, group, pending):  # type: ignore[override]
+        ctx.group = group
         out = x.contiguous().clone()
         pending.add(dist.all_reduce(out, group=group, async_op=True))
         return out
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        grad = _all_reduce(grad, ctx.group) if ctx.reduce_grad else grad
-        return grad, None, None, None
-
-
-def reduce_partial(x: torch.Tensor, group: dist.ProcessGroup, pending: Pending) -> torch.Tensor:
-    """Partial sums -> their sum, replicated over *group* (the forward half of f_k)."""
-    if group_size(group) == 1:
-        return x
-    return _AllReduce.apply(x, group, pending, False)
+        return _all_reduce(grad, ctx.group), None, None
 
 
 def reduce_statistics(x: torch.Tensor, group: dist.ProcessGroup, pending: Pending) -> torch.Tensor:
-    """Sum of per-rank statistics over *group*; each rank then uses the sum on its own shard,
-    so the gradients are summed too (all-reduce forward and backward)."""
+    """Sum of per-rank statistics over *group* (all-reduce forward and backward)."""
     if group_size(group) == 1:
         return x
-    return _AllReduce.apply(x, group, pending, True)
+    return _AllReduceStatistics.apply(x, group, pending)
 
 
 class _Scatter(torch.autograd.Function):

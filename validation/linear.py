@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distribute_tensor
 
-from validation.comm import Conjugate, Pending, group_size, reduce_partial
+from validation.comm import Conjugate, Pending, group_size
 from validation.mesh import ATPMesh
 
 COLUMN_FIRST = (Shard(1), Shard(0))
@@ -46,14 +46,20 @@ def run_steps(steps: Steps) -> torch.Tensor:
         return stop.value
 
 
-class _MatmulReduceGrad(torch.autograd.Function):
-    """``X W`` on local shards; backward all-reduces dX over *group* while dW is computed."""
+class _ConjugateMatmul(torch.autograd.Function):
+    """``X W`` on local shards with both halves of its conjugate operator: forward, the partial
+    sums are all-reduced over *forward_group* in place, asynchronously (the caller waits on
+    *pending*); backward, dX is all-reduced over *backward_group* while dW is computed.
+    A group of ``None`` (a mesh dimension of size 1) means no communication."""
 
     @staticmethod
-    def forward(ctx, x, weight, group):  # type: ignore[override]
+    def forward(ctx, x, weight, forward_group, backward_group, pending):  # type: ignore[override]
         ctx.save_for_backward(x, weight)
-        ctx.group = group
-        return x @ weight
+        ctx.group = backward_group
+        y = x @ weight
+        if forward_group is not None:
+            pending.add(dist.all_reduce(y, group=forward_group, async_op=True))
+        return y
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -66,7 +72,7 @@ class _MatmulReduceGrad(torch.autograd.Function):
         grad_w = x.reshape(-1, x.shape[-1]).t() @ grad.reshape(-1, grad.shape[-1])
         if work is not None:
             work.wait()
-        return grad_x, grad_w, None
+        return grad_x, grad_w, None, None, None
 
 
 def shard(full: torch.Tensor, mesh: ATPMesh, placements: Sequence[Placement]) -> torch.Tensor:
@@ -138,12 +144,13 @@ class ATPLinear(nn.Module):
 
     def steps(self, x: torch.Tensor) -> Steps:
         """The forward pass as a step generator: yields while its all-reduce is in flight."""
-        backward_group = self.mesh.group(self.conjugate.backward_dim)
-        if group_size(backward_group) == 1:
-            backward_group = None
-        y = _MatmulReduceGrad.apply(x, self.weight, backward_group)
+        groups = [
+            self.mesh.group(self.conjugate.forward_dim),
+            self.mesh.group(self.conjugate.backward_dim),
+        ]
+        forward_group, backward_group = (g if group_size(g) > 1 else None for g in groups)
         pending = Pending()
-        y = reduce_partial(y, self.mesh.group(self.conjugate.forward_dim), pending)
+        y = _ConjugateMatmul.apply(x, self.weight, forward_group, backward_group, pending)
         yield pending
         return y if self.bias is None else y + self.bias
 
