@@ -148,7 +148,7 @@ def predict_layer(
         raise AtpsimError(f"layer {point.label} needs {mesh.size} ranks; the fitted topology "
                           f"has {topology.n_gpus}")  # fmt: skip
     model = ModelConfig(point.label, point.hidden, point.heads, layers=1, batch=point.batch,
-                        seq=point.seq, dtype=point.dtype)  # fmt: skip
+                        seq=point.seq, dtype=point.dtype, ffn_mult=point.ffn_mult)  # fmt: skip
     step = simulate_des_step(topology, profile, model, mesh, point.chunks, "ring")
     return CheckResult(point, step.step_time_s, step.compute_time_s, step.comm_time_s,
                        step.exposed_comm_s, cpu_share)  # fmt: skip

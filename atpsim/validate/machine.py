@@ -39,6 +39,9 @@ def describe(machine: dict[str, Any]) -> str:
         for key in ("name", "device", "gpu", "gpu_name", "cpu", "cpu_model", "backend")
         if machine.get(key)
     ]
+    gpus = machine.get("gpu_models")
+    if isinstance(gpus, list) and gpus:
+        parts.append(f"{len(gpus)} x {gpus[0]}")
     return ", ".join(dict.fromkeys(parts)) or "unnamed machine"
 
 
@@ -76,7 +79,10 @@ def base_profile(name: str, machine: dict[str, Any], n_ranks: int) -> HardwarePr
 
 
 def _bundled_gpu(machine: dict[str, Any]) -> str | None:
-    text = " ".join(str(v) for v in machine.values() if isinstance(v, str)).lower()
+    values = [
+        v for value in machine.values() for v in (value if isinstance(value, list) else [value])
+    ]
+    text = " ".join(str(v) for v in values if isinstance(v, str)).lower()
     for key, profile in _GPU_PROFILES.items():
         if key in text:
             return profile

@@ -7,9 +7,10 @@ add nccl-tests logs). Each CSV is recognised by its columns, not its name:
   that dimension running at once, default 1; ``op`` spelled ``all_reduce`` or ``allreduce``);
 * GEMMs: ``m, n, k, dtype`` and a time (optional ``batch``);
 * layers: ``d1, d2, chunks, hidden, heads, batch, seq, dtype`` and a time
-  (``fwd_bwd_time_s``);
+  (``fwd_bwd_time_s``; optional ``ffn_mult``, default 4);
 * nccl-tests logs: files named ``*_perf*.log`` or ``*_perf*.txt`` (``all_reduce_perf`` output);
-* the machine description: ``machine.json``/``machine.yaml`` (or any ``*machine*`` JSON/YAML).
+* the machine description: ``machine.json``/``machine.yaml`` and any ``*machine*`` JSON/YAML
+  (e.g. each benchmark's ``<name>.machine.json``), merged, the first file named wins a key.
 
 The time of a row is its median when the file gives statistics (``time_s_median``,
 ``median_time_s`` or ``time_s_p50``), else ``time_s``, else the mean (``time_s_mean``); rows
@@ -59,6 +60,7 @@ class LayerPoint:
     dtype: str
     time_s: float
     label: str = ""
+    ffn_mult: int = 4
 
 
 @dataclass(frozen=True)
@@ -199,11 +201,13 @@ def _gemms(frame: pd.DataFrame, name: str) -> list[GemmSample]:
 
 def _layers(frame: pd.DataFrame, name: str) -> list[LayerPoint]:
     time = time_column(frame, "fwd_bwd_time_s")
-    table = _reduced(frame, list(LAYER_COLUMNS), time)
+    frame = frame.assign(ffn_mult=frame["ffn_mult"] if "ffn_mult" in frame else 4)
+    keys = [*LAYER_COLUMNS, "ffn_mult"]
+    table = _reduced(frame, keys, time)
     points = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"
-        ints = {key: _int(row, key, where) for key in LAYER_COLUMNS if key != "dtype"}
+        ints = {key: _int(row, key, where) for key in keys if key != "dtype"}
         label = (f"({ints['d1']},{ints['d2']}) c{ints['chunks']} h{ints['hidden']} "
                  f"b{ints['batch']} s{ints['seq']}")  # fmt: skip
         points.append(LayerPoint(**ints, dtype=str(row["dtype"]), time_s=float(row[time]),
@@ -212,20 +216,27 @@ def _layers(frame: pd.DataFrame, name: str) -> list[LayerPoint]:
 
 
 def _read_machine(root: Path) -> dict[str, Any]:
-    """The machine description (JSON or YAML mapping), or {} when the folder has none."""
+    """The machine descriptions (JSON or YAML mappings) merged, the first file read winning a
+    key (``machine.*`` first, then ``*machine*`` by name); {} when the folder has none."""
     candidates = [root / n for n in ("machine.json", "machine.yaml", "machine.yml")]
     candidates += sorted(
         p for p in root.glob("*machine*") if p.suffix in (".json", ".yaml", ".yml")
     )
-    for path in candidates:
+    merged: dict[str, Any] = {}
+    for path in dict.fromkeys(candidates):
         if path.is_file():
-            try:
-                text = path.read_text()
-                data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-            except (OSError, ValueError, yaml.YAMLError) as error:
-                raise AtpsimError(f"cannot read the machine description: {error}",
-                                  source=str(path)) from None  # fmt: skip
-            if not isinstance(data, dict):
-                raise AtpsimError("expected a mapping", source=str(path))
-            return data
-    return {}
+            merged = _read_mapping(path) | merged
+    return merged
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise AtpsimError(
+            f"cannot read the machine description: {error}", source=str(path)
+        ) from None
+    if not isinstance(data, dict):
+        raise AtpsimError("expected a mapping", source=str(path))
+    return data
