@@ -89,6 +89,12 @@ def check_layer(config: LayerConfig, mesh: ATPMesh, chunks: int, *, seed: int = 
     return checks
 
 
+def tiny_for(world_size: int) -> LayerConfig:
+    """The tiny model, with enough heads (8 dims each) for every rank to hold whole heads."""
+    heads = world_size * -(-TINY.heads // world_size)
+    return LayerConfig(hidden=8 * heads, heads=heads, batch=TINY.batch, seq=TINY.seq)
+
+
 def check_all(config: LayerConfig, chunk_counts: list[int], device_type: str | None = None,
               meshes: list[tuple[int, int]] | None = None) -> list[Check]:  # fmt: skip
     """:func:`check_layer` for every mesh of the world size (or *meshes*) and chunk count."""
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group(backend)
     if backend == "nccl":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
-    checks = check_all(TINY, [int(c) for c in args.chunks.split(",")])
+    checks = check_all(tiny_for(dist.get_world_size()), [int(c) for c in args.chunks.split(",")])
     gathered: list[list[Check]] = [[] for _ in range(dist.get_world_size())]
     dist.all_gather_object(gathered, checks)
     every = [check for rank_checks in gathered for check in rank_checks]
