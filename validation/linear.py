@@ -14,8 +14,8 @@ the paper's ``Y = XW``. On DeviceMesh(d1, d2):
 The bias is added after the forward all-reduce, so it is sharded like the output. In the
 backward pass the dgrad all-reduce is launched asynchronously and the wgrad GEMM runs while it
 is in flight (Section 4.2). Weights are plain local tensors; their spec is kept beside them,
-and :func:`torch.distributed.tensor.distribute_tensor` / ``DTensor.from_local`` convert between
-a full tensor and the local shard.
+and :func:`torch.distributed.tensor.distribute_tensor` cuts a full tensor into the local shard
+(``DTensor.from_local(...).full_tensor()`` reassembles one).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Generator, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor import Placement, Replicate, Shard, distribute_tensor
 
 from validation.comm import Conjugate, Pending, group_size
 from validation.mesh import ATPMesh
@@ -80,11 +80,6 @@ def shard(full: torch.Tensor, mesh: ATPMesh, placements: Sequence[Placement]) ->
     full = full.to(mesh.device())
     dtensor = distribute_tensor(full, mesh.device_mesh, list(placements), src_data_rank=None)
     return dtensor.to_local()
-
-
-def unshard(local: torch.Tensor, mesh: ATPMesh, placements: Sequence[Placement]) -> torch.Tensor:
-    """The full tensor from every rank's block (a collective: every rank must call it)."""
-    return DTensor.from_local(local, mesh.device_mesh, list(placements)).full_tensor()
 
 
 def _local_size(size: int, parts: int, what: str) -> int:
