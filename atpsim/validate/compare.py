@@ -8,10 +8,8 @@ the two streams, collectives by the engine on ``fitted/topology.yaml``, compute 
 share of a core (:func:`atpsim.validate.machine.cpu_share`; the GEMMs were measured by one
 process alone). The error of a point is
 ``(predicted - measured) / measured``; the folder passes when the median absolute error is at
-most the tolerance written beside the measurements in ``tolerance.yaml``::
-
-    # why this value (the noise of the machine, what the model leaves out)
-    median_abs_error: 0.25
+most the tolerance written beside the measurements in ``tolerance.yaml``
+(:mod:`atpsim.validate.settings`, which also says which statistic of the repetitions to use).
 
 The table is saved as ``validation_report.csv`` and summarised in ``validation_report.md``
 (the plot, ``validation_report.png``, is drawn by :mod:`atpsim.report.validation_plot`).
@@ -25,15 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from atpsim.errors import AtpsimError
 from atpsim.validate.fit import FolderFit, fit_folder, fitted_paths
 from atpsim.validate.machine import cpu_share, slowed
 from atpsim.validate.measurements import REPORT_PREFIX, LayerPoint, read_measurements
+from atpsim.validate.settings import TOLERANCE_FILE, read_settings
 
-TOLERANCE_FILE = "tolerance.yaml"
-TOLERANCE_KEY = "median_abs_error"
 REPORT_COLUMNS = ("label", "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype",
                   "measured_s", "predicted_s", "compute_s", "comm_s", "exposed_comm_s",
                   "cpu_share", "rel_error")  # fmt: skip
@@ -65,6 +60,7 @@ class Comparison:
     results: tuple[CheckResult, ...]
     tolerance: float
     fit: FolderFit | None = None
+    statistic: str = "median"
 
     @property
     def median_abs_error(self) -> float:
@@ -79,32 +75,9 @@ class Comparison:
         return self.median_abs_error <= self.tolerance
 
 
-def read_tolerance(folder: str | Path) -> float:
-    """The median |error| a folder allows, from its ``tolerance.yaml``."""
-    path = Path(folder) / TOLERANCE_FILE
-    if not path.is_file():
-        raise AtpsimError(
-            f"no {TOLERANCE_FILE}: write one beside the measurements, e.g. "
-            f"'{TOLERANCE_KEY}: 0.25' with a comment saying why that value",
-            source=str(folder),
-        )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise AtpsimError(f"invalid YAML: {error}", source=str(path)) from None
-    if not isinstance(data, dict) or set(data) != {TOLERANCE_KEY}:
-        raise AtpsimError(f"expected exactly one key, {TOLERANCE_KEY}, got {data!r}",
-                          source=str(path))  # fmt: skip
-    value = data[TOLERANCE_KEY]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise AtpsimError(f"expected a fraction > 0 (0.25 = 25%), got {value!r}",
-                          source=str(path), key=TOLERANCE_KEY)  # fmt: skip
-    return float(value)
-
-
 def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
     """Predict every layer of *folder* with its fit (made first when missing or *refit*)."""
-    tolerance = read_tolerance(folder)
+    settings = read_settings(folder)
     topology_path, profile_path = fitted_paths(folder)
     fit = None
     if refit or not (topology_path.is_file() and profile_path.is_file()):
@@ -113,7 +86,7 @@ def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
             missing = "collectives" if fit.link is None else "GEMMs"
             raise AtpsimError(f"no {missing} measured: the layers cannot be predicted",
                               source=str(folder))  # fmt: skip
-    measurements = read_measurements(folder)
+    measurements = read_measurements(folder, settings.statistic)
     layers = measurements.layers
     if not layers:
         raise AtpsimError("no layer measurements (the check points) to compare",
@@ -124,7 +97,8 @@ def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
         for point in layers
         for share in [cpu_share(measurements.machine, point.d1 * point.d2)]
     )
-    return Comparison(Path(folder), results, tolerance, fit)
+    tolerance = settings.tolerance if settings.tolerance is not None else 0.0
+    return Comparison(Path(folder), results, tolerance, fit, settings.statistic)
 
 
 def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Any, Any]:
@@ -180,7 +154,8 @@ def report_markdown(comparison: Comparison) -> str:
         f"# Validation: {comparison.folder.resolve().name}",
         "",
         f"**{verdict}**: median |error| {comparison.median_abs_error:.1%} against a tolerance "
-        f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}); worst {worst.rel_error:+.1%} at "
+        f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}; times are the {comparison.statistic} "
+        "of the repetitions); worst {worst.rel_error:+.1%} at "
         f"{worst.point.label}; {len(comparison.results)} check points (whole layers, fwd+bwd), "
         "predicted from the fit of the collectives and GEMMs (fitted/).",
         "",

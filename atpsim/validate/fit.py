@@ -30,6 +30,7 @@ from atpsim.validate.link_fit import LinkFit, fit_link
 from atpsim.validate.machine import base_profile, describe
 from atpsim.validate.measurements import Measurements, read_measurements
 from atpsim.validate.profile_fit import ProfileFit, fit_profile
+from atpsim.validate.settings import read_settings
 from atpsim.validate.star import star_topology
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class FolderFit:
     link: LinkFit | None
     profile: ProfileFit | None
     n_ranks: int
+    statistic: str = "median"
 
     @property
     def fitted_dir(self) -> Path:
@@ -67,7 +69,8 @@ def fitted_paths(folder: str | Path) -> tuple[Path, Path]:
 
 def fit_folder(folder: str | Path) -> FolderFit:
     """Fit the collectives and GEMMs of *folder* and write ``fitted/`` (module docstring)."""
-    measurements = read_measurements(folder)
+    statistic = read_settings(folder, require_tolerance=False).statistic
+    measurements = read_measurements(folder, statistic)
     if not measurements.collectives and not measurements.gemms:
         raise AtpsimError(
             "no collectives and no GEMMs to fit (expected CSVs with columns op, group_size, "
@@ -76,7 +79,7 @@ def fit_folder(folder: str | Path) -> FolderFit:
         )
     link = fit_link(measurements.collectives, ALGORITHM) if measurements.collectives else None
     profile = _fit_profile(measurements) if measurements.gemms else None
-    result = FolderFit(measurements.folder, link, profile, measurements.n_ranks)
+    result = FolderFit(measurements.folder, link, profile, measurements.n_ranks, statistic)
     _write(result, measurements)
     return result
 
@@ -113,7 +116,11 @@ def _write_yaml(path: Path, header: str, data: dict[str, Any]) -> None:
 
 def summary(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
     """The fitted numbers and their RMS relative errors, as a YAML-ready mapping."""
-    data: dict[str, Any] = {"machine": describe(measurements.machine), "ranks": result.n_ranks}
+    data: dict[str, Any] = {
+        "machine": describe(measurements.machine),
+        "ranks": result.n_ranks,
+        "statistic": result.statistic,
+    }
     if result.link is not None:
         data["link"] = {
             "algorithm": result.link.algorithm,

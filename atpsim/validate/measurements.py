@@ -12,9 +12,10 @@ add nccl-tests logs). Each CSV is recognised by its columns, not its name:
 * the machine description: ``machine.json``/``machine.yaml`` and any ``*machine*`` JSON/YAML
   (e.g. each benchmark's ``<name>.machine.json``), merged, the first file named wins a key.
 
-The time of a row is its median when the file gives statistics (``time_s_median``,
-``median_time_s`` or ``time_s_p50``), else ``time_s``, else the mean (``time_s_mean``); rows
-that repeat a configuration (one row per repetition) are reduced to their median. Seconds
+The time of a row is the chosen statistic of its repetitions (:mod:`atpsim.validate.settings`):
+the median (``time_s_median``, ``median_time_s``, ``time_s_p50``, else the plain ``time_s``,
+else ``time_s_mean``), the minimum (``time_s_min``) or the mean (``time_s_mean``); rows that
+repeat a configuration (one row per repetition) are reduced by the same statistic. Seconds
 throughout. Outputs of the fit and the comparison (``fitted/``, ``validation_report.*``) are
 never read as measurements.
 """
@@ -81,8 +82,9 @@ class Measurements:
         return max(sizes, default=1)
 
 
-def read_measurements(folder: str | Path) -> Measurements:
-    """Every measurement in *folder* (not its subfolders), by kind; errors name the file."""
+def read_measurements(folder: str | Path, statistic: str = "median") -> Measurements:
+    """Every measurement in *folder* (not its subfolders), by kind, each configuration's time
+    the *statistic* of its repetitions; errors name the file."""
     root = Path(folder)
     if not root.is_dir():
         raise AtpsimError(f"measurements folder {str(folder)!r} does not exist")
@@ -90,7 +92,7 @@ def read_measurements(folder: str | Path) -> Measurements:
     for path in sorted(root.glob("*.csv")):
         if path.name.startswith(REPORT_PREFIX):
             continue
-        kind, samples = _read_csv(path)
+        kind, samples = _read_csv(path, statistic)
         found[kind].extend(samples)
     collectives: list[CollectiveSample] = found["collectives"]
     for path in sorted([*root.glob("*_perf*.log"), *root.glob("*_perf*.txt")]):
@@ -100,7 +102,7 @@ def read_measurements(folder: str | Path) -> Measurements:
     )
 
 
-def _read_csv(path: Path) -> tuple[str, list[Any]]:
+def _read_csv(path: Path, statistic: str) -> tuple[str, list[Any]]:
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError) as error:
@@ -114,7 +116,7 @@ def _read_csv(path: Path) -> tuple[str, list[Any]]:
     for kind, required, reader in readers:
         if set(required) <= columns:
             try:
-                return kind, reader(frame, path.name)
+                return kind, reader(frame, path.name, statistic)
             except AtpsimError as error:
                 raise error.with_source(str(path)) from None
     raise AtpsimError(
@@ -124,24 +126,34 @@ def _read_csv(path: Path) -> tuple[str, list[Any]]:
     )
 
 
-def time_column(frame: pd.DataFrame, base: str = "time_s") -> str:
-    """The column holding a row's time: the median if given, else *base*, else the mean."""
-    for name in (f"{base}_median", f"median_{base}", f"{base}_p50", base, f"{base}_mean",
-                 f"mean_{base}"):  # fmt: skip
+#: Column names that hold each statistic of a time column *base* (first found wins).
+_STATISTIC_COLUMNS = {
+    "median": ("{base}_median", "median_{base}", "{base}_p50", "{base}", "{base}_mean"),
+    "min": ("{base}_min", "min_{base}"),
+    "mean": ("{base}_mean", "mean_{base}"),
+}
+
+
+def time_column(frame: pd.DataFrame, base: str = "time_s", statistic: str = "median") -> str:
+    """The column holding a row's time as *statistic*: for the median, ``base_median`` or the
+    plain *base* (benchmarks write the median there), else the mean."""
+    names = [name.format(base=base) for name in _STATISTIC_COLUMNS[statistic]]
+    for name in names:
         if name in frame.columns:
             return name
-    raise AtpsimError(f"no time column: expected {base} or {base}_median", key=base)
+    raise AtpsimError(f"no time column for the {statistic}: expected one of {names}", key=base)
 
 
-def _reduced(frame: pd.DataFrame, keys: Sequence[str], time: str) -> pd.DataFrame:
-    """One row per configuration *keys*, its time the median of the repeated rows."""
+def _reduced(frame: pd.DataFrame, keys: Sequence[str], time: str, statistic: str) -> pd.DataFrame:
+    """One row per configuration *keys*, its time the *statistic* of the repeated rows."""
     times = pd.to_numeric(frame[time], errors="coerce")
     if times.isna().any() or (times <= 0).any():
         row = int((times.isna() | (times <= 0)).to_numpy().argmax())
         raise AtpsimError(f"expected a positive time in seconds, got {frame[time].iloc[row]!r}",
                           key=f"row {row + 2}.{time}")  # fmt: skip
     frame = frame.assign(**{time: times})
-    return frame.groupby(list(keys), sort=True, dropna=False)[time].median().reset_index()
+    grouped = frame.groupby(list(keys), sort=True, dropna=False)[time]
+    return grouped.agg(statistic).reset_index()
 
 
 def _int(row: Any, key: str, where: str) -> int:
@@ -155,13 +167,13 @@ def _int(row: Any, key: str, where: str) -> int:
     return number
 
 
-def _collectives(frame: pd.DataFrame, name: str) -> list[CollectiveSample]:
-    time = time_column(frame)
+def _collectives(frame: pd.DataFrame, name: str, statistic: str) -> list[CollectiveSample]:
+    time = time_column(frame, "time_s", statistic)
     frame = frame.assign(
         n_groups=frame["n_groups"] if "n_groups" in frame else 1,
         dim=frame["dim"] if "dim" in frame else 0,
     )
-    table = _reduced(frame, ["op", "dim", "group_size", "n_groups", "bytes"], time)
+    table = _reduced(frame, ["op", "dim", "group_size", "n_groups", "bytes"], time, statistic)
     samples = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"
@@ -183,10 +195,10 @@ def _collectives(frame: pd.DataFrame, name: str) -> list[CollectiveSample]:
     return samples
 
 
-def _gemms(frame: pd.DataFrame, name: str) -> list[GemmSample]:
-    time = time_column(frame)
+def _gemms(frame: pd.DataFrame, name: str, statistic: str) -> list[GemmSample]:
+    time = time_column(frame, "time_s", statistic)
     frame = frame.assign(batch=frame["batch"] if "batch" in frame else 1)
-    table = _reduced(frame, ["m", "n", "k", "batch", "dtype"], time)
+    table = _reduced(frame, ["m", "n", "k", "batch", "dtype"], time, statistic)
     samples = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"
@@ -199,11 +211,11 @@ def _gemms(frame: pd.DataFrame, name: str) -> list[GemmSample]:
     return samples
 
 
-def _layers(frame: pd.DataFrame, name: str) -> list[LayerPoint]:
-    time = time_column(frame, "fwd_bwd_time_s")
+def _layers(frame: pd.DataFrame, name: str, statistic: str) -> list[LayerPoint]:
+    time = time_column(frame, "fwd_bwd_time_s", statistic)
     frame = frame.assign(ffn_mult=frame["ffn_mult"] if "ffn_mult" in frame else 4)
     keys = [*LAYER_COLUMNS, "ffn_mult"]
-    table = _reduced(frame, keys, time)
+    table = _reduced(frame, keys, time, statistic)
     points = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"

@@ -10,9 +10,9 @@ from atpsim.engine.runner import run_collective
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.spec import load_topology
-from atpsim.validate.compare import read_tolerance
 from atpsim.validate.fit import fit_folder, fitted_paths
 from atpsim.validate.measurements import read_measurements
+from atpsim.validate.settings import read_settings
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,9 @@ def test_nothing_to_fit(tmp_path):
     "text, expected",
     [
         (None, "no tolerance.yaml"),
-        ("tolerance: 0.2\n", "expected exactly one key"),
+        ("tolerance: 0.2\n", "expected a mapping with key median_abs_error"),
+        ("median_abs_error: 0.2\nstatistc: min\n", "statistc: unknown key.*statistic"),
+        ("median_abs_error: 0.2\nstatistic: max\n", "statistic: expected one of"),
         ("median_abs_error: -1\n", "expected a fraction > 0"),
     ],
 )
@@ -121,4 +123,4 @@ def test_tolerance_file_errors(tmp_path, text, expected):
     if text is not None:
         (tmp_path / "tolerance.yaml").write_text(text)
     with pytest.raises(AtpsimError, match=expected):
-        read_tolerance(tmp_path)
+        read_settings(tmp_path)
