@@ -19,15 +19,13 @@ import torch.distributed as dist
 from validation.bench.common import (
     DTYPES,
     base_parser,
-    command_line,
     init_distributed,
     mesh_list,
     parse_bytes,
+    save,
     time_reps,
     time_stats,
-    write_csv,
 )
-from validation.bench.machine import write_machine
 from validation.comm import all_gather_single
 from validation.mesh import ATPMesh, init_mesh, mesh_shapes
 
@@ -114,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = init_distributed()
     rows = run(args, device)
-    if dist.get_rank() == 0:
-        write_csv(args.out / f"{NAME}.csv", COLUMNS, rows)
-        write_machine(args.out / f"{NAME}.machine.json", command=command_line(NAME))
-    dist.destroy_process_group()
+    save(args.out, NAME, COLUMNS, rows, argv)
     return 0
 
 

@@ -78,6 +78,17 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The layer whose shapes are measured: hidden size, heads, batch, sequence, FFN multiple,
+    and the chunk counts to try."""
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--ffn-mult", type=int, default=4)
+    parser.add_argument("--chunks", type=int_list, default=[1, 2])
+
+
 def init_distributed() -> torch.device:
     """Join the process group torchrun describes (NCCL on GPUs, else gloo); a plain
     ``python -m`` run becomes a world of one. Returns this rank's device."""
@@ -96,12 +107,14 @@ def init_distributed() -> torch.device:
     return torch.device("cpu")
 
 
-def command_line(name: str) -> str:
-    """How this benchmark was started, for the machine description."""
+def command_line(name: str, argv: Sequence[str] | None = None) -> str:
+    """How this benchmark was started (*argv* defaults to ``sys.argv[1:]``)."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     per_node = os.environ.get("LOCAL_WORLD_SIZE", str(world))
     launcher = f"torchrun --nproc-per-node {per_node}" if world > 1 else "python"
-    return " ".join([launcher, "-m", f"validation.bench.{name}", *sys.argv[1:]])
+    return " ".join(
+        [launcher, "-m", f"validation.bench.{name}", *(sys.argv[1:] if argv is None else argv)]
+    )
 
 
 def synchronize(device: torch.device) -> None:
@@ -155,6 +168,18 @@ def time_stats(times: Sequence[float], base: str = "time_s") -> dict[str, float]
         f"{base}_max": max(times),
         f"{base}_std": statistics.pstdev(times),
     }
+
+
+def save(out: Path, name: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+         argv: Sequence[str] | None = None) -> None:  # fmt: skip
+    """On rank 0, write ``<name>.csv`` and ``<name>.machine.json`` (with the command line,
+    *argv* being its arguments) into *out*; then leave the process group."""
+    from validation.bench.machine import write_machine
+
+    if dist.get_rank() == 0:
+        write_csv(out / f"{name}.csv", columns, rows)
+        write_machine(out / f"{name}.machine.json", command=command_line(name, argv))
+    dist.destroy_process_group()
 
 
 def _cell(value: Any) -> Any:

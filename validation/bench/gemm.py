@@ -22,15 +22,13 @@ from atpsim.parallel.atp import build_step_program
 from atpsim.parallel.mesh import factorizations
 from validation.bench.common import (
     DTYPES,
+    add_model_options,
     base_parser,
-    command_line,
     init_distributed,
-    int_list,
+    save,
     time_reps,
     time_stats,
-    write_csv,
 )
-from validation.bench.machine import write_machine
 
 NAME = "gemm"
 COLUMNS = (
@@ -91,12 +89,7 @@ def measure(shape: Shape, uses: list[str], args: Any, device: torch.device) -> d
 def parser():
     parser = base_parser(__doc__.split("\n")[0])
     parser.add_argument("--world-size", type=int, default=4, help="meshes of this many ranks")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--ffn-mult", type=int, default=4)
-    parser.add_argument("--chunks", type=int_list, default=[1, 2])
+    add_model_options(parser)
     parser.add_argument("--shapes", type=parse_shapes, default={}, help="extra m,n,k[,batch];...")
     return parser
 
@@ -109,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     device = init_distributed()
     shapes = layer_gemms(model, args.world_size, args.chunks) | args.shapes
     rows = [measure(shape, uses, args, device) for shape, uses in sorted(shapes.items())]
-    if torch.distributed.get_rank() == 0:
-        write_csv(args.out / f"{NAME}.csv", COLUMNS, rows)
-        write_machine(args.out / f"{NAME}.machine.json", command=command_line(NAME))
-    torch.distributed.destroy_process_group()
+    save(args.out, NAME, COLUMNS, rows, argv)
     return 0
 
 

@@ -18,16 +18,14 @@ import torch.distributed as dist
 
 from validation.bench.common import (
     DTYPES,
+    add_model_options,
     base_parser,
-    command_line,
     init_distributed,
-    int_list,
     mesh_list,
+    save,
     time_reps,
     time_stats,
-    write_csv,
 )
-from validation.bench.machine import write_machine
 from validation.layer import ATPTransformerLayer
 from validation.mesh import ATPMesh, init_mesh, mesh_shapes
 from validation.reference import LayerConfig
@@ -83,12 +81,7 @@ def parser():
     parser.add_argument(
         "--meshes", type=mesh_list, default=None, help="e.g. 4x1,2x2 (default: all)"
     )
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--ffn-mult", type=int, default=4)
-    parser.add_argument("--chunks", type=int_list, default=[1, 2])
+    add_model_options(parser)
     return parser
 
 
@@ -97,10 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     device = init_distributed()
     rows = run(args, device)
-    if dist.get_rank() == 0:
-        write_csv(args.out / f"{NAME}.csv", COLUMNS, rows)
-        write_machine(args.out / f"{NAME}.machine.json", command=command_line(NAME))
-    dist.destroy_process_group()
+    save(args.out, NAME, COLUMNS, rows, argv)
     return 0
 
 
