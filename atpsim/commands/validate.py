@@ -91,6 +91,11 @@ def _print_fit(console: Console, fit) -> None:  # type: ignore[no-untyped-def]
             f"{fit.profile.rms_rel_error(curve=True):.1%} by the curve, "
             f"{fit.profile.rms_rel_error():.1%} with the measured points"
         )
+    if fit.memory is not None:
+        console.print(
+            f"memory-bound ops: effective bandwidth {fit.memory.bandwidth_Bps / 1e9:.4g} GB/s "
+            f"over {len(fit.memory.residuals)} ops; RMS error {fit.memory.rms_rel_error():.1%}"
+        )
     console.print(f"wrote {fit.fitted_dir}/")
 
 

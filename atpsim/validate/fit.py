@@ -5,8 +5,10 @@
 * the collectives (CSV rows and nccl-tests logs) -> one link class, bandwidth and latency
   (:mod:`atpsim.validate.link_fit`), written as a star of the machine's ranks
   (:mod:`atpsim.validate.star`) to ``DIR/fitted/topology.yaml``;
-* the GEMMs -> a hardware profile (:mod:`atpsim.validate.profile_fit`, memory figures from
-  :mod:`atpsim.validate.machine`) to ``DIR/fitted/hardware.yaml``;
+* the GEMMs -> a hardware profile (:mod:`atpsim.validate.profile_fit`), whose memory
+  bandwidth is fitted to the measured memory-bound ops when the folder has them
+  (:mod:`atpsim.validate.memory_fit`), else taken from :mod:`atpsim.validate.machine`, to
+  ``DIR/fitted/hardware.yaml``;
 
 and saves every fit point's residual to ``DIR/fitted/residuals.csv`` and the fitted numbers
 with their RMS errors to ``DIR/fitted/fit.yaml``. Only collectives and GEMMs are fit points;
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from atpsim.errors import AtpsimError
 from atpsim.validate.link_fit import LinkFit, fit_link
 from atpsim.validate.machine import base_profile, describe
 from atpsim.validate.measurements import Measurements, read_measurements
+from atpsim.validate.memory_fit import MemoryFit, fit_memory_bandwidth
 from atpsim.validate.profile_fit import ProfileFit, fit_profile
 from atpsim.validate.settings import read_settings
 from atpsim.validate.star import star_topology
@@ -55,6 +58,7 @@ class FolderFit:
     profile: ProfileFit | None
     n_ranks: int
     statistic: str = "median"
+    memory: MemoryFit | None = None
 
     @property
     def fitted_dir(self) -> Path:
@@ -79,7 +83,14 @@ def fit_folder(folder: str | Path) -> FolderFit:
         )
     link = fit_link(measurements.collectives, ALGORITHM) if measurements.collectives else None
     profile = _fit_profile(measurements) if measurements.gemms else None
-    result = FolderFit(measurements.folder, link, profile, measurements.n_ranks, statistic)
+    memory = None
+    if measurements.memory_ops:
+        overhead_s = profile.profile.launch_overhead_s if profile else 0.0
+        memory = fit_memory_bandwidth(measurements.memory_ops, overhead_s)
+        if profile is not None:
+            profile = _with_memory(profile, memory)
+    result = FolderFit(measurements.folder, link, profile, measurements.n_ranks, statistic,
+                       memory)  # fmt: skip
     _write(result, measurements)
     return result
 
@@ -88,6 +99,16 @@ def _fit_profile(measurements: Measurements) -> ProfileFit:
     name = f"fitted-{measurements.folder.resolve().name}"
     base = base_profile(name, measurements.machine, measurements.n_ranks)
     return fit_profile(measurements.gemms, base)
+
+
+def _with_memory(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
+    """*fit* with the fitted effective bandwidth of the memory-bound ops (efficiency 1)."""
+    profile = fit.profile
+    sources = dict(profile.sources)
+    sources["memory_bandwidth_Bps"] = "fitted to this folder's memory-bound ops (memory_fit)"
+    profile = replace(profile, memory_bandwidth_Bps=float(f"{memory.bandwidth_Bps:.6g}"),
+                      memory_efficiency=1.0, sources=tuple(sorted(sources.items())))  # fmt: skip
+    return replace(fit, profile=profile)
 
 
 def _write(result: FolderFit, measurements: Measurements) -> None:
@@ -144,6 +165,14 @@ def summary(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
             "points": len(result.profile.residuals),
             "rms_rel_error_curve": _round(result.profile.rms_rel_error(curve=True)),
             "rms_rel_error_profile": _round(result.profile.rms_rel_error()),
+            "memory_bandwidth_Bps": float(f"{profile.memory_bandwidth_Bps:.6g}"),
+            "memory_efficiency": profile.memory_efficiency,
+        }
+    if result.memory is not None:
+        data["memory_ops"] = {
+            "effective_bandwidth_Bps": float(f"{result.memory.bandwidth_Bps:.6g}"),
+            "points": len(result.memory.residuals),
+            "rms_rel_error": _round(result.memory.rms_rel_error()),
         }
     return data
 
@@ -162,6 +191,10 @@ def _write_residuals(path: Path, result: FolderFit) -> None:
         for g in result.profile.residuals:
             rows.append(("gemm", g.sample.label, g.role, g.sample.time_s, g.predicted_s,
                          g.rel_error))  # fmt: skip
+    if result.memory is not None:
+        for sample, predicted in result.memory.residuals:
+            rows.append(("memory_op", sample.label, "bandwidth", sample.time_s, predicted,
+                         (predicted - sample.time_s) / sample.time_s))  # fmt: skip
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(_RESIDUAL_COLUMNS)

@@ -6,6 +6,8 @@ add nccl-tests logs). Each CSV is recognised by its columns, not its name:
 * collectives: ``op, group_size, bytes`` and a time (optional ``dim``, ``n_groups`` = groups of
   that dimension running at once, default 1; ``op`` spelled ``all_reduce`` or ``allreduce``);
 * GEMMs: ``m, n, k, dtype`` and a time (optional ``batch``);
+* memory-bound ops: ``op, bytes_moved`` and a time (atpsim's byte count of a non-GEMM op,
+  :mod:`atpsim.validate.memory_fit`);
 * layers: ``d1, d2, chunks, hidden, heads, batch, seq, dtype`` and a time
   (``fwd_bwd_time_s``; optional ``ffn_mult``, default 4);
 * nccl-tests logs: files named ``*_perf*.log`` or ``*_perf*.txt`` (``all_reduce_perf`` output);
@@ -33,10 +35,12 @@ import yaml
 
 from atpsim.errors import AtpsimError
 from atpsim.validate.link_fit import CollectiveSample
+from atpsim.validate.memory_fit import MemoryOpSample
 from atpsim.validate.nccl_tests import nccl_samples, read_nccl_tests
 from atpsim.validate.profile_fit import GemmSample
 
 COLLECTIVE_COLUMNS = ("op", "group_size", "bytes")
+MEMORY_OP_COLUMNS = ("op", "bytes_moved")
 GEMM_COLUMNS = ("m", "n", "k", "dtype")
 LAYER_COLUMNS = ("d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype")
 REPORT_PREFIX = "validation_report"
@@ -73,6 +77,7 @@ class Measurements:
     gemms: tuple[GemmSample, ...] = ()
     layers: tuple[LayerPoint, ...] = ()
     machine: dict[str, Any] = field(default_factory=dict)
+    memory_ops: tuple[MemoryOpSample, ...] = ()
 
     @property
     def n_ranks(self) -> int:
@@ -88,7 +93,7 @@ def read_measurements(folder: str | Path, statistic: str = "median") -> Measurem
     root = Path(folder)
     if not root.is_dir():
         raise AtpsimError(f"measurements folder {str(folder)!r} does not exist")
-    found: dict[str, list[Any]] = {"collectives": [], "gemms": [], "layers": []}
+    found: dict[str, list[Any]] = {"collectives": [], "gemms": [], "layers": [], "memory_ops": []}
     for path in sorted(root.glob("*.csv")):
         if path.name.startswith(REPORT_PREFIX):
             continue
@@ -98,7 +103,12 @@ def read_measurements(folder: str | Path, statistic: str = "median") -> Measurem
     for path in sorted([*root.glob("*_perf*.log"), *root.glob("*_perf*.txt")]):
         collectives.extend(nccl_samples(read_nccl_tests(path)))
     return Measurements(
-        root, tuple(collectives), tuple(found["gemms"]), tuple(found["layers"]), _read_machine(root)
+        root,
+        tuple(collectives),
+        tuple(found["gemms"]),
+        tuple(found["layers"]),
+        _read_machine(root),
+        tuple(found["memory_ops"]),
     )
 
 
@@ -112,6 +122,7 @@ def _read_csv(path: Path, statistic: str) -> tuple[str, list[Any]]:
         ("layers", LAYER_COLUMNS, _layers),
         ("gemms", GEMM_COLUMNS, _gemms),
         ("collectives", COLLECTIVE_COLUMNS, _collectives),
+        ("memory_ops", MEMORY_OP_COLUMNS, _memory_ops),
     )
     for kind, required, reader in readers:
         if set(required) <= columns:
@@ -120,8 +131,9 @@ def _read_csv(path: Path, statistic: str) -> tuple[str, list[Any]]:
             except AtpsimError as error:
                 raise error.with_source(str(path)) from None
     raise AtpsimError(
-        f"not a collectives ({', '.join(COLLECTIVE_COLUMNS)}), GEMM ({', '.join(GEMM_COLUMNS)}) "
-        f"or layer ({', '.join(LAYER_COLUMNS)}) table; its columns are {sorted(columns)}",
+        f"not a collectives ({', '.join(COLLECTIVE_COLUMNS)}), GEMM ({', '.join(GEMM_COLUMNS)}), "
+        f"memory-op ({', '.join(MEMORY_OP_COLUMNS)}) or layer ({', '.join(LAYER_COLUMNS)}) "
+        f"table; its columns are {sorted(columns)}",
         source=str(path),
     )
 
@@ -208,6 +220,20 @@ def _gemms(frame: pd.DataFrame, name: str, statistic: str) -> list[GemmSample]:
             f"{batch}x{m}x{n}x{k} {row['dtype']}" if batch > 1 else f"{m}x{n}x{k} {row['dtype']}"
         )
         samples.append(GemmSample(m, n, k, str(row["dtype"]), float(row[time]), batch, label))
+    return samples
+
+
+def _memory_ops(frame: pd.DataFrame, name: str, statistic: str) -> list[MemoryOpSample]:
+    time = time_column(frame, "time_s", statistic)
+    table = _reduced(frame, ["op", "bytes_moved"], time, statistic)
+    samples = []
+    for i, row in table.iterrows():
+        moved = float(row["bytes_moved"])
+        if not moved > 0:
+            raise AtpsimError(f"expected bytes > 0, got {row['bytes_moved']!r}",
+                              key=f"{name} row {i}.bytes_moved")  # fmt: skip
+        label = f"{row['op']} {moved:.0f}B"
+        samples.append(MemoryOpSample(str(row["op"]), moved, float(row[time]), label))
     return samples
 
 

@@ -49,8 +49,24 @@ def layer_shapes():
     return sorted(shapes)
 
 
-def write_folder(folder, *, layer_scale=1.0):
-    """Write the synthetic folder; *layer_scale* multiplies the measured layer times."""
+def write_memory_ops(folder):
+    """memory_ops.csv: every memory-bound op of the layer programs, timed by the truth."""
+    from atpsim.compute.timing import memory_time_s
+
+    ops = set()
+    for d1, d2 in MESHES:
+        program = build_step_program(ModelConfig("t", layers=1, **LAYER), DeviceMesh(d1, d2), 1)
+        ops |= {(op.name, op.bytes_moved) for op in program.compute_ops() if op.kind == "memory"}
+    with open(folder / "memory_ops.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["op", "bytes_moved", "dtype", "time_s"])
+        for name, moved in sorted(ops):
+            w.writerow([name, moved, "fp32", memory_time_s(moved, TRUE_PROFILE)])
+
+
+def write_folder(folder, *, layer_scale=1.0, memory_ops=False):
+    """Write the synthetic folder; *layer_scale* multiplies the measured layer times; with
+    *memory_ops* the memory bandwidth comes from a memory_ops.csv, not the description."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "collectives.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -88,17 +104,12 @@ def write_folder(folder, *, layer_scale=1.0):
                     topology, TRUE_PROFILE, model, DeviceMesh(d1, d2), chunks, "ring"
                 )
                 w.writerow([d1, d2, chunks, *LAYER.values(), step.step_time_s * layer_scale])
-    (folder / "machine.json").write_text(
-        json.dumps(
-            {
-                "device": "cpu",
-                "cpu_model": "synthetic",
-                "backend": "gloo",
-                "world_size": 4,
-                "memory_bandwidth_Bps": TRUE_PROFILE.memory_bandwidth_Bps,
-            }
-        )
-    )
+    machine = {"device": "cpu", "cpu_model": "synthetic", "backend": "gloo", "world_size": 4}
+    if memory_ops:
+        write_memory_ops(folder)
+    else:
+        machine["memory_bandwidth_Bps"] = TRUE_PROFILE.memory_bandwidth_Bps
+    (folder / "machine.json").write_text(json.dumps(machine))
     (folder / "tolerance.yaml").write_text(
         "# synthetic: the truth is the model\nmedian_abs_error: 0.02\n"
     )
