@@ -6,7 +6,9 @@ sees only collectives and GEMMs). Each is predicted by the event simulation of o
 the two streams, collectives by the engine on ``fitted/topology.yaml``, compute by
 ``fitted/hardware.yaml``), ring collectives, ``layers = 1``. On a CPU machine with fewer cores than busy ranks, each rank computes at its
 share of a core (:func:`atpsim.validate.machine.cpu_share`; the GEMMs were measured by one
-process alone). The error of a point is
+process alone), and without a spare core for its communication a rank's collectives take
+turns with its compute (the step is their sum, not the two streams' overlap). The error of a
+point is
 ``(predicted - measured) / measured``; the folder passes when the median absolute error is at
 most the tolerance written beside the measurements in ``tolerance.yaml``
 (:mod:`atpsim.validate.settings`, which also says which statistic of the repetitions to use).
@@ -19,25 +21,27 @@ from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from atpsim.errors import AtpsimError
 from atpsim.validate.fit import FolderFit, fit_folder, fitted_paths
-from atpsim.validate.machine import cpu_share, slowed
+from atpsim.validate.machine import comm_overlaps_compute, cpu_share, slowed
 from atpsim.validate.measurements import REPORT_PREFIX, LayerPoint, read_measurements
 from atpsim.validate.settings import TOLERANCE_FILE, read_settings
 
 REPORT_COLUMNS = ("label", "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype",
                   "measured_s", "predicted_s", "compute_s", "comm_s", "exposed_comm_s",
-                  "cpu_share", "rel_error")  # fmt: skip
+                  "cpu_share", "overlap", "rel_error")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A layer point, its simulated step, the step's compute, comm and exposed comm time, and
-    the share of a core each rank was given (1 on GPUs; :func:`atpsim.validate.machine.cpu_share`)."""
+    """A layer point, its simulated step, the step's compute, comm and exposed comm time, the
+    share of a core each rank was given (1 on GPUs; :func:`atpsim.validate.machine.cpu_share`)
+    and whether communication overlapped compute (False: a CPU rank without a spare core, the
+    step is compute + comm; :func:`atpsim.validate.machine.comm_overlaps_compute`)."""
 
     point: LayerPoint
     predicted_s: float
@@ -45,6 +49,7 @@ class CheckResult:
     comm_s: float
     exposed_comm_s: float
     cpu_share: float = 1.0
+    overlap: bool = True
 
     @property
     def rel_error(self) -> float:
@@ -92,11 +97,7 @@ def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
         raise AtpsimError("no layer measurements (the check points) to compare",
                           source=str(folder))  # fmt: skip
     topology, profile = _load_fitted(topology_path, profile_path)
-    results = tuple(
-        predict_layer(point, topology, slowed(profile, share), share)
-        for point in layers
-        for share in [cpu_share(measurements.machine, point.d1 * point.d2)]
-    )
+    results = tuple(_predict(point, topology, profile, measurements.machine) for point in layers)
     tolerance = settings.tolerance if settings.tolerance is not None else 0.0
     return Comparison(Path(folder), results, tolerance, fit, settings.statistic)
 
@@ -106,6 +107,18 @@ def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Any, Any]:
     from atpsim.topology.spec import load_topology
 
     return load_topology(str(topology_path)), load_profile(profile_path)
+
+
+def _predict(point: LayerPoint, topology: Any, profile: Any, machine: dict) -> CheckResult:
+    """:func:`predict_layer` on this machine: CPU ranks get their share of the cores and, with
+    no spare core, take turns between compute and communication."""
+    ranks = point.d1 * point.d2
+    share = cpu_share(machine, ranks)
+    result = predict_layer(point, topology, slowed(profile, share), share)
+    if comm_overlaps_compute(machine, ranks):
+        return result
+    serial_s = max(result.predicted_s, result.compute_s + result.comm_s)
+    return replace(result, predicted_s=serial_s, exposed_comm_s=result.comm_s, overlap=False)
 
 
 def predict_layer(
@@ -139,7 +152,7 @@ def save_comparison(comparison: Comparison) -> list[Path]:
             p = r.point
             writer.writerow([p.label, p.d1, p.d2, p.chunks, p.hidden, p.heads, p.batch, p.seq,
                              p.dtype, *(f"{v:.6g}" for v in (p.time_s, r.predicted_s,
-                             r.compute_s, r.comm_s, r.exposed_comm_s)), f"{r.cpu_share:.4g}",
+                             r.compute_s, r.comm_s, r.exposed_comm_s)), f"{r.cpu_share:.4g}", r.overlap,
                              f"{r.rel_error:.4f}"])  # fmt: skip
     md_path = folder / f"{REPORT_PREFIX}.md"
     md_path.write_text(report_markdown(comparison))

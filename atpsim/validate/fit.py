@@ -125,10 +125,19 @@ def _write(result: FolderFit, measurements: Measurements) -> None:
         )
         _write_yaml(fitted / TOPOLOGY_FILE, header, topology)
     if result.profile is not None:
-        _write_yaml(fitted / PROFILE_FILE, header, profile_to_dict(result.profile.profile))
+        _write_yaml(fitted / PROFILE_FILE, header, _profile_data(result.profile))
     _write_yaml(fitted / SUMMARY_FILE, header, summary(result, measurements))
     _write_residuals(fitted / RESIDUALS_FILE, result)
     log.info("wrote the fit of %s to %s", result.folder, fitted)
+
+
+def _profile_data(fit: ProfileFit) -> dict[str, Any]:
+    """The profile's YAML mapping; a zero collective overhead (which this fit never sets) is
+    left out, so the file also loads where profiles predate that key."""
+    data = profile_to_dict(fit.profile)
+    if not data.get("collective_overhead_s"):
+        data.pop("collective_overhead_s", None)
+    return data
 
 
 def _write_yaml(path: Path, header: str, data: dict[str, Any]) -> None:

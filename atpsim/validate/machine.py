@@ -141,3 +141,17 @@ def slowed(profile: HardwareProfile, share: float) -> HardwareProfile:
         launch_overhead_s=profile.launch_overhead_s / share,
         gemm=gemm,
     )
+
+
+def comm_overlaps_compute(machine: dict[str, Any], n_ranks: int) -> bool:
+    """Whether a rank's collectives can run beside its compute (True on GPUs).
+
+    On a CPU a collective is CPU work too: gloo's copies, reductions and socket calls run on a
+    thread of the rank's process. Only when the host has a spare core for each rank
+    (``C >= P · (T + 1)``) does that thread run beside the compute; otherwise the two take
+    turns on the same cores, and a rank's step is its compute plus its communication."""
+    if not is_cpu(machine):
+        return True
+    cores = _first_number(machine, CORE_KEYS)
+    threads = _first_number(machine, THREAD_KEYS) or 1.0
+    return cores is None or cores >= n_ranks * (threads + 1)

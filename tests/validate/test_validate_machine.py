@@ -49,3 +49,11 @@ def test_base_profiles():
     measured = base_profile("fitted-z", {**CPU, "memory_bandwidth_Bps": 1e10}, 4)
     assert measured.memory_bandwidth_Bps == 1e10 and measured.memory_efficiency == 1.0
     assert describe(CPU) == "cpu, AMD EPYC, gloo"
+
+
+def test_cpu_ranks_overlap_comm_only_with_a_spare_core_each():
+    from atpsim.validate.machine import comm_overlaps_compute
+
+    assert not comm_overlaps_compute(CPU, 2)  # 2 ranks, 2 cores: no spare core
+    assert comm_overlaps_compute({**CPU, "cpu_count": 4}, 2)  # 2 ranks x (1 + 1) threads
+    assert comm_overlaps_compute({"gpu_models": ["NVIDIA H100 80GB HBM3"], "cpu_count": 2}, 8)
