@@ -6,9 +6,13 @@ as flows come and go. Rates are recomputed lazily: only over the connected compo
 that share links, transitively) of the links whose flows changed, since max-min fairness
 decomposes over such components (SimGrid's lazy update); a component that keeps growing past
 :data:`MAX_EXPAND_ROUNDS` rounds is solved whole. Every link counts the bytes that crossed it.
+Inside, links are renumbered to the ones the routes use, so per-link work is sized by the run,
+not by the topology (a 64 x 64 torus has 16,384 directed links; one torus row uses 128).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -22,18 +26,27 @@ class FlowNetwork:
     """Active flows, their rates and bytes; *flow_pair* and *flow_bytes* describe every flow."""
 
     def __init__(self, routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray):
-        self.routes = routes
-        self.capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)
+        self._used, local = np.unique(routes.links, return_inverse=True)
+        self.routes = replace(routes, links=local.astype(np.int64))
+        self._n_links = len(capacity_Bps)
+        self.capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)[self._used]
         self.flow_pair = flow_pair
         self.rate = np.zeros(len(flow_pair))
         self.remaining = np.array(flow_bytes, dtype=np.float64)
         self.delivered = np.zeros(len(flow_pair))
-        self.link_bytes = np.zeros(len(capacity_Bps))
+        self._link_bytes = np.zeros(len(self._used))
         self.active = np.zeros(0, dtype=np.int64)
         self._owner = np.zeros(0, dtype=np.int64)  # position in self.active of each incidence
         self._link = np.zeros(0, dtype=np.int64)
         self._changed: list[np.ndarray] = []
         self.solves = 0
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes that crossed each directed link of the topology so far."""
+        out = np.zeros(self._n_links)
+        out[self._used] = self._link_bytes
+        return out
 
     def add(self, flows: np.ndarray) -> None:
         """Start moving the bytes of *flows* (their latency has been paid)."""
@@ -67,7 +80,7 @@ class FlowNetwork:
         done = self.active[done_mask]
         gone = done_mask[self._owner]
         links = self._link[gone]
-        np.add.at(self.link_bytes, links, self.delivered[self.active[self._owner[gone]]])
+        np.add.at(self._link_bytes, links, self.delivered[self.active[self._owner[gone]]])
         position = np.cumsum(~done_mask) - 1
         self._owner = position[self._owner[~gone]]
         self._link = self._link[~gone]

@@ -21,6 +21,8 @@ from atpsim.collectives.registry import build_schedule, check_algorithm, check_g
 from atpsim.engine.event import run_event
 from atpsim.engine.partition import Cluster, clusters
 from atpsim.engine.routes import pair_routes
+from atpsim.engine.stepwise import event_run
+from atpsim.engine.symmetry import find_symmetry, run_symmetric
 from atpsim.engine.vectorized import sweep
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
@@ -161,7 +163,17 @@ def _simulate(topology: Topology, op: str, algorithm: str, groups: list[tuple[in
             raise SimulationError(
                 f"the vectorized engine is not exact for {op} by {algorithm} here: flows share links"
             )
+        table = topology.links
+        symmetry = find_symmetry(schedule.steps, routes, table.bandwidth_Bps, table.latency_s)
+        if symmetry is not None:
+            sym = run_symmetric(symmetry, schedule.steps, routes, table.bandwidth_Bps)
+            times = np.array([sym.done_s[list(g)].max() for g in groups])
+            return _ClusterRun(times, sym.link_bytes, schedule.n_transfers, sent, sym.delivered,
+                               "symmetric")
         log.debug("flows share links; running the event engine for %d transfers", schedule.n_transfers)
+        run = event_run(schedule.steps, routes, table.bandwidth_Bps)
+        times = np.array([run.done_s[list(g)].max() for g in groups])
+        return _ClusterRun(times, run.link_bytes, schedule.n_transfers, sent, run.delivered, "event")
     flow_pair = routes.index(schedule.src, schedule.dst)
     timeline = run_event(routes, topology.links.bandwidth_Bps, flow_pair, schedule.transfer_bytes,
                          schedule.dependencies())
