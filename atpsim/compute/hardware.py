@@ -9,6 +9,7 @@ A profile file is YAML with these keys (SI units; the key names carry them)::
     memory_capacity_bytes: 85899345920    # device memory, bytes
     memory_efficiency: 0.8                # achievable fraction of the bandwidth, memory-bound ops
     launch_overhead_s: 4.0e-6             # fixed cost added to every kernel
+    collective_overhead_s: 0.0            # optional: fixed cost added to every collective call
     gemm:                                 # the GEMM efficiency model (atpsim.compute.gemm)
       model: curve
       efficiency_max: 0.845
@@ -59,8 +60,12 @@ class GemmModel:
 @dataclass(frozen=True)
 class HardwareProfile:
     """One GPU: peak FLOP/s per dtype, memory bandwidth and capacity, the achievable fraction
-    of bandwidth for memory-bound kernels, a fixed per-kernel launch overhead, and the GEMM
-    efficiency model. Frozen and hashable, so timings can be memoized per profile."""
+    of bandwidth for memory-bound kernels, a fixed per-kernel launch overhead, the GEMM
+    efficiency model, and a fixed per-collective overhead (*collective_overhead_s*: the host
+    and library cost of one collective call, kernel launch and synchronisation, that moves no
+    bytes; 0 by default, set by calibrated software-stack profiles and added to every
+    collective by :mod:`atpsim.step.point`). Frozen and hashable, so timings can be memoized
+    per profile."""
 
     name: str
     peak_flops: tuple[tuple[str, float], ...]
@@ -69,6 +74,7 @@ class HardwareProfile:
     memory_efficiency: float
     launch_overhead_s: float
     gemm: GemmModel = field(default_factory=GemmModel)
+    collective_overhead_s: float = 0.0
     description: str = ""
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -121,7 +127,7 @@ def _read_profile_text(name_or_path: str) -> tuple[str, str]:
 
 _TOP_KEYS = {
     "name", "description", "peak_flops", "memory_bandwidth_Bps", "memory_capacity_bytes",
-    "memory_efficiency", "launch_overhead_s", "gemm", "sources",
+    "memory_efficiency", "launch_overhead_s", "collective_overhead_s", "gemm", "sources",
 }  # fmt: skip
 _GEMM_KEYS = {
     "model", "efficiency_max", "output_half_elements", "k_half", "smoothness",
@@ -150,6 +156,9 @@ def profile_from_dict(data: Any) -> HardwareProfile:
         ),
         memory_efficiency=_fraction(table.get("memory_efficiency", 0.8), "memory_efficiency"),
         launch_overhead_s=_non_negative(table.get("launch_overhead_s", 0.0), "launch_overhead_s"),
+        collective_overhead_s=_non_negative(
+            table.get("collective_overhead_s", 0.0), "collective_overhead_s"
+        ),
         gemm=_gemm_from_dict(table.get("gemm", {})),
         sources=tuple(
             sorted(
@@ -206,6 +215,7 @@ def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
         "memory_capacity_bytes": profile.memory_capacity_bytes,
         "memory_efficiency": profile.memory_efficiency,
         "launch_overhead_s": profile.launch_overhead_s,
+        "collective_overhead_s": profile.collective_overhead_s,
         "gemm": {
             "model": gemm.model,
             "efficiency_max": gemm.efficiency_max,

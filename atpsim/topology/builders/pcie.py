@@ -17,6 +17,17 @@ Numbers (per direction):
   "Links" PCIe row, AZ [M]) stands in for the rate a staged copy into or out of pinned host
   memory reaches; latency 1 us, assumption. IC1's calibrated bandwidths (about 1-5 GB/s, facts
   "Calibrated IC1 numbers") are far lower: calibration, not this graph, closes that gap.
+- cross-socket lanes (optional, *cross_socket_gpu_bandwidth_Bps*): a PCIe device reading or
+  writing the other socket's memory is limited per device (its outstanding-request credits
+  across the socket bridge), well below the bridge's aggregate. With the option set, the sockets
+  are no longer joined by one `socket` link: each socket climbs through its `socket` link
+  (the bridge's aggregate, per direction) to a hub ``socket_hub<s>``, and the hubs are joined by
+  one lane ``remote_lane<j>`` (`socket` links) per GPU of a socket; up*/down* routing sends a transfer
+  over lane ``destination rank mod lanes``, so each GPU receives cross-socket traffic through
+  its own lane. This is what makes IC1's calibrated bandwidths consistent (paper Section 5.3):
+  one cross-socket flow is lane-bound, several share the bridge.
+- *pcie_bandwidth_Bps* replaces the x16 rate of *pcie_gen* on every PCIe link (an effective
+  rate from a calibration; the generation's figure is the spec).
 - NVLink pair (nvlink_pairs): an NV12 bridge = 12 NVLink3 links = 300 GB/s per direction [S];
   nt#178 measured 208 GB/s all-reduce busbw within such a pair [M] (69% of the link), and
   20 GB/s once a third GPU across the host joins (measured-data.md "All-reduce").
@@ -78,17 +89,21 @@ def tree_graph(
     pcie_latency_s: float,
     socket: tuple[float, float],
     host: tuple[float, float],
+    lane_Bps: float | None = None,
 ) -> nx.Graph:
     """GPUs (level 0) under PCIe switches (1) under sockets ``cpu<i>`` (2) with host memory
-    ``host_mem<i>`` (3); every pair of sockets joined by a `socket` link."""
+    ``host_mem<i>`` (3); every pair of sockets joined by a `socket` link, or, with *lane_Bps*,
+    through per-GPU cross-socket lanes (:func:`_add_remote_lanes`)."""
     gpus, per_switch, per_socket, sockets = shape
     graph = nx.Graph()
     for s in range(sockets):
         graph.add_node(f"cpu{s}", kind="cpu", level=2, host_memory=f"host_mem{s}")
         graph.add_node(f"host_mem{s}", kind="cpu", level=3)
         add_link(graph, f"cpu{s}", f"host_mem{s}", "host", *host)
-        for other in range(s):
+        for other in range(s if lane_Bps is None else 0):
             add_link(graph, f"cpu{other}", f"cpu{s}", "socket", *socket)
+    if lane_Bps is not None and sockets > 1:
+        _add_remote_lanes(graph, sockets, per_switch * per_socket, socket, lane_Bps)
     for rank in range(gpus):
         switch = rank // per_switch
         name = f"pcie_switch{switch}"
@@ -99,6 +114,30 @@ def tree_graph(
     return graph
 
 
+def _add_remote_lanes(
+    graph: nx.Graph, sockets: int, lanes: int, socket: tuple[float, float], lane_Bps: float
+) -> None:
+    """Socket ``cpu<s>`` -`socket`- hub ``socket_hub<s>`` (level 3), and *lanes* lane nodes
+    (level 4) each joined to every hub by a `socket` link of *lane_Bps*: a cross-socket transfer
+    crosses its socket's bridge share and one lane (picked by destination rank)."""
+    bandwidth_Bps, latency_s = socket
+    for s in range(sockets):
+        graph.add_node(f"socket_hub{s}", kind="cpu", level=3)
+        add_link(graph, f"cpu{s}", f"socket_hub{s}", "socket", bandwidth_Bps, latency_s / 2)
+    for lane in range(lanes):
+        graph.add_node(f"remote_lane{lane}", kind="cpu", level=4)
+        for s in range(sockets):
+            add_link(graph, f"socket_hub{s}", f"remote_lane{lane}", "socket", lane_Bps, 0.0)
+
+
+def _pcie_Bps(pcie_gen: Any, pcie_bandwidth_Bps: Any) -> float:
+    """Per-direction PCIe link rate: *pcie_bandwidth_Bps* if given, else Gen *pcie_gen* x16."""
+    gen = PCIE_X16_BPS[int(choice_param(str(pcie_gen), "pcie_gen", ("4", "5")))]
+    if pcie_bandwidth_Bps is None:
+        return gen
+    return bandwidth_param(pcie_bandwidth_Bps, "pcie_bandwidth_Bps")
+
+
 def _links(
     pcie_gen: Any,
     pcie_latency_s: Any,
@@ -106,10 +145,10 @@ def _links(
     socket_latency_s: Any,
     host_staging_bandwidth_Bps: Any,
     host_latency_s: Any,
+    pcie_bandwidth_Bps: Any = None,
 ) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
-    gen = PCIE_X16_BPS[int(choice_param(str(pcie_gen), "pcie_gen", ("4", "5")))]
     return (
-        gen,
+        _pcie_Bps(pcie_gen, pcie_bandwidth_Bps),
         time_param(pcie_latency_s, "pcie_latency_s"),
         (
             bandwidth_param(socket_bandwidth_Bps, "socket_bandwidth_Bps"),
@@ -135,12 +174,16 @@ def pcie_tree(
     socket_latency_s: Any = SOCKET_LATENCY_S,
     host_staging_bandwidth_Bps: Any = HOST_STAGING_BANDWIDTH_BPS,
     host_latency_s: Any = HOST_LATENCY_S,
+    pcie_bandwidth_Bps: Any = None,
+    cross_socket_gpu_bandwidth_Bps: Any = None,
 ) -> Topology:
     """GPUs on a PCIe tree under CPU sockets, peer-to-peer or staged through host memory (IC1).
 
     *gpus* GPUs on a balanced PCIe tree (*gpus_per_switch* per switch, *switches_per_socket*
-    per socket, filled in rank order; *sockets* defaults to as many as needed, 2 for 8 GPUs) of PCIe Gen *pcie_gen* x16 links. *p2p* False stages every
-    GPU-to-GPU transfer through host memory (``NCCL_P2P_DISABLE=1``, the paper's IC1)."""
+    per socket, filled in rank order; *sockets* defaults to as many as needed, 2 for 8 GPUs) of
+    PCIe Gen *pcie_gen* x16 links (or *pcie_bandwidth_Bps*). *p2p* False stages every
+    GPU-to-GPU transfer through host memory (``NCCL_P2P_DISABLE=1``, the paper's IC1).
+    *cross_socket_gpu_bandwidth_Bps* adds the per-GPU cross-socket lanes (module docstring)."""
     shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
     if not isinstance(p2p, bool):
         raise TopologyError(f"expected true or false, got {p2p!r}", key="p2p")
@@ -151,8 +194,14 @@ def pcie_tree(
         socket_latency_s,
         host_staging_bandwidth_Bps,
         host_latency_s,
+        pcie_bandwidth_Bps,
     )
-    graph = tree_graph(shape, *links)
+    lane_Bps = (
+        None
+        if cross_socket_gpu_bandwidth_Bps is None
+        else bandwidth_param(cross_socket_gpu_bandwidth_Bps, "cross_socket_gpu_bandwidth_Bps")
+    )
+    graph = tree_graph(shape, *links, lane_Bps=lane_Bps)
     staged = "staged through host memory (P2P disabled)" if not p2p else "PCIe peer-to-peer"
     return Topology(
         f"pcie-tree:{shape[0]}",
@@ -178,12 +227,13 @@ def nvlink_pairs(
     pcie_latency_s: Any = PCIE_LINK_LATENCY_S,
     socket_bandwidth_Bps: Any = SOCKET_BANDWIDTH_BPS,
     socket_latency_s: Any = SOCKET_LATENCY_S,
+    pcie_bandwidth_Bps: Any = None,
 ) -> Topology:
     """GPUs in NVLink pairs over a PCIe tree (the paper's Machine B, IC2).
 
     *gpus* GPUs in NVLink pairs (ranks 2i and 2i+1, one NV12 bridge each) over a PCIe tree
     (the paper's Machine B, IC2). Transfers within a pair take the NVLink; between pairs, the
-    PCIe tree peer-to-peer."""
+    PCIe tree peer-to-peer, at Gen *pcie_gen* x16 or *pcie_bandwidth_Bps* per link."""
     shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
     if shape[0] % 2:
         raise TopologyError(f"expected an even number of GPUs to pair, got {shape[0]}", key="gpus")
@@ -194,6 +244,7 @@ def nvlink_pairs(
         socket_latency_s,
         HOST_STAGING_BANDWIDTH_BPS,
         HOST_LATENCY_S,
+        pcie_bandwidth_Bps,
     )
     graph = tree_graph(shape, *links)
     bandwidth = bandwidth_param(nvlink_bandwidth_Bps, "nvlink_bandwidth_Bps")
