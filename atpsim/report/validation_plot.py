@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from atpsim.validate.compare import Comparison  # noqa: E402
 
@@ -53,6 +53,7 @@ def plot_validation(comparison: Comparison, path: str | Path) -> Path:
     ax.set_title(f"{comparison.folder.resolve().name}: median |error| "
                  f"{comparison.median_abs_error:.1%} ({verdict})", fontsize=10)  # fmt: skip
     for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(ScalarFormatter())
         axis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=7, loc="upper left")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from atpsim.errors import AtpsimError
 from atpsim.validate.fit import FolderFit, fit_folder, fitted_paths
 from atpsim.validate.machine import comm_overlaps_compute, cpu_share, slowed
@@ -160,25 +162,67 @@ def save_comparison(comparison: Comparison) -> list[Path]:
 
 
 def report_markdown(comparison: Comparison) -> str:
-    """The comparison as a short markdown page: verdict, then one table row per point."""
-    verdict = "PASS" if comparison.passed else "FAIL"
+    """The comparison as a short markdown page: verdict, the fit, one table row per point."""
     worst = comparison.worst
+    verdict = "PASS" if comparison.passed else "FAIL"
     lines = [
         f"# Validation: {comparison.folder.resolve().name}",
         "",
         f"**{verdict}**: median |error| {comparison.median_abs_error:.1%} against a tolerance "
-        f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}; times are the {comparison.statistic} "
-        "of the repetitions); worst {worst.rel_error:+.1%} at "
-        f"{worst.point.label}; {len(comparison.results)} check points (whole layers, fwd+bwd), "
-        "predicted from the fit of the collectives and GEMMs (fitted/).",
+        f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}; each time is the "
+        f"{comparison.statistic} of its repetitions); worst {worst.rel_error:+.1%} at "
+        f"{worst.point.label}; {len(comparison.results)} check points (whole layers, "
+        "forward + backward), predicted from the fit of the collectives and GEMMs (fitted/).",
         "",
-        "| point | measured ms | predicted ms | error | compute ms | comm ms | exposed ms |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        *_fit_lines(comparison.folder),
+        "| point | measured ms | predicted ms | error | compute ms | comm ms | exposed ms "
+        "| core share | overlap |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in comparison.results:
         lines.append(
             f"| {r.point.label} | {r.point.time_s * 1e3:.3f} | {r.predicted_s * 1e3:.3f} | "
             f"{r.rel_error:+.1%} | {r.compute_s * 1e3:.3f} | {r.comm_s * 1e3:.3f} | "
-            f"{r.exposed_comm_s * 1e3:.3f} |"
+            f"{r.exposed_comm_s * 1e3:.3f} | {r.cpu_share:.2g} | {'yes' if r.overlap else 'no'} |"
         )
+    lines += [
+        "",
+        "compute and comm: busy time of the critical rank's two streams; core share: the part "
+        "of a CPU core each rank computes with (ranks beyond the cores share them); overlap "
+        "'no': a CPU rank without a spare core, whose step is compute + comm "
+        "(atpsim/validate/machine.py).",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _fit_lines(folder: Path) -> list[str]:
+    """A bullet per fitted model, from ``fitted/fit.yaml`` (none when it is missing)."""
+    path = folder / "fitted" / "fit.yaml"
+    if not path.is_file():
+        return []
+    data = yaml.safe_load(path.read_text()) or {}
+    lines = []
+    if "link" in data:
+        link = data["link"]
+        lines.append(
+            f"- link ({link['algorithm']}, star of {data.get('ranks')} ranks): "
+            f"{link['bandwidth_Bps'] / 1e9:.4g} GB/s, {link['latency_s'] * 1e6:.4g} us per "
+            f"transfer; RMS residual {link['rms_rel_error_all_points']:.1%} over "
+            f"{link['points']} collectives"
+        )
+    if "gemm" in data:
+        gemm = data["gemm"]
+        lines.append(
+            f"- GEMMs ({gemm['dtype']}): peak {gemm['peak_flops'] / 1e9:.4g} GFLOP/s, "
+            f"{gemm['launch_overhead_s'] * 1e6:.3g} us per call; RMS residual "
+            f"{gemm['rms_rel_error_curve']:.1%} by the curve, {gemm['rms_rel_error_profile']:.1%} "
+            f"with the measured points, over {gemm['points']} GEMMs; memory-bound ops at "
+            f"{gemm['memory_bandwidth_Bps'] * gemm['memory_efficiency'] / 1e9:.4g} GB/s"
+        )
+    if "memory_ops" in data:
+        memory = data["memory_ops"]
+        lines.append(
+            f"- memory-bound ops fitted: {memory['effective_bandwidth_Bps'] / 1e9:.4g} GB/s over "
+            f"{memory['points']} ops, RMS residual {memory['rms_rel_error']:.1%}"
+        )
+    return [*lines, ""] if lines else []
