@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -17,6 +18,11 @@ from rich.table import Table
 
 from atpsim.commands._common import clean_errors
 from atpsim.validate.measurements import REPORT_PREFIX
+
+if TYPE_CHECKING:
+    from atpsim.validate.compare import Comparison
+    from atpsim.validate.fit import FolderFit
+    from atpsim.validate.link_fit import LinkFit
 
 
 @click.command("validate")
@@ -70,7 +76,7 @@ def _fit_log(console: Console, path: str, ranks: int | None, placement: str) -> 
     _print_link_residuals(console, fit)
 
 
-def _print_fit(console: Console, fit) -> None:  # type: ignore[no-untyped-def]
+def _print_fit(console: Console, fit: FolderFit) -> None:
     if fit.link is not None:
         link = fit.link
         console.print(
@@ -99,7 +105,7 @@ def _print_fit(console: Console, fit) -> None:  # type: ignore[no-untyped-def]
     console.print(f"wrote {fit.fitted_dir}/")
 
 
-def _print_link_residuals(console: Console, link) -> None:  # type: ignore[no-untyped-def]
+def _print_link_residuals(console: Console, link: LinkFit) -> None:
     table = Table(title="collective fit residuals")
     for name in ("point", "role", "measured us", "fitted us", "error"):
         table.add_column(name, justify="right")
@@ -109,7 +115,7 @@ def _print_link_residuals(console: Console, link) -> None:  # type: ignore[no-un
     console.print(table)
 
 
-def _print_comparison(console: Console, comparison) -> None:  # type: ignore[no-untyped-def]
+def _print_comparison(console: Console, comparison: Comparison) -> None:
     table = Table(title=f"check points: {comparison.folder}")
     for name in ("layer", "measured ms", "predicted ms", "error", "compute ms", "comm ms",
                  "exposed ms"):  # fmt: skip

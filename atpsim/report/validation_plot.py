@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from atpsim.validate.compare import Comparison  # noqa: E402
@@ -41,25 +42,34 @@ def plot_validation(comparison: Comparison, path: str | Path) -> Path:
     ax.fill_between([low, high], [low * (1 - tol), high * (1 - tol)],
                     [low * (1 + tol), high * (1 + tol)], color="grey", alpha=0.2,
                     label=f"+-{tol:.0%} (tolerance)")  # fmt: skip
+    _legend_and_axes(ax, meshes, chunk_counts, (low, high))
+    verdict = "pass" if comparison.passed else "FAIL"
+    ax.set_title(f"{comparison.folder.resolve().name}: median |error| "
+                 f"{comparison.median_abs_error:.1%} ({verdict})", fontsize=10)  # fmt: skip
+    figure.tight_layout()
+    out = Path(path)
+    figure.savefig(out, dpi=110, metadata={"Software": None})
+    plt.close(figure)
+    return out
+
+
+def _legend_and_axes(
+    ax: Axes, meshes: list[tuple[int, int]], chunk_counts: list[int], limits: tuple[float, float]
+) -> None:
+    """Legend entries per mesh (colour) and chunk count (marker); log axes labelled 1-2-5."""
+    colours = plt.get_cmap("tab10")
     for i, (d1, d2) in enumerate(meshes):
         ax.scatter([], [], color=colours(i % 10), marker="o", label=f"DeviceMesh({d1}, {d2})")
     for j, chunks in enumerate(chunk_counts):
         ax.scatter([], [], color="grey", marker=_MARKERS[j % len(_MARKERS)],
                    label=f"chunks = {chunks}")  # fmt: skip
+    low, high = limits
     ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
            xlabel="measured fwd+bwd time per layer (ms)",
            ylabel="predicted (ms)")  # fmt: skip
-    verdict = "pass" if comparison.passed else "FAIL"
-    ax.set_title(f"{comparison.folder.resolve().name}: median |error| "
-                 f"{comparison.median_abs_error:.1%} ({verdict})", fontsize=10)  # fmt: skip
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(ScalarFormatter())
         axis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", linewidth=0.3)
-    figure.tight_layout()
-    out = Path(path)
-    figure.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(figure)
-    return out
