@@ -159,7 +159,7 @@ def group_rms(evaluation: Evaluation, topology: str) -> float:
     ]
     if topology == "ic1":
         errors += [evaluation.bandwidths_Bps[t.name] / t.target_Bps - 1 for t in evaluation.targets]
-    return float(np.sqrt(np.mean(np.square(errors))))
+    return float(np.sqrt(np.mean(np.square(errors)))) if errors else float("nan")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
