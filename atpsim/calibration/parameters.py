@@ -49,8 +49,9 @@ GB = 1e9
 class FitParameter:
     """A fitted parameter: *name*, *unit* (as written), *meaning*; *topology* and *key* name
     the preset parameter it sets (*topology* None: the paper-stack profile's *key*); *spec*
-    is the uncalibrated value with *spec_source*; *initial* and bounds start and bound the fit;
-    *scale* converts the SI value to the written unit."""
+    is the uncalibrated value with *spec_source*; *initial* (replaced for IC1's rates by
+    :func:`ic1_closed_form`) and the bounds start and bound the fit; *scale* converts the SI
+    value to the written unit."""
 
     name: str
     unit: str
