@@ -18,7 +18,7 @@ from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.scenario.point import SweepPoint
-from atpsim.step.point import StepResult, simulate_des_step
+from atpsim.step.point import StepResult, layer_overhead_s, simulate_des_step
 
 TERA = 1e12
 PAPER_TERA = 2.0**40  # Table 2/3's unit (atp-paper-facts.md, "Units")
@@ -106,7 +106,8 @@ def serial_compute_time_s(model: ModelConfig, mesh: Any, chunks: int, profile: A
     from atpsim.parallel.atp import build_step_program
 
     program = build_step_program(model, mesh, chunks)
-    return sum(compute_time_s(op, profile, model.dtype) for op in program.compute_ops())
+    ops_s = sum(compute_time_s(op, profile, model.dtype) for op in program.compute_ops())
+    return ops_s + model.layers * layer_overhead_s(profile)
 
 
 def _derived_columns(

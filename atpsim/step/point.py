@@ -50,13 +50,22 @@ def simulate_des_step(
     comm_timer = _comm_timer(topology, mesh, algorithm, overhead_s)
     timeline = simulate_step(program, mesh.size, compute_timer, comm_timer)
     rank = timeline.critical_rank()
+    overhead_s = model.layers * layer_overhead_s(profile)
     return StepResult(
         timeline=timeline,
-        step_time_s=timeline.step_time_s,
-        compute_time_s=timeline.busy_s(rank, "compute"),
+        step_time_s=timeline.step_time_s + overhead_s,
+        compute_time_s=timeline.busy_s(rank, "compute") + overhead_s,
         comm_time_s=timeline.busy_s(rank, "comm"),
         exposed_comm_s=timeline.exposed_comm_s(rank),
     )
+
+
+def layer_overhead_s(profile: Any) -> float:
+    """The profile's fixed time per layer outside the modelled ops (``layer_overhead_s``, 0
+    unless a profile sets it): the framework's per-layer host work and the step's work outside
+    the transformer layers (embedding, loss, optimizer), amortised per layer. It runs on the
+    compute stream after the layer's ops, so it adds to compute and step time alike."""
+    return float(getattr(profile, "layer_overhead_s", 0.0) or 0.0)
 
 
 def _compute_timer(profile: Any, dtype: str) -> Any:
