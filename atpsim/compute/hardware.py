@@ -10,6 +10,10 @@ A profile file is YAML with these keys (SI units; the key names carry them)::
     memory_efficiency: 0.8                # achievable fraction of the bandwidth, memory-bound ops
     launch_overhead_s: 4.0e-6             # fixed cost added to every kernel
     collective_overhead_s: 0.0            # optional: fixed cost added to every collective call
+    layer_overhead_s: 0.0                 # optional: fixed time per transformer layer (see below)
+    memory_efficiency_by_class:           # optional: memory_efficiency per memory-bound op class
+      softmax: 0.7                        #   (atpsim.compute.timing.memory_op_class); others
+      gelu_bwd: 0.5                       #   use memory_efficiency
     gemm:                                 # the GEMM efficiency model (atpsim.compute.gemm)
       model: curve
       efficiency_max: 0.845
@@ -25,6 +29,22 @@ A profile file is YAML with these keys (SI units; the key names carry them)::
 the measured ``points``, see :mod:`atpsim.compute.gemm`); a fit that measured GEMMs can write
 the points and the refitted curve parameters with :func:`profile_to_dict`. Numbers may be
 written as YAML floats or as strings (``"312e12"``, which plain YAML would read as text).
+
+``memory_efficiency_by_class`` refines ``memory_efficiency`` per class of memory-bound op
+(``layernorm``, ``softmax``, ``gelu``, ``dropout``, ``bias_dropout_add``, ``optimizer``,
+``elementwise``, each optionally with ``_bwd`` for its backward pass): a GPU's fused kernels
+reach about the same fraction of bandwidth whatever they compute, but unfused eager ops or a
+CPU core bound by ``exp``/``erf`` do not. A class missing from the mapping falls back to its
+forward class, then to ``memory_efficiency``, so a profile without the key times every op as
+before.
+
+``layer_overhead_s`` is a fixed time per transformer layer outside the modelled ops: the
+framework's per-layer host work (Python dispatch, autograd bookkeeping, allocator calls that
+the GPU waits on) plus the step's work outside the layers (embedding, loss, optimizer),
+amortised per layer. It is 0 for spec-sheet profiles and fitted for calibrated software-stack
+profiles (``a100-sxm4-80gb-paper-stack``, :mod:`atpsim.calibration`); the step adds
+``layers · layer_overhead_s`` to compute and step time (:func:`atpsim.step.point.
+layer_overhead_s`).
 """
 
 from __future__ import annotations
@@ -64,8 +84,11 @@ class HardwareProfile:
     efficiency model, and a fixed per-collective overhead (*collective_overhead_s*: the host
     and library cost of one collective call, kernel launch and synchronisation, that moves no
     bytes; 0 by default, set by calibrated software-stack profiles and added to every
-    collective by :mod:`atpsim.step.point`). Frozen and hashable, so timings can be memoized
-    per profile."""
+    collective by :mod:`atpsim.step.point`), and optionally a memory efficiency per class of
+    memory-bound op (*memory_efficiency_by_class*, see :meth:`memory_efficiency_for`), and a
+    fixed time per transformer layer outside the modelled ops (*layer_overhead_s*, seconds,
+    >= 0; 0 by default; see the module docstring). Frozen and hashable, so timings can be
+    memoized per profile."""
 
     name: str
     peak_flops: tuple[tuple[str, float], ...]
@@ -77,6 +100,19 @@ class HardwareProfile:
     collective_overhead_s: float = 0.0
     description: str = ""
     sources: tuple[tuple[str, str], ...] = ()
+    memory_efficiency_by_class: tuple[tuple[str, float], ...] = ()
+    layer_overhead_s: float = 0.0
+
+    def memory_efficiency_for(self, op_class: str | None = None) -> float:
+        """The achievable fraction of memory bandwidth for memory-bound ops of *op_class*
+        (e.g. ``"gelu_bwd"``): its own entry, else its forward class's (``"gelu"``), else
+        :attr:`memory_efficiency`."""
+        by_class = dict(self.memory_efficiency_by_class)
+        if op_class is not None:
+            for key in (op_class, op_class.removesuffix("_bwd")):
+                if key in by_class:
+                    return by_class[key]
+        return self.memory_efficiency
 
     def peak_flops_for(self, dtype: str) -> float:
         """Dense peak FLOP/s for *dtype*, or an error naming the dtypes this profile knows."""
@@ -128,6 +164,7 @@ def _read_profile_text(name_or_path: str) -> tuple[str, str]:
 _TOP_KEYS = {
     "name", "description", "peak_flops", "memory_bandwidth_Bps", "memory_capacity_bytes",
     "memory_efficiency", "launch_overhead_s", "collective_overhead_s", "gemm", "sources",
+    "memory_efficiency_by_class", "layer_overhead_s",
 }  # fmt: skip
 _GEMM_KEYS = {
     "model", "efficiency_max", "output_half_elements", "k_half", "smoothness",
@@ -160,6 +197,8 @@ def profile_from_dict(data: Any) -> HardwareProfile:
             table.get("collective_overhead_s", 0.0), "collective_overhead_s"
         ),
         gemm=_gemm_from_dict(table.get("gemm", {})),
+        memory_efficiency_by_class=_efficiency_by_class(table.get("memory_efficiency_by_class")),
+        layer_overhead_s=_non_negative(table.get("layer_overhead_s", 0.0), "layer_overhead_s"),
         sources=tuple(
             sorted(
                 (str(k), str(v)) for k, v in _mapping(table.get("sources", {}), "sources").items()
@@ -197,6 +236,14 @@ def _gemm_from_dict(data: Any) -> GemmModel:
     )
 
 
+def _efficiency_by_class(data: Any) -> tuple[tuple[str, float], ...]:
+    """``{class: fraction}`` -> sorted pairs; each fraction in (0, 1]."""
+    table = _mapping(data, "memory_efficiency_by_class")
+    return tuple(
+        sorted((str(k), _fraction(v, f"memory_efficiency_by_class.{k}")) for k, v in table.items())
+    )
+
+
 def _gemm_point(value: Any, key: str) -> tuple[int, int, int, float]:
     if not isinstance(value, (list, tuple)) or len(value) != 4:
         raise AtpsimError("expected [m, n, k, flops_per_s]", key=key)
@@ -205,7 +252,9 @@ def _gemm_point(value: Any, key: str) -> tuple[int, int, int, float]:
 
 
 def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
-    """The YAML-ready mapping of *profile* (what :func:`profile_from_dict` reads back)."""
+    """The YAML-ready mapping of *profile* (what :func:`profile_from_dict` reads back); the
+    per-class memory efficiencies and the per-layer overhead only when the profile has them, so
+    a profile without them writes the mapping it always did."""
     gemm = profile.gemm
     return {
         "name": profile.name,
@@ -216,6 +265,8 @@ def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
         "memory_efficiency": profile.memory_efficiency,
         "launch_overhead_s": profile.launch_overhead_s,
         "collective_overhead_s": profile.collective_overhead_s,
+        **_by_class(profile),
+        **({"layer_overhead_s": profile.layer_overhead_s} if profile.layer_overhead_s else {}),
         "gemm": {
             "model": gemm.model,
             "efficiency_max": gemm.efficiency_max,
@@ -228,6 +279,11 @@ def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
         },
         "sources": dict(profile.sources),
     }
+
+
+def _by_class(profile: HardwareProfile) -> dict[str, Any]:
+    by_class = dict(profile.memory_efficiency_by_class)
+    return {"memory_efficiency_by_class": by_class} if by_class else {}
 
 
 def _mapping(value: Any, key: str) -> dict[str, Any]:

@@ -1,15 +1,15 @@
 """Compare: predict each measured layer with the fitted fabric and profile, and score it.
 
 The check points are the whole-layer forward+backward times (never used by the fit, which
-sees only collectives and GEMMs). Each is predicted by the event simulation of one layer
-(:func:`atpsim.step.point.simulate_des_step`: the ATP program of :mod:`atpsim.parallel.atp` on
-the two streams, collectives by the engine on ``fitted/topology.yaml``, compute by
-``fitted/hardware.yaml``), ring collectives, ``layers = 1``. On a CPU machine with fewer cores than busy ranks, each rank computes at its
-share of a core (:func:`atpsim.validate.machine.cpu_share`; the GEMMs were measured by one
-process alone), and without a spare core for its communication a rank's collectives take
-turns with its compute (the step is their sum, not the two streams' overlap). The error of a
-point is
-``(predicted - measured) / measured``; the folder passes when the median absolute error is at
+sees only collectives, GEMMs and single memory-bound ops). Each is predicted by the event
+simulation of one layer (:func:`atpsim.step.point.simulate_des_step`: the ATP program of
+:mod:`atpsim.parallel.atp` on the two streams, collectives by the engine on
+``fitted/topology.yaml``, compute by ``fitted/hardware.yaml``), ring collectives,
+``layers = 1``. On a CPU machine with fewer cores than busy ranks, each rank computes at its
+share of a core (:func:`atpsim.validate.machine.cpu_share`; the GEMMs and memory-bound ops
+were measured by one process alone), and without a spare core for its communication a rank's
+collectives take turns with its compute (the step is their sum, not the two streams'
+overlap). The error of a point is ``(predicted - measured) / measured``; the folder passes when the median absolute error is at
 most the tolerance written beside the measurements in ``tolerance.yaml``
 (:mod:`atpsim.validate.settings`, which also says which statistic of the repetitions to use).
 
@@ -172,7 +172,8 @@ def report_markdown(comparison: Comparison) -> str:
         f"of {comparison.tolerance:.0%} ({TOLERANCE_FILE}; each time is the "
         f"{comparison.statistic} of its repetitions); worst {worst.rel_error:+.1%} at "
         f"{worst.point.label}; {len(comparison.results)} check points (whole layers, "
-        "forward + backward), predicted from the fit of the collectives and GEMMs (fitted/).",
+        "forward + backward), predicted from the fit of the collectives, GEMMs and memory-bound "
+        "ops (fitted/).",
         "",
         *_fit_lines(comparison.folder),
         "| point | measured ms | predicted ms | error | compute ms | comm ms | exposed ms "
@@ -221,8 +222,13 @@ def _fit_lines(folder: Path) -> list[str]:
         )
     if "memory_ops" in data:
         memory = data["memory_ops"]
+        classes = ", ".join(
+            f"{name} {c['effective_bandwidth_Bps'] / 1e9:.3g}"
+            for name, c in (memory.get("classes") or {}).items()
+        )
         lines.append(
             f"- memory-bound ops fitted: {memory['effective_bandwidth_Bps'] / 1e9:.4g} GB/s over "
             f"{memory['points']} ops, RMS residual {memory['rms_rel_error']:.1%}"
+            + (f"; per class (GB/s): {classes}" if classes else "")
         )
     return [*lines, ""] if lines else []

@@ -6,13 +6,13 @@
   (:mod:`atpsim.validate.link_fit`), written as a star of the machine's ranks
   (:mod:`atpsim.validate.star`) to ``DIR/fitted/topology.yaml``;
 * the GEMMs -> a hardware profile (:mod:`atpsim.validate.profile_fit`), whose memory
-  bandwidth is fitted to the measured memory-bound ops when the folder has them
-  (:mod:`atpsim.validate.memory_fit`), else taken from :mod:`atpsim.validate.machine`, to
-  ``DIR/fitted/hardware.yaml``;
+  efficiency, one value and one per op class, is fitted to the measured memory-bound ops when
+  the folder has them (:mod:`atpsim.validate.memory_fit`), else taken with the bandwidth from
+  :mod:`atpsim.validate.machine`, to ``DIR/fitted/hardware.yaml``;
 
 and saves every fit point's residual to ``DIR/fitted/residuals.csv`` and the fitted numbers
-with their RMS errors to ``DIR/fitted/fit.yaml``. Only collectives and GEMMs are fit points;
-the layers are check points (:mod:`atpsim.validate.compare`) and are never read here. The
+with their RMS errors to ``DIR/fitted/fit.yaml``. Only collectives, GEMMs and memory-bound
+ops are fit points; the layers are check points (:mod:`atpsim.validate.compare`) and are never read here. The
 files are rewritten byte for byte from the same measurements.
 """
 
@@ -102,13 +102,32 @@ def _fit_profile(measurements: Measurements) -> ProfileFit:
 
 
 def _with_memory(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
-    """*fit* with the fitted effective bandwidth of the memory-bound ops (efficiency 1)."""
+    """*fit* with the memory-bound ops' fitted bandwidths: the profile's bandwidth stays (a
+    datasheet figure or the CPU assumption, raised to the fastest fitted bandwidth if one
+    exceeds it), ``memory_efficiency`` becomes all ops' fitted share of it and
+    ``memory_efficiency_by_class`` each class's."""
     profile = fit.profile
+    fitted = [memory.bandwidth_Bps, *(b for _, b in memory.class_bandwidth_Bps)]
+    bandwidth = float(f"{max(profile.memory_bandwidth_Bps, *fitted):.6g}")
     sources = dict(profile.sources)
-    sources["memory_bandwidth_Bps"] = "fitted to this folder's memory-bound ops (memory_fit)"
-    profile = replace(profile, memory_bandwidth_Bps=float(f"{memory.bandwidth_Bps:.6g}"),
-                      memory_efficiency=1.0, sources=tuple(sorted(sources.items())))  # fmt: skip
+    sources["memory_efficiency"] = (
+        "fitted to this folder's memory-bound ops, per op class (memory_fit): effective "
+        "bandwidth / memory_bandwidth_Bps"
+    )
+    profile = replace(
+        profile,
+        memory_bandwidth_Bps=bandwidth,
+        memory_efficiency=min(1.0, _share(memory.bandwidth_Bps, bandwidth)),
+        memory_efficiency_by_class=tuple(
+            (c, min(1.0, _share(b, bandwidth))) for c, b in memory.class_bandwidth_Bps
+        ),
+        sources=tuple(sorted(sources.items())),
+    )
     return replace(fit, profile=profile)
+
+
+def _share(bandwidth_Bps: float, reference_Bps: float) -> float:
+    return float(f"{bandwidth_Bps / reference_Bps:.4g}")
 
 
 def _write(result: FolderFit, measurements: Measurements) -> None:
@@ -178,12 +197,26 @@ def summary(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
             "memory_efficiency": profile.memory_efficiency,
         }
     if result.memory is not None:
-        data["memory_ops"] = {
-            "effective_bandwidth_Bps": float(f"{result.memory.bandwidth_Bps:.6g}"),
-            "points": len(result.memory.residuals),
-            "rms_rel_error": _round(result.memory.rms_rel_error()),
-        }
+        data["memory_ops"] = _memory_summary(result.memory)
     return data
+
+
+def _memory_summary(memory: MemoryFit) -> dict[str, Any]:
+    """All ops' and each class's effective bandwidth, point count and RMS residual."""
+    classes = {}
+    for op_class, bandwidth in memory.class_bandwidth_Bps:
+        members = [s for s, _ in memory.residuals if s.op_class == op_class]
+        classes[op_class] = {
+            "effective_bandwidth_Bps": float(f"{bandwidth:.6g}"),
+            "points": len(members),
+            "rms_rel_error": _round(memory.rms_rel_error(op_class)),
+        }
+    return {
+        "effective_bandwidth_Bps": float(f"{memory.bandwidth_Bps:.6g}"),
+        "points": len(memory.residuals),
+        "rms_rel_error": _round(memory.rms_rel_error()),
+        "classes": classes,
+    }
 
 
 def _round(value: float) -> float:
@@ -202,7 +235,7 @@ def _write_residuals(path: Path, result: FolderFit) -> None:
                          g.rel_error))  # fmt: skip
     if result.memory is not None:
         for sample, predicted in result.memory.residuals:
-            rows.append(("memory_op", sample.label, "bandwidth", sample.time_s, predicted,
+            rows.append(("memory_op", sample.label, sample.op_class, sample.time_s, predicted,
                          (predicted - sample.time_s) / sample.time_s))  # fmt: skip
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
