@@ -83,8 +83,11 @@ def test_fig12_trend_of_the_paper_on_the_nvlink_network_switch(tmp_path):
     3.38 -> 1.15 in units of Delta."""
     raw = yaml.safe_load((ROOT / "scenarios" / "fig12.yaml").read_text(encoding="utf-8"))
     raw.pop("cases", None)
-    raw.update(topology="ic5", algorithm="rabenseifner", parallelism={
-        "devices": [16, 64, 256], "meshes": ["atp-1", "atp-2", "atp-4"]})
+    raw.update(
+        topology="ic5",
+        algorithm="rabenseifner",
+        parallelism={"devices": [16, 64, 256], "meshes": ["atp-1", "atp-2", "atp-4"]},
+    )
     path = tmp_path / "fig12.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     assert run("run", str(path), "-o", str(tmp_path / "o"), "--no-progress").exit_code == 0
