@@ -74,12 +74,19 @@ def preset_lines(result: Any) -> list[tuple[str, str, str, str]]:
 def profile_lines(result: Any) -> list[tuple[str, str, str]]:
     """(key, value text, comment) of every profile line the fit writes."""
     measured = params.measured_collective()
-    spec = next(p.spec for p in params.PARAMETERS if p.name == "gemm_efficiency_max")
+    spec = {p.name: p.spec for p in params.PARAMETERS}
+    fitted = f"{FITTED}; residual {result.fit.rms():.1%} (RMS, fit set)"
+    values = result.fit.values
     return [
         (
             "efficiency_max",
-            f"{result.fit.values['gemm_efficiency_max']:.5g}",
-            f"{FITTED}; residual {result.fit.rms():.1%} (RMS, fit set); spec {spec:g}",
+            f"{values['gemm_efficiency_max']:.5g}",
+            f"{fitted}; spec {spec['gemm_efficiency_max']:g}",
+        ),
+        (
+            "layer_overhead_s",
+            f"{values['layer_overhead_s']:.4g}",
+            f"{fitted}; spec {spec['layer_overhead_s']:g}",
         ),
         ("collective_overhead_s", f"{measured.overhead_s:.4g}", f"{MEASURED}; spec 0"),
     ]

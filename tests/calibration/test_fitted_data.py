@@ -29,10 +29,18 @@ from atpsim.scenario.point import SweepPoint
 from atpsim.topology.presets import preset_info
 from atpsim.units import parse_bandwidth
 
-#: Largest fit-set error the record reports (cells and IC1 bandwidths), rounded up: the
-#: residual the README and the data-file comments quote.
-MAX_CELL_ERROR = 0.13
+#: Largest fit-set error the record reports (cells and IC1 bandwidths), rounded up to the
+#: next percent: the residual the README and the data-file comments quote (held to the record
+#: by test_error_bounds_are_the_records_rounded_up, so they cannot drift loose).
+MAX_CELL_ERROR = 0.14
 MAX_BANDWIDTH_ERROR = 0.08
+
+
+def test_error_bounds_are_the_records_rounded_up():
+    cells = max(abs(c["simulated"] / c["paper"] - 1) for c in FIT["fit_cells"].values())
+    bands = max(abs(b["simulated"] / b["target"] - 1) for b in FIT["bandwidths_Bps"].values())
+    assert MAX_CELL_ERROR - 0.01 < cells <= MAX_CELL_ERROR
+    assert MAX_BANDWIDTH_ERROR - 0.01 < bands <= MAX_BANDWIDTH_ERROR
 
 
 def test_presets_carry_the_recorded_parameters_and_the_paper_stack():
@@ -53,12 +61,16 @@ def test_generic_presets_stay_at_spec():
     assert "gpu_bandwidth_Bps" not in preset_info("dgx-a100")["params"]
 
 
-def test_profile_carries_the_fitted_plateau_and_measured_overhead():
+def test_profile_carries_the_fitted_plateau_layer_overhead_and_measured_overhead():
     profile = load_profile(params.PAPER_STACK_PROFILE)
     assert profile.gemm.model == "curve"
     assert profile.gemm.efficiency_max == pytest.approx(
         FIT["parameters"]["gemm_efficiency_max"], rel=1e-4
     )
+    assert profile.layer_overhead_s == pytest.approx(
+        FIT["parameters"]["layer_overhead_s"], rel=1e-3
+    )
+    assert load_profile(params.BASE_PROFILE).layer_overhead_s == 0.0
     assert profile.collective_overhead_s == pytest.approx(
         FIT["measured"]["collective_overhead_s"], rel=1e-3
     )

@@ -8,7 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from atpsim.cli import main
+from atpsim.topology.presets import preset_info
 from atpsim.topology.spec import load_topology
+from atpsim.units import parse_bandwidth
 
 
 def run(*args):
@@ -33,13 +35,27 @@ def test_dgx_a100_ring_busbw_is_the_nvlink_bandwidth():
 
 
 def test_ic1_is_bound_by_host_memory_staging():
-    """ic1 stages every copy through the sending socket's host memory: the 4 ring hops that
-    leave socket 0's GPUs share its one host link, so busbw = host bandwidth / 4."""
-    result = run("--topology", "ic1", "--bytes", "1G", "--csv")
-    assert result.exit_code == 0, result.output
+    """ic1 stages every copy through the sending socket's host memory. The in-socket 4-GPU
+    rings of DeviceMesh(2, 4) (dim 2: GPUs 0-3 and 4-7): the 4 ring hops that leave socket 0's
+    GPUs share its one host link, so busbw = host bandwidth / 4 (13.8 / 4 = 3.46 GB/s fitted).
+    The 8-GPU ring: its hops 3 -> 4 and 7 -> 0 also cross to the other socket, one flow each
+    way through the socket bridge (2.30 GB/s) and the receiving GPU's cross-socket lane (0.787
+    GB/s), after host staging shared by 4 hops (3.46); a ring moves at its slowest hop, so
+    busbw = min(host / 4, bridge, lane) = lane (paper Section 5.3's B1 of DeviceMesh(8, 1))."""
     topo = load_topology("ic1")
-    host = float(np.min(topo.links.bandwidth_Bps[np.array(topo.links.kind) == "host"])) / 1e9
-    assert float(rows(result)[0]["busbw_GBps"]) == pytest.approx(host / 4, rel=1e-2)
+    kinds = np.array(topo.links.kind)
+    host = float(np.min(topo.links.bandwidth_Bps[kinds == "host"])) / 1e9
+    in_socket = run("--topology", "ic1", "--groups", "dim2:2x4", "--bytes", "1G", "--csv")
+    assert in_socket.exit_code == 0, in_socket.output
+    assert rows(in_socket)[0]["p"] == "4"
+    assert float(rows(in_socket)[0]["busbw_GBps"]) == pytest.approx(host / 4, rel=1e-2)
+    params = preset_info("ic1")["params"]
+    lane = parse_bandwidth(params["cross_socket_gpu_bandwidth_Bps"]) / 1e9
+    bridge = parse_bandwidth(params["socket_bandwidth_Bps"]) / 1e9
+    assert lane < bridge < host / 4
+    ring = run("--topology", "ic1", "--bytes", "1G", "--csv")
+    assert ring.exit_code == 0, ring.output
+    assert float(rows(ring)[0]["busbw_GBps"]) == pytest.approx(lane, rel=1e-2)
 
 
 def test_csv_has_a_row_per_size_doubling():

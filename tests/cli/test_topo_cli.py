@@ -4,6 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from atpsim.cli import main
+from atpsim.topology.presets import preset_info
+from atpsim.units import format_bandwidth, parse_bandwidth
 
 
 def run(*args):
@@ -51,11 +53,16 @@ def test_show_scalable_preset_with_gpus():
 
 
 def test_route_ic1_through_the_sockets():
+    """Staged through socket 0's host memory, then across the socket bridge and GPU 7's
+    cross-socket lane (lane 7 mod 4 = 3; the calibration structure of atpsim.topology.builders.
+    pcie) into socket 1; the narrowest link is the lane (fitted 0.787 GB/s < bridge 2.30 < host 13.8)."""
     result = run("route", "ic1", "0", "7")
     assert result.exit_code == 0, result.output
     assert "cpu0 -> host_mem0" in result.output
-    assert "cpu0 -> cpu1" in result.output and "socket" in result.output
-    assert "bottleneck bandwidth: 26.3 GB/s" in result.output
+    assert "cpu0 -> socket_hub0" in result.output and "socket_hub1 -> cpu1" in result.output
+    assert "remote_lane3" in result.output and "socket" in result.output
+    lane = parse_bandwidth(preset_info("ic1")["params"]["cross_socket_gpu_bandwidth_Bps"])
+    assert f"bottleneck bandwidth: {format_bandwidth(lane)}" in result.output
 
 
 def test_list():
