@@ -11,7 +11,9 @@ the paper's ``Y = XW``. On DeviceMesh(d1, d2):
   Replicate]``, output partial over dimension 1 -> all-reduce -> ``[Replicate, Shard(-1)]``.
   Backward: dX all-reduced over dimension 2.
 
-The bias is added after the forward all-reduce, so it is sharded like the output. In the
+The bias is added after the forward all-reduce, so it is sharded like the output; with
+``skip_bias_add`` (Megatron-LM's name) the linear returns the output without it and the caller
+adds ``linear.bias`` in the op that follows (:mod:`validation.ops`). In the
 backward pass the dgrad all-reduce is launched asynchronously and the wgrad GEMM runs while it
 is in flight (Section 4.2). Weights are plain local tensors; their spec is kept beside them,
 and :func:`torch.distributed.tensor.distribute_tensor` cuts a full tensor into the local shard
@@ -99,7 +101,8 @@ class ATPLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, mesh: ATPMesh,
                  weight_spec: Sequence[Placement], *, bias: bool = True,
-                 conjugate: Conjugate | None = None, dtype: torch.dtype | None = None):  # fmt: skip
+                 conjugate: Conjugate | None = None, dtype: torch.dtype | None = None,
+                 skip_bias_add: bool = False):  # fmt: skip
         super().__init__()
         spec = tuple(weight_spec)
         if spec not in (COLUMN_FIRST, ROW_FIRST):
@@ -108,14 +111,14 @@ class ATPLinear(nn.Module):
                 f"nor row-first {list(ROW_FIRST)}"
             )
         k_dim, n_dim = (2, 1) if spec == COLUMN_FIRST else (1, 2)
-        self.mesh, self.weight_spec = mesh, spec
+        self.mesh, self.weight_spec, self.skip_bias_add = mesh, spec, skip_bias_add
         self.conjugate = conjugate or Conjugate("own", forward_dim=k_dim, backward_dim=n_dim)
         k = _local_size(in_features, mesh.size(k_dim), "in_features")
         n = _local_size(out_features, mesh.size(n_dim), "out_features")
         self.bias_spec = (Shard(0), Replicate()) if n_dim == 1 else (Replicate(), Shard(0))
-        kwargs = {"dtype": dtype, "device": mesh.device()}
-        self.weight = nn.Parameter(torch.empty(k, n, **kwargs))
-        self.bias = nn.Parameter(torch.empty(n, **kwargs)) if bias else None
+        device = mesh.device()
+        self.weight = nn.Parameter(torch.empty(k, n, dtype=dtype, device=device))
+        self.bias = nn.Parameter(torch.empty(n, dtype=dtype, device=device)) if bias else None
         self.reset_parameters(in_features)
 
     def reset_parameters(self, in_features: int) -> None:
@@ -138,7 +141,8 @@ class ATPLinear(nn.Module):
             self.bias.copy_(shard(bias, self.mesh, self.bias_spec))
 
     def steps(self, x: torch.Tensor) -> Steps:
-        """The forward pass as a step generator: yields while its all-reduce is in flight."""
+        """The forward pass as a step generator: yields while its all-reduce is in flight;
+        returns the output, with the bias added unless *skip_bias_add*."""
         groups = [
             self.mesh.group(self.conjugate.forward_dim),
             self.mesh.group(self.conjugate.backward_dim),
@@ -147,7 +151,7 @@ class ATPLinear(nn.Module):
         pending = Pending()
         y = _ConjugateMatmul.apply(x, self.weight, forward_group, backward_group, pending)
         yield pending
-        return y if self.bias is None else y + self.bias
+        return y if self.bias is None or self.skip_bias_add else y + self.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return run_steps(self.steps(x))

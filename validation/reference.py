@@ -1,6 +1,7 @@
 """A single-process transformer layer: the oracle the ATP layer is checked against.
 
-Pre-LayerNorm GPT layer (paper Section 2.1, Figure 1), no dropout (so results are exact):
+Pre-LayerNorm GPT layer (paper Section 2.1, Figure 1), by default without dropout (so results
+are exact; ``LayerConfig.dropout`` adds Megatron-LM's attention and hidden dropout):
 ``x + Proj(Attn(QKV(LN1(x))))`` then ``+ FC2(GeLU(FC1(LN2(.))))``. Weights are
 ``[in, out]`` (``Y = XW``). The QKV weight's 3h columns are laid out head-major,
 ``(head, {q, k, v}, head_dim)``, so any split of the columns into equal blocks gives each block
@@ -20,7 +21,8 @@ from torch import nn
 
 @dataclass(frozen=True)
 class LayerConfig:
-    """One transformer layer: *hidden* size, attention *heads*, *batch* x *seq* tokens."""
+    """One transformer layer: *hidden* size, attention *heads*, *batch* x *seq* tokens, and
+    the *dropout* probability of the attention probabilities and of both residual branches."""
 
     hidden: int
     heads: int
@@ -29,11 +31,14 @@ class LayerConfig:
     ffn_mult: int = 4
     eps: float = 1e-5
     causal: bool = True
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("hidden", "heads", "batch", "seq", "ffn_mult"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
@@ -65,9 +70,11 @@ def _layer_norm(hidden: int, eps: float, generator: torch.Generator) -> nn.Layer
     return norm
 
 
-def attention_core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-    """softmax(Q K^T / sqrt(d)) V (Eq. 1) on [batch, heads, seq, head_dim] tensors."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+def attention_core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                   dropout: float = 0.0) -> torch.Tensor:  # fmt: skip
+    """softmax(Q K^T / sqrt(d)) V (Eq. 1) on [batch, heads, seq, head_dim] tensors, by
+    PyTorch's fused kernel: the oracle for the ATP kernel's unfused core (validation.ops)."""
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
 
 
 class ReferenceLayer(nn.Module):
@@ -89,9 +96,11 @@ class ReferenceLayer(nn.Module):
         b, s, h = x.shape
         a, d = self.config.heads, self.config.head_dim
         qkv = self.qkv(x).view(b, s, a, 3, d).permute(3, 0, 2, 1, 4)  # [3, b, a, s, d]
-        context = attention_core(qkv[0], qkv[1], qkv[2], self.config.causal)
+        dropout = self.config.dropout if self.training else 0.0
+        context = attention_core(qkv[0], qkv[1], qkv[2], self.config.causal, dropout)
         return self.proj(context.transpose(1, 2).reshape(b, s, h))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.ln1(x))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        p = self.config.dropout
+        x = x + F.dropout(self.attention(self.ln1(x)), p, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), p, self.training)

@@ -94,3 +94,11 @@ def test_layer_rejects_chunks_not_dividing_the_batch(world_of_one) -> None:
 def test_init_mesh_rejects_a_mesh_of_another_size(world_of_one) -> None:
     with pytest.raises(ValueError, match=r"DeviceMesh\(2, 2\) needs 4 ranks, the world has 1"):
         init_mesh(2, 2, "cpu")
+
+
+def test_layer_with_dropout_runs_forward_and_backward(world_of_one) -> None:
+    config = LayerConfig(hidden=32, heads=4, batch=2, seq=8, dropout=0.1)
+    layer = ATPTransformerLayer(config, world_of_one, chunks=2)
+    x = torch.randn(2, 8, 32, requires_grad=True)
+    layer(x).sum().backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from atpsim.compute.models import ModelConfig
 from atpsim.validate.measurements import read_measurements
-from validation.bench import collectives, gemm, layer
+from validation.bench import collectives, gemm, layer, memory_ops
 from validation.bench.common import mesh_list, parse_bytes
 
 WORLD = 2
@@ -117,6 +117,25 @@ def test_atpsim_reads_the_benchmark_folder(bench_out: Path, tmp_path: Path) -> N
     argv = ["--out", str(bench_out), "--world-size", "2", "--hidden", "32", "--heads", "4", "--batch", "2",
             "--seq", "8", "--reps", "1", "--warmup", "0"]  # fmt: skip
     gemm.main(argv)
+    memory_ops.main(argv)
     measurements = read_measurements(bench_out)
     assert len(measurements.collectives) == 8 and len(measurements.layers) == 4
     assert measurements.gemms and measurements.machine["backend"] == "gloo"
+    assert {s.op_class for s in measurements.memory_ops} >= {"softmax", "gelu_bwd", "layernorm"}
+
+
+def test_memory_op_shapes_and_bytes_are_atpsims() -> None:
+    """h=32, heads=4, b=2, s=8, fp32 (B = 4) on 2 ranks, one chunk: DeviceMesh(1, 2) splits the
+    hidden size, so LayerNorm runs as statistics ([16, 16] at B per element) and apply (2B);
+    DeviceMesh(2, 1) runs one LayerNorm on [b·s, h] = [16, 32] (2B = 8 bytes per element) and
+    GeLU on [16, 4h/d1] = [16, 64]; the attention probabilities of a rank are
+    b·heads/2 = 4 blocks of [s, s] (softmax 2B, dropout 2B + 1 = 9 bytes per element)."""
+    model = ModelConfig("tiny", 32, 4, batch=2, seq=8, dtype="fp32")
+    cases = {(c.name, c.shape): (c.bytes_moved / c.elements, uses)
+             for c, uses in memory_ops.layer_cases(model, 2, [1]).items()}  # fmt: skip
+    assert cases[("ln1_stats", (16, 16))] == (4, ["1x2 c1"])
+    assert cases[("ln1_apply", (16, 16))] == (8, ["1x2 c1"])
+    assert cases[("ln1", (16, 32))] == (8, ["2x1 c1"])
+    assert cases[("fc1_bias_gelu", (16, 64))] == (8, ["2x1 c1"])
+    assert cases[("attn_dropout", (4, 8, 8))] == (9, ["2x1 c1", "1x2 c1"])
+    assert memory_ops.forward_name("ln2_bwd_apply") == "ln_apply"

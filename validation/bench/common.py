@@ -80,13 +80,17 @@ def base_parser(description: str) -> argparse.ArgumentParser:
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The layer whose shapes are measured: hidden size, heads, batch, sequence, FFN multiple,
-    and the chunk counts to try."""
+    dropout probability, and the chunk counts to try."""
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--ffn-mult", type=int, default=4)
     parser.add_argument("--chunks", type=int_list, default=[1, 2])
+    parser.add_argument(
+        "--dropout", type=float, default=0.1,
+        help="attention and hidden dropout, as atpsim models (Megatron-LM's default 0.1)",
+    )  # fmt: skip
 
 
 def init_distributed() -> torch.device:

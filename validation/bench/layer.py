@@ -1,7 +1,8 @@
 """The ATP layer's forward + backward time for each mesh and chunk count.
 
 ``torchrun --nproc-per-node N -m validation.bench.layer --out DIR --hidden 256 --heads 8
---batch 4 --seq 128 --chunks 1,2`` builds :class:`validation.layer.ATPTransformerLayer` on
+--batch 4 --seq 128 --chunks 1,2 --dropout 0.1`` builds
+:class:`validation.layer.ATPTransformerLayer` on
 every mesh of N ranks (heads must divide by N) and times ``y = layer(x); y.backward(g)``:
 a barrier, then the slowest rank's time per repetition. ``fwd_time_s`` is the forward alone
 (timed in separate repetitions, same protocol).
@@ -32,8 +33,8 @@ from validation.reference import LayerConfig
 
 NAME = "layer"
 COLUMNS = (
-    "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "ffn_mult", "dtype", "backend",
-    "device", "reps", "fwd_bwd_time_s", "fwd_bwd_time_s_mean", "fwd_bwd_time_s_min",
+    "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "ffn_mult", "dropout", "dtype",
+    "backend", "device", "reps", "fwd_bwd_time_s", "fwd_bwd_time_s_mean", "fwd_bwd_time_s_min",
     "fwd_bwd_time_s_max", "fwd_bwd_time_s_std", "fwd_time_s",
 )  # fmt: skip
 
@@ -62,14 +63,16 @@ def measure(
     return {
         "d1": mesh.d1, "d2": mesh.d2, "chunks": chunks, "hidden": config.hidden,
         "heads": config.heads, "batch": config.batch, "seq": config.seq,
-        "ffn_mult": config.ffn_mult, "dtype": args.dtype, "backend": dist.get_backend(),
+        "ffn_mult": config.ffn_mult, "dropout": config.dropout, "dtype": args.dtype,
+        "backend": dist.get_backend(),
         "device": device.type, "reps": args.reps, **both, "fwd_time_s": forward["fwd_time_s"],
     }  # fmt: skip
 
 
 def run(args: Any, device: torch.device) -> list[dict[str, Any]]:
-    config = LayerConfig(args.hidden, args.heads, args.batch, args.seq, args.ffn_mult)
-    rows = []
+    config = LayerConfig(args.hidden, args.heads, args.batch, args.seq, args.ffn_mult,
+                         dropout=args.dropout)  # fmt: skip
+    rows: list[dict[str, Any]] = []
     for d1, d2 in args.meshes or mesh_shapes(dist.get_world_size()):
         mesh = init_mesh(d1, d2, device.type)
         rows.extend(measure(config, mesh, chunks, args, device) for chunks in args.chunks)

@@ -5,7 +5,8 @@
 #
 # NPROC defaults to the number of GPUs (2 without one). Model and sizes come from the
 # environment, with defaults for GPUs (the paper's M2 layer, bf16) or the CPU (a small fp32
-# layer): HIDDEN HEADS BATCH SEQ DTYPE CHUNKS MAX_BYTES REPS WARMUP. HEADS must divide by NPROC.
+# layer): HIDDEN HEADS BATCH SEQ DTYPE CHUNKS DROPOUT MAX_BYTES REPS WARMUP. HEADS must divide
+# by NPROC.
 set -euo pipefail
 out=${1:?usage: run_all.sh OUT_DIR [NPROC]}
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
@@ -17,8 +18,9 @@ else
   : "${HIDDEN:=256}" "${HEADS:=8}" "${BATCH:=4}" "${SEQ:=128}" "${DTYPE:=fp32}" "${MAX_BYTES:=16M}"
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fi
-: "${CHUNKS:=1,2,4}" "${REPS:=20}" "${WARMUP:=5}"
-model=(--hidden "$HIDDEN" --heads "$HEADS" --batch "$BATCH" --seq "$SEQ" --chunks "$CHUNKS")
+: "${CHUNKS:=1,2,4}" "${DROPOUT:=0.1}" "${REPS:=20}" "${WARMUP:=5}"
+model=(--hidden "$HIDDEN" --heads "$HEADS" --batch "$BATCH" --seq "$SEQ" --chunks "$CHUNKS"
+       --dropout "$DROPOUT")
 timing=(--dtype "$DTYPE" --reps "$REPS" --warmup "$WARMUP")
 mkdir -p "$out"
 
@@ -26,5 +28,6 @@ torchrun --nproc-per-node "$nproc" -m validation.numerics
 torchrun --nproc-per-node "$nproc" -m validation.bench.collectives --out "$out" "${timing[@]}" \
   --min-bytes 1K --max-bytes "$MAX_BYTES" --factor 4
 python3 -m validation.bench.gemm --out "$out" "${timing[@]}" --world-size "$nproc" "${model[@]}"
+python3 -m validation.bench.memory_ops --out "$out" "${timing[@]}" --world-size "$nproc" "${model[@]}"
 torchrun --nproc-per-node "$nproc" -m validation.bench.layer --out "$out" "${timing[@]}" "${model[@]}"
 echo "measurements in $out"
