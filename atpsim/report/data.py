@@ -32,25 +32,72 @@ def ordered(values: pd.Series) -> list:
     return list(pd.unique(values.dropna()))
 
 
-def varying(frame: pd.DataFrame, columns: Sequence[str], within: str | None = None) -> list[str]:
+def varying(
+    frame: pd.DataFrame, columns: Sequence[str], within: str | Sequence[str] | None = None
+) -> list[str]:
     """Those of *columns* that take more than one value in *frame* (in some group of rows
-    sharing the column *within*, when given)."""
-    if within is None:
+    sharing the column(s) *within*, when given)."""
+    within = [within] if isinstance(within, str) else list(within or ())
+    columns = [c for c in columns if c not in within]
+    if not within or not columns:
         return [c for c in columns if frame[c].nunique(dropna=False) > 1]
-    counts = frame.groupby(within, sort=False)[list(columns)].nunique(dropna=False)
+    counts = frame.groupby(within, sort=False, dropna=False)[columns].nunique(dropna=False)
     return [c for c in columns if len(counts) and counts[c].max() > 1]
 
 
+#: Columns whose value alone labels a panel or table column (no ``name=`` before it).
+BARE_LABELS = ("topology", "model", "placement")
+
+
+def value_labels(frame: pd.DataFrame, names: Sequence[str]) -> pd.Series:
+    """A label per row naming its values of the columns *names*, e.g. ``ic5, 16 GPUs,
+    algorithm=ring`` (:data:`BARE_LABELS` and the GPU count read without their name);
+    empty for no names."""
+    if not names:
+        return pd.Series("", index=frame.index, dtype=object)
+    named = pd.DataFrame({n: _named(frame[n]) for n in names}, index=frame.index)
+    return named.agg(", ".join, axis=1)
+
+
+def _named(values: pd.Series) -> pd.Series:
+    text = values.astype(str)
+    if values.name == "n_devices":
+        return text + " GPUs"
+    return text if values.name in BARE_LABELS else f"{values.name}=" + text
+
+
 def facet_labels(
-    frame: pd.DataFrame, columns: Sequence[str], within: str | None = None
+    frame: pd.DataFrame, columns: Sequence[str], within: str | Sequence[str] | None = None
 ) -> pd.Series:
     """A label per row naming its values of the varying *columns* (e.g.
     ``model=M4, algorithm=ring``); empty when none varies."""
-    names = varying(frame, columns, within)
-    if not names:
-        return pd.Series("", index=frame.index)
-    named = pd.DataFrame({n: n + "=" + frame[n].astype(str) for n in names}, index=frame.index)
-    return named.agg(", ".join, axis=1)
+    return value_labels(frame, varying(frame, columns, within))
+
+
+def panel_labels(
+    frame: pd.DataFrame,
+    facets: Sequence[str],
+    columns: Sequence[str] | None = None,
+    rows: Sequence[str] | None = None,
+) -> tuple[pd.Series, pd.Series]:
+    """(column label, row label) of each point's panel. Panel columns: the values of
+    *columns* (default: the topology); rows: the values of *rows* (default none) followed by
+    those of *facets* that still vary inside a panel, so no panel mixes points."""
+    across = list(columns) if columns is not None else ["topology"]
+    down = list(rows or ())
+    rest = [f for f in facets if f not in across and f not in down]
+    down += varying(frame, rest, within=across + down)
+    return value_labels(frame, across), value_labels(frame, down)
+
+
+def select_rows(frame: pd.DataFrame, select: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
+    """Rows whose column takes one of the given values, for every (column, values) pair of
+    *select*; values compare as lower-cased text (``M4`` = ``m4``, ``1`` = 1)."""
+    keep = pd.Series(True, index=frame.index)
+    for name, values in select:
+        text = frame[name].astype(str).str.lower()
+        keep &= text.isin([str(v).lower() for v in values])
+    return frame[keep]
 
 
 def best_per_group(frame: pd.DataFrame, metric: str, *, maximize: bool) -> pd.DataFrame:

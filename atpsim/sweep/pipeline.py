@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from atpsim.report.build import SCENARIO_COPY, ReportOptions, build_report
-from atpsim.report.tables import reference_cells
+from atpsim.report.build import SCENARIO_COPY, build_report
+from atpsim.report.chunk_table import reference_cells
+from atpsim.report.options import ReportOptions
 from atpsim.sweep.runner import Simulate, default_simulate, run_sweep
 
 log = logging.getLogger(__name__)

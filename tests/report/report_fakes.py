@@ -16,9 +16,16 @@ from atpsim.sweep import simulate_row
 
 def fake(point: SweepPoint) -> dict[str, Any]:
     """comm_over_delta = the closed form + 0.1 (so simulated and formula lines differ);
-    TFLOP/s = 100 * hidden/2048 / (1 + comm share) with chunks hiding a little."""
+    TFLOP/s = 100 * hidden/2048 / (1 + comm_over_delta / (4 * chunks)), chunks hiding a little.
+    To rank meshes differently, analytic rows take the closed form of the transposed mesh
+    (d2, d1) without the 0.1, and rabenseifner rows the transposed form + 0.1."""
     d1, d2 = point.mesh.d1, point.mesh.d2
-    ratio = closed_form_units(d1, d2) + 0.1
+    if point.mode == "analytic":
+        ratio = closed_form_units(d2, d1)
+    elif point.algorithm == "rabenseifner":
+        ratio = closed_form_units(d2, d1) + 0.1
+    else:
+        ratio = closed_form_units(d1, d2) + 0.1
     tflops = 100.0 * point.model.hidden / 2048 / (1 + ratio / (4 * point.chunks))
     return {
         "comm_over_delta": ratio,
@@ -71,3 +78,44 @@ def table3_frame() -> pd.DataFrame:
             for c in (1, 2, 4)
         ]
     )
+
+
+def modes_frame() -> pd.DataFrame:
+    """ic4 at 8 and 16 GPUs, M2, every mesh (atp-opt), chunks 1 and 2, des and analytic."""
+    return frame_of(
+        [
+            point("ic4", n, "M2", mesh, chunks=c, mode=mode, group="atp-opt")
+            for mode in ("des", "analytic")
+            for n in (8, 16)
+            for mesh in factorizations(n)
+            for c in (1, 2)
+        ]
+    )
+
+
+def algorithms_frame() -> pd.DataFrame:
+    """ic1, 8 GPUs, M2, every mesh, chunks 1, ring and rabenseifner (des)."""
+    return frame_of(
+        [
+            point("ic1", 8, "M2", mesh, algorithm=algorithm, group="atp-opt")
+            for algorithm in ("ring", "rabenseifner")
+            for mesh in factorizations(8)
+        ]
+    )
+
+
+def placements_frame() -> pd.DataFrame:
+    """ic5 and ic6 at 16 and 64 GPUs, M4, every mesh in both placements, des and analytic,
+    ring and rabenseifner."""
+    return frame_of(
+        [
+            point(topo, n, "M4", DeviceMesh(m.d1, m.d2, place), algorithm=alg, mode=mode,
+                  group="atp-opt")
+            for topo in ("ic5", "ic6")
+            for alg in ("ring", "rabenseifner")
+            for place in ("row-major", "column-major")
+            for mode in ("des", "analytic")
+            for n in (16, 64)
+            for m in factorizations(n)
+        ]
+    )  # fmt: skip

@@ -13,7 +13,7 @@ from atpsim.analytic.model import closed_form_units
 from atpsim.errors import ScenarioError
 from atpsim.report.build import ReportOptions, auto_figures, build_report, rebuild_report
 from atpsim.report.data import best_per_group
-from atpsim.report.tables import chunk_table, reference_cells, reference_errors
+from atpsim.report.chunk_table import chunk_table, reference_cells, reference_errors
 from atpsim.results.io import read_results, write_results
 
 TABLE3_YAML = """name: t3
@@ -126,7 +126,7 @@ def test_table3_report_only_draws_what_it_is_asked(tmp_path):
     files = build(tmp_path, table3_frame(), TABLE3_YAML)
     assert not any(p.suffix == ".png" for p in files)
     md = (tmp_path / "report.md").read_text()
-    assert "Table 3 in miniature." in md and "Against the paper's 4 cells" in md
+    assert "Table 3 in miniature." in md and "Simulated (des) against the paper's 4 cells" in md
     assert "reference:\n  table3:" in md
 
 

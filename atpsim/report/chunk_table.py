@@ -1,0 +1,171 @@
+"""The paper's Table 3 layout: rows model x chunks (Baseline, Chunk=2, ...), columns topology,
+TFLOP/s per GPU in the paper's 2^40 unit, with the paper's value and the relative error
+beside each cell the scenario's ``reference`` holds.
+
+One table per mode: the simulated rows (des) are the prediction; the analytic model's rows,
+when the table has them, get a table of their own (never mixed into the prediction).
+
+Each cell belongs to one *configuration*: every point column except the mesh and the chunk
+count (topology, device count, hardware, algorithm, model and its sizes, mode). The mesh of a
+configuration is the one with the highest TFLOP/s at its smallest chunk count (the paper:
+"the baseline represents the performance under the optimal ATP strategy, and then we add
+chunk optimization"); its chunked rows use that mesh. A column is one topology, with the
+device count, hardware, algorithm or batch/sequence when they vary within the topology; a row
+is one model.
+
+Reference cells (scenario key ``reference.table3``: model -> topology label -> chunks ->
+the paper's TFLOP/s per GPU in its 2^40 unit; topology labels match case-insensitively)::
+
+    reference:
+      table3:                     # ATP paper, Table 3
+        M2: {ic1: {1: 3.45, 2: 3.46, 4: 3.51}, ic2: {1: 42.82, 2: 43.59, 4: 43.73}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from atpsim.errors import ScenarioError
+from atpsim.report.data import ok_rows, ordered, value_labels, varying
+from atpsim.report.document import Table
+
+METRIC = "tflops_per_gpu_paper_unit"
+COLUMN_KEYS = ("topology", "n_devices", "hardware", "algorithm", "batch", "seq", "dtype")
+ROW_KEYS = ("model", "hidden", "heads", "layers")
+CONFIG_COLUMNS = (*COLUMN_KEYS, *ROW_KEYS, "mode")
+MODE_ORDER = ("des", "analytic")
+MODE_NAMES = {"des": "simulated (des)", "analytic": "analytic model (Eq. 2)"}
+
+
+def chunk_label(chunks: int, baseline: int) -> str:
+    return "Baseline" if chunks == baseline else f"Chunk={chunks}"
+
+
+def reference_cells(
+    reference: Mapping[str, Any] | None, source: str | None = None
+) -> dict[tuple[str, str, int], float]:
+    """(model, topology lower-cased, chunks) -> the paper's value from ``reference.table3``;
+    a malformed entry raises ScenarioError naming its key."""
+    cells: dict[tuple[str, str, int], float] = {}
+    table = (reference or {}).get("table3") or {}
+    for model, topos in _mapping(table, "reference.table3", source).items():
+        where = f"reference.table3.{model}"
+        for topo, by_chunks in _mapping(topos, where, source).items():
+            for chunks, value in _mapping(by_chunks, f"{where}.{topo}", source).items():
+                key = f"{where}.{topo}.{chunks}"
+                cells[(str(model), str(topo).lower(), _number(chunks, int, key, source))] = _number(
+                    value, float, key, source
+                )
+    return cells
+
+
+def _mapping(value: Any, key: str, source: str | None) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise ScenarioError(f"expected a mapping, got {value!r}", source=source, key=key)
+    return value
+
+
+def _number(value: Any, kind: type, key: str, source: str | None) -> Any:
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "a chunk count" if kind is int else "a number"
+        raise ScenarioError(f"expected {what}, got {value!r}", source=source, key=key) from None
+
+
+def modes(frame: pd.DataFrame) -> list[str]:
+    """The modes with Table 3 data, des first (the prediction), then analytic, then others."""
+    present = ordered(ok_rows(frame, METRIC)["mode"])
+    return [m for m in MODE_ORDER if m in present] + [m for m in present if m not in MODE_ORDER]
+
+
+def config_keys(rows: pd.DataFrame) -> pd.Series:
+    """Each row's configuration: its values of :data:`CONFIG_COLUMNS` as one text key."""
+    return rows[list(CONFIG_COLUMNS)].astype(str).agg("|".join, axis=1)
+
+
+def chosen_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows on the mesh chosen for their configuration: the mesh (and placement) with the
+    highest TFLOP/s at the configuration's smallest chunk count, at every chunk count."""
+    if rows.empty:
+        return rows
+    config = config_keys(rows)
+    smallest = rows["chunks"] == rows.groupby(config)["chunks"].transform("min")
+    best = rows[smallest].groupby(config[smallest], sort=False)[METRIC].idxmax()
+    on_mesh = config + "|" + rows["mesh"].astype(str) + "|" + rows["placement"].astype(str)
+    return rows[on_mesh.isin(set(on_mesh.loc[list(best)]))]
+
+
+def cells(frame: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """The table's cells of *mode*, one per (row label, chunks, column label): the model,
+    the topology, the chosen mesh (with its placement when the table has several) and the
+    value (the largest where several points share a cell)."""
+    rows = ok_rows(frame, METRIC)
+    chosen = chosen_rows(rows[rows["mode"] == mode])
+    if chosen.empty:
+        return chosen.assign(row="", column="", mesh_text="")
+    across = ["topology", *varying(chosen, COLUMN_KEYS[1:], within="topology")]
+    down = ["model", *varying(chosen, ROW_KEYS[1:], within="model")]
+    placed = chosen["placement"].nunique() > 1
+    mesh_text = chosen["mesh"] + (" " + chosen["placement"].astype(str) if placed else "")
+    labelled = chosen.assign(
+        row=value_labels(chosen, down), column=value_labels(chosen, across), mesh_text=mesh_text
+    )
+    keys = ["row", "chunks", "column"]
+    best = labelled.loc[labelled.groupby(keys, sort=False)[METRIC].idxmax()]
+    return best[[*keys, "model", "topology", "mesh_text", METRIC]].reset_index(drop=True)
+
+
+def chunk_tables(frame: pd.DataFrame, reference: Mapping[str, Any] | None = None) -> list[Table]:
+    """Table 3's layout, one table per mode (des first); empty without data."""
+    return [t for t in (chunk_table(frame, reference, m) for m in modes(frame)) if t is not None]
+
+
+def chunk_table(
+    frame: pd.DataFrame, reference: Mapping[str, Any] | None = None, mode: str = "des"
+) -> Table | None:
+    """Table 3's layout for the rows of *mode* (see the module docstring); None without data."""
+    table = cells(frame, mode)
+    if table.empty:
+        return None
+    paper, baseline = reference_cells(reference), int(table["chunks"].min())
+    columns = ordered(table["column"])
+    lookup = {(r.row, r.chunks, r.column): r for r in table.itertuples()}
+    body = []
+    for row in ordered(table["row"]):
+        for chunks in sorted(int(c) for c in table.loc[table["row"] == row, "chunks"].unique()):
+            texts = [_cell_text(lookup.get((row, chunks, c)), paper) for c in columns]
+            body.append([str(row), chunk_label(chunks, baseline), *texts])
+    caption = f"TFLOP/s per GPU (paper unit, 2^40), {MODE_NAMES.get(mode, mode)}: value [mesh]"
+    if paper:
+        caption += ", paper value and relative error where the paper has the cell"
+    return Table(["model", "", *map(str, columns)], body, caption)
+
+
+def _cell_text(cell: Any, paper: Mapping[tuple[str, str, int], float]) -> str:
+    if cell is None:
+        return ""
+    value = getattr(cell, METRIC)
+    text = f"{value:.2f} [{cell.mesh_text}]"
+    published = paper.get((str(cell.model), str(cell.topology).lower(), int(cell.chunks)))
+    if published is not None:
+        text += f" · paper {published:.2f} ({(value - published) / published:+.1%})"
+    return text
+
+
+def reference_errors(
+    frame: pd.DataFrame, reference: Mapping[str, Any] | None, mode: str = "des"
+) -> list[float]:
+    """Relative errors (value - paper) / paper of every cell of *mode* the paper has."""
+    paper = reference_cells(reference)
+    errors = []
+    for cell in cells(frame, mode).itertuples() if paper else ():
+        published = paper.get((str(cell.model), str(cell.topology).lower(), int(cell.chunks)))
+        if published is not None:
+            errors.append((getattr(cell, METRIC) - published) / published)
+    return errors

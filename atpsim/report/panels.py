@@ -1,0 +1,126 @@
+"""Figure plumbing shared by the report's figures: the matplotlib style, a grid of panels
+faceted by results columns, panel titles, one legend under the grid, and deterministic
+saving (PNG and SVG without timestamps or version strings, so a committed report changes
+only when its numbers do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+
+from atpsim.report.data import ordered, panel_labels  # noqa: E402
+
+RC: Any = {
+    "svg.hashsalt": "atpsim",
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a grid: its axes and the points it shows (*rows*, a frame)."""
+
+    ax: Axes
+    rows: pd.DataFrame
+    title: str
+
+
+def save_figure(figure: Figure, folder: Path, stem: str) -> tuple[Path, Path]:
+    """Write *figure* as ``folder/stem.png`` and ``.svg`` and close it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    png, svg = folder / f"{stem}.png", folder / f"{stem}.svg"
+    with matplotlib.rc_context(RC):
+        figure.savefig(png, dpi=110, metadata={"Software": None})
+        figure.savefig(svg, metadata={"Date": None, "Creator": None})
+    plt.close(figure)
+    return png, svg
+
+
+def panel_grid(
+    frame: pd.DataFrame,
+    facets: Sequence[str],
+    panel_size_in: tuple[float, float],
+    columns: Sequence[str] | None = None,
+    rows: Sequence[str] | None = None,
+) -> tuple[Figure, list[Panel]]:
+    """A grid of axes, one per panel of :func:`atpsim.report.data.panel_labels` (columns:
+    the values of *columns*, default the topology; rows: *rows*, then the *facets* that
+    vary inside a panel); grid cells without points are hidden. *panel_size_in*: (width,
+    height) of one panel in inches."""
+    across, down = panel_labels(frame, facets, columns, rows)
+    col_names, row_names = ordered(across), ordered(down)
+    width, height = panel_size_in
+    with matplotlib.rc_context(RC):
+        figure, axes = plt.subplots(
+            len(row_names),
+            len(col_names),
+            figsize=(width * len(col_names), height * len(row_names)),
+            squeeze=False,
+            layout="constrained",
+        )
+    panels = []
+    for i, row in enumerate(row_names):
+        for j, col in enumerate(col_names):
+            points = frame[(across == col) & (down == row)]
+            if points.empty:
+                axes[i][j].set_visible(False)
+                continue
+            panels.append(Panel(axes[i][j], points, _title(col, row, points, frame)))
+    return figure, panels
+
+
+def _title(column: str, row: str, points: pd.DataFrame, frame: pd.DataFrame) -> str:
+    """The column label with the panel's GPU count (when it has one) and its hardware (when
+    the figure has several), then the row label on a second line."""
+    details = []
+    counts = ordered(points["n_devices"])
+    if len(counts) == 1 and " GPUs" not in column + row:
+        details.append(f"{counts[0]} GPUs")
+    if frame["hardware"].nunique() > 1 and "hardware=" not in column + row:
+        details.append(", ".join(map(str, ordered(points["hardware"]))))
+    title = f"{column} ({', '.join(details)})" if details else column
+    return title + (f"\n{row}" if row else "")
+
+
+def color(index: int) -> str:
+    """The *index*-th colour of the default cycle."""
+    return f"C{index % 10}"
+
+
+def log_y_axis(ax: Axes) -> None:
+    """A logarithmic y axis labelled with plain numbers (0.5, 1, 10) rather than powers."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+
+
+def legend(figure: Figure, panels: Sequence[Panel], extra: Sequence[Any] = ()) -> None:
+    """One legend below the panels: each labelled artist once, then the *extra* handles."""
+    handles: dict[str, Any] = {}
+    for panel in panels:
+        for handle, name in zip(*panel.ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(name, handle)
+    handles.update({h.get_label(): h for h in extra})
+    if handles:
+        figure.legend(
+            list(handles.values()),
+            list(handles),
+            loc="outside lower center",
+            ncols=min(len(handles), 6),
+            frameon=False,
+        )
