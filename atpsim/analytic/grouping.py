@@ -179,7 +179,9 @@ def torus_links(dims: tuple[int, ...]) -> set[tuple[int, ...]]:
         step = coords.copy()
         step[axis] = (step[axis] + 1) % size
         other = np.ravel_multi_index(tuple(step), dims)
-        links.update(zip(np.minimum(index, other).tolist(), np.maximum(index, other).tolist(), strict=True))
+        links.update(
+            zip(np.minimum(index, other).tolist(), np.maximum(index, other).tolist(), strict=True)
+        )
     return links
 
 
@@ -238,7 +240,9 @@ def switch_children(group: GroupNode, topology: Topology) -> list[GroupNode] | N
         feed = sum(links[r] for r in members)
         onward = sum(bandwidth for other, bandwidth in links.items() if other not in members)
         if 2 <= len(members) < n_ranks and onward < feed * (1 - REL_TOL):
-            new_children.append(_switch_group(group, members, names[vertex], topology, onward, feed))
+            new_children.append(
+                _switch_group(group, members, names[vertex], topology, onward, feed)
+            )
             taken.update(members)
     if not new_children:
         return None
@@ -247,7 +251,12 @@ def switch_children(group: GroupNode, topology: Topology) -> list[GroupNode] | N
 
 
 def _switch_group(
-    group: GroupNode, members: list[int], switch: Any, topology: Topology, onward: float, feed: float
+    group: GroupNode,
+    members: list[int],
+    switch: Any,
+    topology: Topology,
+    onward: float,
+    feed: float,
 ) -> GroupNode:
     children = [group.children[r] for r in members]
     gpus = tuple(sorted(itertools.chain.from_iterable(child.gpus for child in children)))
@@ -260,7 +269,9 @@ def _switch_group(
     return GroupNode(gpus, nodes, group.threshold_Bps, how, children)
 
 
-def _behind(group: GroupNode, members: list[GroupNode], switch: Any, topology: Topology) -> frozenset[Any]:
+def _behind(
+    group: GroupNode, members: list[GroupNode], switch: Any, topology: Topology
+) -> frozenset[Any]:
     """The nodes of *group*'s fabric that the other ranks cannot reach without passing through
     *switch* or the *members*: the switch, the members and what hangs off them only (NICs)."""
     blocked = {switch}.union(*(child.nodes for child in members))
@@ -282,5 +293,3 @@ def _leaf(rank: int, topology: Topology) -> GroupNode:
 
 def _fabric_text(threshold_Bps: float) -> str:
     return f"fabric: links of at least {threshold_Bps / 1e9:g} GB/s"
-
-

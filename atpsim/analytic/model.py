@@ -213,7 +213,9 @@ def plan_analytic(
                 f"no calibrated mesh has {n_devices} devices; calibrated: {sorted(table)}",
                 key="calibration",
             )
-    estimates = [_estimate(hcm, model, mesh, table.get((mesh.d1, mesh.d2), {}), sharing) for mesh in meshes]
+    estimates = [
+        _estimate(hcm, model, mesh, table.get((mesh.d1, mesh.d2), {}), sharing) for mesh in meshes
+    ]
     return sorted(estimates, key=lambda e: (e.t_comm_s, e.mesh.d2))
 
 

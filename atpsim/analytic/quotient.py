@@ -97,5 +97,3 @@ def series_reduce(adjacency: Adjacency, n_ranks: int) -> None:
             joined = adjacency[a].get(b, 0.0) + min(cap_a, cap_b)
             adjacency[a][b] = adjacency[b][a] = joined
         pending.extend(other for other in neighbours if other >= n_ranks)
-
-

@@ -66,7 +66,9 @@ def _layer_lines(layer: HcmLayer) -> list[str]:
         if len(layer.groups) > 1:
             others = ", ".join(gpu_span(layer.groups[i].gpus) for i in members)
             count = f"{len(members)} of {len(layer.groups)} groups"
-            head += f"; {count}, same matrix: GPUs {others}" if len(members) > 1 else f"; GPUs {others}"
+            head += (
+                f"; {count}, same matrix: GPUs {others}" if len(members) > 1 else f"; GPUs {others}"
+            )
         lines.append(head)
         lines.append(f"  ranks: {group.formed_by}")
         lines.append("    " + _ranks_text(group))

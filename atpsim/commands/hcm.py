@@ -12,7 +12,10 @@ from atpsim.commands._common import clean_errors
 @click.command("hcm")
 @click.argument("topology")
 @click.option(
-    "--devices", "-n", type=click.IntRange(min=1), default=None,
+    "--devices",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
     help="GPU count for scalable presets and builders (e.g. ic5, ic6, torus).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the full matrix as JSON (bytes/s).")

@@ -81,7 +81,9 @@ class TopologyEntry(Frozen):
         params = {str(k): v for k, v in data.items() if k not in (kinds[0], "label")}
         if kinds[0] == "file" and params:
             key = next(iter(params))
-            raise invalid(f"unknown key {key!r}: a custom topology file takes no parameters", (key,))
+            raise invalid(
+                f"unknown key {key!r}: a custom topology file takes no parameters", (key,)
+            )
         check_quantities(params, ())
         label = {"label": data["label"]} if "label" in data else {}
         return {kinds[0]: data[kinds[0]], "params": _with_unit_suffixes(params), **label}
@@ -160,8 +162,9 @@ class ModelEntry(Frozen):
                 if getattr(self, key) is None:
                     raise invalid("missing required key (or give a 'preset')", (key,))
         if self.dtype is not None and self.dtype not in DTYPE_BYTES:
-            raise invalid(f"unknown dtype {self.dtype!r}{did_you_mean(self.dtype, DTYPE_BYTES)}",
-                          ("dtype",))
+            raise invalid(
+                f"unknown dtype {self.dtype!r}{did_you_mean(self.dtype, DTYPE_BYTES)}", ("dtype",)
+            )
         fields = self._fields()
         if fields["hidden"] % fields["heads"]:
             message = f"expected a multiple of heads ({fields['heads']}), got {fields['hidden']}"

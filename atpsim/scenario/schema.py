@@ -68,8 +68,15 @@ from atpsim.scenario.fields import (
 from atpsim.topology.registry import did_you_mean
 
 __all__ = [
-    "DEFAULT_HARDWARE", "Case", "MeshChoice", "ModelEntry", "Output", "Parallelism", "Scenario",
-    "TopologyEntry", "render_key",
+    "DEFAULT_HARDWARE",
+    "Case",
+    "MeshChoice",
+    "ModelEntry",
+    "Output",
+    "Parallelism",
+    "Scenario",
+    "TopologyEntry",
+    "render_key",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -89,8 +96,9 @@ def _calibration(value: Any) -> dict[str, dict[str, dict[str, float]]]:
             result[key] = {str(m): _calibration_entry(b, (key, str(m))) for m, b in item.items()}
             for mesh in item:
                 if not MESH_SIZE.match(str(mesh)):
-                    raise invalid(f"expected a mesh 'D1xD2' such as '2x4', got {show(mesh)}",
-                                  (key, str(mesh)))
+                    raise invalid(
+                        f"expected a mesh 'D1xD2' such as '2x4', got {show(mesh)}", (key, str(mesh))
+                    )
         else:
             raise invalid(f"expected a mesh 'D1xD2' or a topology label, got {show(key)}", (key,))
     return result
@@ -98,13 +106,15 @@ def _calibration(value: Any) -> dict[str, dict[str, dict[str, float]]]:
 
 def _calibration_entry(value: Any, path: KeyPath) -> dict[str, float]:
     if not isinstance(value, dict) or not value:
-        raise invalid(f"expected a mapping {{B1: bandwidth, B2: bandwidth}}, got {show(value)}",
-                      path)
+        raise invalid(
+            f"expected a mapping {{B1: bandwidth, B2: bandwidth}}, got {show(value)}", path
+        )
     entry = {}
     for key, bandwidth in value.items():
         if key not in ("B1", "B2"):
-            raise invalid(f"unknown key {str(key)!r}{did_you_mean(key, ['B1', 'B2'])}",
-                          (*path, str(key)))
+            raise invalid(
+                f"unknown key {str(key)!r}{did_you_mean(key, ['B1', 'B2'])}", (*path, str(key))
+            )
         entry[f"{key}_Bps"] = check_bandwidth(bandwidth, (*path, key))
     return entry
 
@@ -175,8 +185,10 @@ class Scenario(Frozen):
             for index, case in enumerate(self.cases or ()):
                 value = getattr(case if key in case.model_fields_set else self, key)
                 if value is None:
-                    raise invalid("missing required key (set it here or at the top level)",
-                                  ("cases", index, key))
+                    raise invalid(
+                        "missing required key (set it here or at the top level)",
+                        ("cases", index, key),
+                    )
         return self
 
     @property

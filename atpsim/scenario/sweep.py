@@ -61,8 +61,10 @@ def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, To
         topology = build_topology(scenario, index, count)
         if topology.n_gpus < count:
             label = scenario.topologies[index].label()
-            message = (f"{count} devices, but topology {label!r} has {topology.n_gpus} GPUs; "
-                       f"expected at most {topology.n_gpus}")
+            message = (
+                f"{count} devices, but topology {label!r} has {topology.n_gpus} GPUs; "
+                f"expected at most {topology.n_gpus}"
+            )
             raise _error(scenario, message, "parallelism", "devices", position)
         sized.append((position, count, topology))
     return sized
@@ -71,9 +73,11 @@ def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, To
 def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: int) -> None:
     for dim, size in ((1, mesh.d1), (2, mesh.d2)):
         if model.hidden % size:
-            message = (f"{mesh} splits model.hidden = {model.hidden} (model {model.name!r}) "
-                       f"{size} ways on dimension {dim}; expected d1 and d2 to divide the "
-                       f"hidden size")
+            message = (
+                f"{mesh} splits model.hidden = {model.hidden} (model {model.name!r}) "
+                f"{size} ways on dimension {dim}; expected d1 and d2 to divide the "
+                f"hidden size"
+            )
             raise _error(scenario, message, "parallelism", "meshes", k)
 
 
@@ -81,8 +85,10 @@ def _listed_mesh(
     scenario: Scenario, choice: MeshChoice, devices: int, model: ModelConfig, k: int
 ) -> DeviceMesh:
     if choice.kind == "atp" and devices % choice.i:
-        message = (f"ATP-{choice.i} is DeviceMesh({devices}/{choice.i}, {choice.i}); "
-                   f"expected a divisor of the device count {devices}")
+        message = (
+            f"ATP-{choice.i} is DeviceMesh({devices}/{choice.i}, {choice.i}); "
+            f"expected a divisor of the device count {devices}"
+        )
         raise _error(scenario, message, "parallelism", "meshes", k)
     mesh = choice.meshes(devices)[0]
     if mesh.size != devices:
@@ -103,12 +109,17 @@ def resolve_meshes(
         if choice.kind in ("size", "atp"):
             meshes.append(_listed_mesh(scenario, choice, devices, model, k))
     if group or choices[0].kind == "all":
-        meshes += [m for m in factorizations(devices)
-                   if model.hidden % m.d1 == 0 and model.hidden % m.d2 == 0]
+        meshes += [
+            m
+            for m in factorizations(devices)
+            if model.hidden % m.d1 == 0 and model.hidden % m.d2 == 0
+        ]
     if not meshes:
-        message = (f"no factorization of {devices} devices divides model.hidden = "
-                   f"{model.hidden} (model {model.name!r}); expected a mesh d1 x d2 with d1 "
-                   f"and d2 dividing the hidden size")
+        message = (
+            f"no factorization of {devices} devices divides model.hidden = "
+            f"{model.hidden} (model {model.name!r}); expected a mesh d1 x d2 with d1 "
+            f"and d2 dividing the hidden size"
+        )
         raise _error(scenario, message, "parallelism", "meshes")
     unique = list(dict.fromkeys((m.d1, m.d2) for m in meshes))
     return [(DeviceMesh(d1, d2), group) for d1, d2 in unique]
@@ -117,8 +128,10 @@ def resolve_meshes(
 def _check_chunks(scenario: Scenario, model: ModelConfig) -> None:
     for position, chunks in enumerate(scenario.chunks):
         if model.batch % chunks:
-            message = (f"{chunks} chunks split model.batch = {model.batch} (model "
-                       f"{model.name!r}) unevenly; expected a divisor of the batch")
+            message = (
+                f"{chunks} chunks split model.batch = {model.batch} (model "
+                f"{model.name!r}) unevenly; expected a divisor of the batch"
+            )
             raise _error(scenario, message, "chunks", position)
 
 
@@ -126,8 +139,11 @@ def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
     if not scenario.calibration:
         return
     if not any("analytic" in part.mode for part in parts):
-        raise _error(scenario, "calibration is used only in analytic mode; expected "
-                     "'analytic' in mode", "calibration")
+        raise _error(
+            scenario,
+            "calibration is used only in analytic mode; expected 'analytic' in mode",
+            "calibration",
+        )
     labels = list(dict.fromkeys(entry.label() for part in parts for entry in part.topologies))
     for scope in scenario.calibration:
         if scope != "*" and scope not in labels:
@@ -160,8 +176,11 @@ def _part_points(part: Scenario) -> Iterator[SweepPoint]:
 def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> Iterator[SweepPoint]:
     sized = _sized_topologies(scenario, index)
     default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
-    base = {"scenario": scenario.name, "topology": entry.spec_mapping(),
-            "topology_label": entry.label()}
+    base = {
+        "scenario": scenario.name,
+        "topology": entry.spec_mapping(),
+        "topology_label": entry.label(),
+    }
     for hardware in scenario.hardware or (default_hardware,):
         for model_entry in scenario.models:
             model = model_entry.config()
@@ -180,11 +199,20 @@ def _mesh_points(
             for chunks in scenario.chunks:
                 for algorithm in scenario.algorithm:
                     for mode in scenario.mode:
-                        calibration = (scenario.calibration_for(fields["topology_label"], placed)
-                                       if mode == "analytic" else None)
-                        yield SweepPoint(**fields, mesh=placed, chunks=chunks,
-                                         algorithm=algorithm, mode=mode,
-                                         calibration=calibration, group=group)
+                        calibration = (
+                            scenario.calibration_for(fields["topology_label"], placed)
+                            if mode == "analytic"
+                            else None
+                        )
+                        yield SweepPoint(
+                            **fields,
+                            mesh=placed,
+                            chunks=chunks,
+                            algorithm=algorithm,
+                            mode=mode,
+                            calibration=calibration,
+                            group=group,
+                        )
 
 
 def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -> str:

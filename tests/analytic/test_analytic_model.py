@@ -141,7 +141,9 @@ def test_nvlink_network_switch_equals_the_closed_form(n):
     group_bw = hcm.layers[0].groups[0].group_Bps(0)
     for mesh in factorizations(n):
         estimate = estimate_mesh(hcm, M2, mesh)
-        assert estimate.t_comm_s == pytest.approx(closed_form_t_comm_s(M2, mesh, group_bw), rel=1e-12)
+        assert estimate.t_comm_s == pytest.approx(
+            closed_form_t_comm_s(M2, mesh, group_bw), rel=1e-12
+        )
 
 
 def test_closed_form_follows_from_eq2_and_eq4_symbolically():

@@ -77,7 +77,10 @@ def test_oversubscribed_leaves_are_a_layer():
     leaves, nodes, gpus = hcm.layers
     assert leaves.groups[0].ranks[1] == tuple(range(16, 32))
     assert leaves.groups[0].group_Bps(0) == 200 * GB
-    assert len(nodes.groups) == 4 and nodes.groups[0].ranks == (tuple(range(8)), tuple(range(8, 16)))
+    assert len(nodes.groups) == 4 and nodes.groups[0].ranks == (
+        tuple(range(8)),
+        tuple(range(8, 16)),
+    )
     assert "leaf0: 200 GB/s onward for 400 GB/s in" in nodes.groups[0].formed_by
     assert len(gpus.groups) == 8
 
@@ -108,7 +111,13 @@ def test_deterministic():
     [
         "torus:16x16",
         {"preset": "ic5", "gpus": 512},
-        {"builder": "ib-cluster", "nodes": 48, "gpus_per_node": 8, "leaf_size": 16, "oversubscription": 2},
+        {
+            "builder": "ib-cluster",
+            "nodes": 48,
+            "gpus_per_node": 8,
+            "leaf_size": 16,
+            "oversubscription": 2,
+        },
         {"builder": "pcie-tree", "gpus": 256, "gpus_per_switch": 4, "switches_per_socket": 8},
     ],
 )
@@ -123,8 +132,14 @@ def test_hundreds_of_gpus_in_well_under_a_few_seconds(spec):
 # -- pieces -----------------------------------------------------------------------------------
 def test_series_reduction_keeps_the_bottleneck():
     """Rank 0 -NIC(9)- leaf(8) -NIC(7)- rank 1 with a dangling switch 6: one link of 25."""
-    adjacency = {0: {9: 126.0}, 9: {0: 126.0, 8: 25.0}, 8: {9: 25.0, 7: 25.0, 6: 5.0},
-                 7: {8: 25.0, 1: 126.0}, 1: {7: 126.0}, 6: {8: 5.0}}
+    adjacency = {
+        0: {9: 126.0},
+        9: {0: 126.0, 8: 25.0},
+        8: {9: 25.0, 7: 25.0, 6: 5.0},
+        7: {8: 25.0, 1: 126.0},
+        1: {7: 126.0},
+        6: {8: 5.0},
+    }
     series_reduce(adjacency, n_ranks=2)
     assert adjacency == {0: {1: 25.0}, 1: {0: 25.0}}
 

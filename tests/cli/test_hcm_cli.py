@@ -25,10 +25,14 @@ def figure_7a_yaml():
         links.append(f"  - {{a: nic{node}, b: ib, kind: ib, bandwidth: 200 Gb/s}}")
         ranks = range(4 * node, 4 * node + 4)
         nodes.extend(f"  - {{name: g{r}, kind: gpu}}" for r in ranks)
-        links.extend(f"  - {{a: g{r}, b: nic{node}, kind: pcie, bandwidth: 31.5 GB/s}}" for r in ranks)
+        links.extend(
+            f"  - {{a: g{r}, b: nic{node}, kind: pcie, bandwidth: 31.5 GB/s}}" for r in ranks
+        )
         links.extend(
             f"  - {{a: g{a}, b: g{b}, kind: nvlink, bandwidth: 200 GB/s}}"
-            for a in ranks for b in ranks if a < b
+            for a in ranks
+            for b in ranks
+            if a < b
         )
     return FIGURE_7A.format(nodes="\n".join(nodes), links="\n".join(links))
 

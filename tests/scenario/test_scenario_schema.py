@@ -55,8 +55,12 @@ def test_scenario_is_frozen():
 
 
 def test_model_preset_with_overrides_and_a_model_from_sizes():
-    scenario = _scenario(model=[{"preset": "M3", "batch": 8, "seq": 1024},
-                                {"hidden": 16384, "heads": 128, "layers": 2}])
+    scenario = _scenario(
+        model=[
+            {"preset": "M3", "batch": 8, "seq": 1024},
+            {"hidden": 16384, "heads": 128, "layers": 2},
+        ]
+    )
     assert [m.config() for m in scenario.model] == [
         ModelConfig("M3+batch=8,seq=1024", hidden=8192, heads=64, batch=8, seq=1024),
         ModelConfig("h16384-a128", hidden=16384, heads=128, layers=2),
@@ -68,35 +72,50 @@ def test_model_without_preset_needs_hidden_and_heads():
         _scenario(model={"hidden": 1024})
 
 
-@pytest.mark.parametrize(("text", "choice"), [
-    ([4, 2], MeshChoice("size", 4, 2)),
-    ("2x4", MeshChoice("size", 2, 4)),
-    ("atp-4", MeshChoice("atp", i=4)),
-    ("atp-opt", MeshChoice("opt")),
-])
+@pytest.mark.parametrize(
+    ("text", "choice"),
+    [
+        ([4, 2], MeshChoice("size", 4, 2)),
+        ("2x4", MeshChoice("size", 2, 4)),
+        ("atp-4", MeshChoice("atp", i=4)),
+        ("atp-opt", MeshChoice("opt")),
+    ],
+)
 def test_mesh_forms(text, choice):
     assert _scenario(parallelism={"meshes": [text]}).parallelism.meshes == (choice,)
 
 
 def test_meshes_all_and_atp_opt_stand_alone():
     assert _scenario(parallelism={"meshes": "all"}).parallelism.meshes == (MeshChoice("all"),)
-    assert _scenario(parallelism={"meshes": "atp-opt"}).parallelism.meshes == (
-        MeshChoice("opt"),)
+    assert _scenario(parallelism={"meshes": "atp-opt"}).parallelism.meshes == (MeshChoice("opt"),)
     with pytest.raises(ValidationError, match="'all' stands alone"):
         _scenario(parallelism={"meshes": ["atp-1", "all"]})
 
 
 def test_topology_forms_become_load_topology_mappings():
-    entries = _scenario(topology=[
-        "ic1", "torus:8x8", {"preset": "ic5", "gpus": 256},
-        {"builder": "torus", "dims": [4, 4], "link_bandwidth": "25 GB/s", "link_latency": "1 us"},
-    ]).topology
+    entries = _scenario(
+        topology=[
+            "ic1",
+            "torus:8x8",
+            {"preset": "ic5", "gpus": 256},
+            {
+                "builder": "torus",
+                "dims": [4, 4],
+                "link_bandwidth": "25 GB/s",
+                "link_latency": "1 us",
+            },
+        ]
+    ).topology
     assert [e.spec_mapping() for e in entries] == [
         {"preset": "ic1"},
         {"builder": "torus:8x8"},
         {"preset": "ic5", "gpus": 256},
-        {"builder": "torus", "dims": [4, 4], "link_bandwidth_Bps": "25 GB/s",
-         "link_latency_s": "1 us"},
+        {
+            "builder": "torus",
+            "dims": [4, 4],
+            "link_bandwidth_Bps": "25 GB/s",
+            "link_latency_s": "1 us",
+        },
     ]
 
 
@@ -112,13 +131,19 @@ def test_relative_topology_file_resolves_against_the_scenario_folder():
     assert scenario.topology[0].label() == "ring4"
 
 
-@pytest.mark.parametrize(("loc", "raw", "key"), [
-    (("chunks", 0), {"chunks": 2}, "chunks"),
-    (("chunks", 1), {"chunks": [1, 2]}, "chunks[1]"),
-    (("topology", 0, "links", 3, "bandwidth"), {"topology": {"links": []}},
-     "topology.links[3].bandwidth"),
-    (("model", 0, "preset"), {"model": "M5"}, "model"),
-    (("parallelism", "devices", 0), None, "parallelism.devices[0]"),
-])
+@pytest.mark.parametrize(
+    ("loc", "raw", "key"),
+    [
+        (("chunks", 0), {"chunks": 2}, "chunks"),
+        (("chunks", 1), {"chunks": [1, 2]}, "chunks[1]"),
+        (
+            ("topology", 0, "links", 3, "bandwidth"),
+            {"topology": {"links": []}},
+            "topology.links[3].bandwidth",
+        ),
+        (("model", 0, "preset"), {"model": "M5"}, "model"),
+        (("parallelism", "devices", 0), None, "parallelism.devices[0]"),
+    ],
+)
 def test_render_key_follows_the_file(loc, raw, key):
     assert render_key(loc, raw) == key

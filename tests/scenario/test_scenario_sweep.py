@@ -28,8 +28,11 @@ def test_minimal_is_every_factorization_of_the_topology():
     points = expand_sweep(load_scenario(GOOD / "minimal.yaml"))
     assert _meshes(points) == [(8, 1), (4, 2), (2, 4), (1, 8)]
     point = points[0]
-    assert (point.scenario, point.topology, point.topology_label) == ("minimal",
-                                                                      {"preset": "ic3"}, "ic3")
+    assert (point.scenario, point.topology, point.topology_label) == (
+        "minimal",
+        {"preset": "ic3"},
+        "ic3",
+    )
     paper_stack = "a100-sxm4-80gb-paper-stack"  # ic3's calibrated profile (presets.yaml)
     assert (point.n_devices, point.hardware, point.model.name) == (8, paper_stack, "M2")
     assert (point.chunks, point.algorithm, point.mode) == (1, "ring", "des")
@@ -37,12 +40,17 @@ def test_minimal_is_every_factorization_of_the_topology():
 
 
 def test_points_follow_the_axis_order():
-    points = _expand(topology=["ic3", "dgx-a100"], model=["M1", "M2"],
-                     parallelism={"meshes": ["atp-1", "atp-2"]}, chunks=[1, 2],
-                     mode=["des", "analytic"])
+    points = _expand(
+        topology=["ic3", "dgx-a100"],
+        model=["M1", "M2"],
+        parallelism={"meshes": ["atp-1", "atp-2"]},
+        chunks=[1, 2],
+        mode=["des", "analytic"],
+    )
     got = [(p.topology_label, p.model.name, p.mesh.d2, p.chunks, p.mode) for p in points]
-    assert got == list(itertools.product(["ic3", "dgx-a100"], ["M1", "M2"], [1, 2], [1, 2],
-                                         ["des", "analytic"]))
+    assert got == list(
+        itertools.product(["ic3", "dgx-a100"], ["M1", "M2"], [1, 2], [1, 2], ["des", "analytic"])
+    )
 
 
 def test_full_example_is_the_product_of_its_axes():
@@ -64,15 +72,23 @@ def test_atp_opt_groups_every_factorization_once():
 
 
 def test_atp_i_meshes_follow_the_device_count():
-    points = _expand(topology="ic5", parallelism={"devices": [16, 64], "meshes": ["atp-1",
-                                                                                  "atp-4"]})
+    points = _expand(
+        topology="ic5", parallelism={"devices": [16, 64], "meshes": ["atp-1", "atp-4"]}
+    )
     assert [(p.n_devices, p.mesh.d1, p.mesh.d2) for p in points] == [
-        (16, 16, 1), (16, 4, 4), (64, 64, 1), (64, 16, 4)]
+        (16, 16, 1),
+        (16, 4, 4),
+        (64, 64, 1),
+        (64, 16, 4),
+    ]
 
 
 def test_all_leaves_out_meshes_that_do_not_divide_the_hidden_size():
-    points = _expand(topology="ic5", model={"hidden": 24, "heads": 1},
-                     parallelism={"devices": 16, "meshes": "all"})
+    points = _expand(
+        topology="ic5",
+        model={"hidden": 24, "heads": 1},
+        parallelism={"devices": 16, "meshes": "all"},
+    )
     assert _meshes(points) == [(8, 2), (4, 4), (2, 8)]
 
 
@@ -103,13 +119,16 @@ def test_expansion_is_deterministic():
 def test_default_devices_and_hardware_come_from_the_topology():
     points = _expand(topology=["ic5", "torus:2x2"], parallelism={"meshes": ["atp-1"]})
     assert [(p.topology_label, p.n_devices, p.hardware) for p in points] == [
-        ("ic5", 256, "h100-sxm"), ("torus:2x2", 4, "a100-sxm4-80gb")]
+        ("ic5", 256, "h100-sxm"),
+        ("torus:2x2", 4, "a100-sxm4-80gb"),
+    ]
 
 
 def test_custom_topology_file_points():
     points = expand_sweep(load_scenario(GOOD / "custom_topology.yaml"))
     assert [(p.topology_label, p.n_devices, p.mesh) for p in points] == [
-        ("ring4", 4, DeviceMesh(2, 2))]
+        ("ring4", 4, DeviceMesh(2, 2))
+    ]
 
 
 @settings(max_examples=30, deadline=None)
@@ -118,8 +137,9 @@ def test_all_is_every_factorization_that_divides_hidden(devices):
     """h = 6144 = 2^11 * 3: device counts with a factor 5 or 7 have no valid mesh."""
     valid = [m for m in factorizations(devices) if 6144 % m.d1 == 0 and 6144 % m.d2 == 0]
     try:
-        points = _expand(topology="ic5", model={"hidden": 6144, "heads": 48},
-                         parallelism={"devices": devices})
+        points = _expand(
+            topology="ic5", model={"hidden": 6144, "heads": 48}, parallelism={"devices": devices}
+        )
     except ScenarioError as error:
         assert not valid and error.key == "parallelism.meshes"
         return
