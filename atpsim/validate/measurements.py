@@ -7,7 +7,7 @@ add nccl-tests logs). Each CSV is recognised by its columns, not its name:
   that dimension running at once, default 1; ``op`` spelled ``all_reduce`` or ``allreduce``);
 * GEMMs: ``m, n, k, dtype`` and a time (optional ``batch``);
 * memory-bound ops: ``op, bytes_moved`` and a time (atpsim's byte count of a non-GEMM op,
-  :mod:`atpsim.validate.memory_fit`);
+  :mod:`atpsim.validate.memory_fit`; optional ``shape``, which tells apart ops of equal bytes);
 * layers: ``d1, d2, chunks, hidden, heads, batch, seq, dtype`` and a time
   (``fwd_bwd_time_s``; optional ``ffn_mult``, default 4);
 * nccl-tests logs: files named ``*_perf*.log`` or ``*_perf*.txt`` (``all_reduce_perf`` output);
@@ -225,14 +225,15 @@ def _gemms(frame: pd.DataFrame, name: str, statistic: str) -> list[GemmSample]:
 
 def _memory_ops(frame: pd.DataFrame, name: str, statistic: str) -> list[MemoryOpSample]:
     time = time_column(frame, "time_s", statistic)
-    table = _reduced(frame, ["op", "bytes_moved"], time, statistic)
+    frame = frame.assign(shape=frame["shape"] if "shape" in frame else "")
+    table = _reduced(frame, ["op", "shape", "bytes_moved"], time, statistic)
     samples = []
     for i, row in table.iterrows():
         moved = float(row["bytes_moved"])
         if not moved > 0:
             raise AtpsimError(f"expected bytes > 0, got {row['bytes_moved']!r}",
                               key=f"{name} row {i}.bytes_moved")  # fmt: skip
-        label = f"{row['op']} {moved:.0f}B"
+        label = f"{row['op']} {row['shape'] or f'{moved:.0f}B'}"
         samples.append(MemoryOpSample(str(row["op"]), moved, float(row[time]), label))
     return samples
 

@@ -23,8 +23,7 @@ from validation.bench.common import (
     mesh_list,
     parse_bytes,
     save,
-    time_reps,
-    time_stats,
+    timed,
 )
 from validation.comm import all_gather_single
 from validation.mesh import ATPMesh, init_mesh, mesh_shapes
@@ -32,7 +31,8 @@ from validation.mesh import ATPMesh, init_mesh, mesh_shapes
 NAME = "collectives"
 COLUMNS = (
     "op", "dim", "d1", "d2", "group_size", "n_groups", "bytes", "dtype", "backend", "reps",
-    "time_s", "time_s_mean", "time_s_min", "time_s_max", "time_s_std", "algbw_Bps", "busbw_Bps",
+    "time_s", "time_s_mean", "time_s_min", "time_s_max", "time_s_std", "run_delay_s_fastest",
+    "run_delay_s_median", "algbw_Bps", "busbw_Bps",
 )  # fmt: skip
 _BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n}
 
@@ -66,8 +66,7 @@ def measure(
     """One row: *op* of *nbytes* on every group of mesh dimension *dim* at once."""
     group, n = mesh.group(dim), mesh.size(dim)
     actual, fn = _collective(op, nbytes, DTYPES[args.dtype], group, device)
-    times = time_reps(fn, device, args.warmup, args.reps)
-    stats = time_stats(times)
+    stats = timed(fn, device, args)
     algbw = actual / stats["time_s"]
     return {
         "op": op, "dim": dim, "d1": mesh.d1, "d2": mesh.d2, "group_size": n,

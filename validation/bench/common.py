@@ -4,6 +4,12 @@ statistics over repetitions, CSV output.
 Timing: CUDA events on a GPU (elapsed time of the work queued between two events), else
 ``time.perf_counter`` around the call. Before each repetition every rank waits at a barrier,
 so collectives on all groups start together; a repetition's time is that of the slowest rank.
+
+On a shared CPU host other programs take cores from the benchmark. Linux counts, per thread,
+the time it was runnable but waiting for a CPU (``/proc/self/task/<tid>/schedstat``, second
+field); each repetition records that run-queue delay of this process's threads (the largest
+over ranks), and every CSV gives it for the fastest repetition (``run_delay_s_fastest``) and
+as a median, so a reader can tell a disturbed time from a clean one.
 """
 
 from __future__ import annotations
@@ -140,19 +146,37 @@ def time_once(fn: Callable[[], Any], device: torch.device) -> float:
     return time.perf_counter() - begin
 
 
+def run_delay_s() -> float:
+    """Seconds this process's threads have spent runnable but waiting for a CPU, summed over
+    its threads (Linux schedstat); 0.0 where the kernel does not report it."""
+    total_ns = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/schedstat") as stat:
+                total_ns += int(stat.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return total_ns / 1e9
+
+
 def time_reps(fn: Callable[[], Any], device: torch.device, warmup: int, reps: int,
-              barrier: bool = True) -> list[float]:  # fmt: skip
+              barrier: bool = True, delays: list[float] | None = None) -> list[float]:  # fmt: skip
     """Seconds of each of *reps* calls of *fn* after *warmup* untimed ones; with *barrier*,
-    all ranks start each call together and each time is the slowest rank's."""
+    all ranks start each call together and each time is the slowest rank's. *delays*, when
+    given, receives each call's run-queue delay (the largest over ranks with *barrier*)."""
     for _ in range(warmup):
         fn()
     synchronize(device)
-    times = []
+    times, waits = [], []
     for _ in range(reps):
         if barrier:
             dist.barrier()
             synchronize(device)
+        before = run_delay_s()
         times.append(time_once(fn, device))
+        waits.append(run_delay_s() - before)
+    if delays is not None:
+        delays.extend(slowest_rank(waits, device) if barrier else waits)
     return slowest_rank(times, device) if barrier else times
 
 
@@ -172,6 +196,24 @@ def time_stats(times: Sequence[float], base: str = "time_s") -> dict[str, float]
         f"{base}_max": max(times),
         f"{base}_std": statistics.pstdev(times),
     }
+
+
+def delay_columns(base: str = "time_s") -> tuple[str, str]:
+    """The run-delay columns beside time column *base*: ``run_delay_s_fastest``,
+    ``run_delay_s_median`` (``fwd_bwd_time_s`` -> ``fwd_bwd_run_delay_s_...``)."""
+    prefix = base.removesuffix("time_s")
+    return f"{prefix}run_delay_s_fastest", f"{prefix}run_delay_s_median"
+
+
+def timed(fn: Callable[[], Any], device: torch.device, args: Any, base: str = "time_s",
+          barrier: bool = True) -> dict[str, float]:  # fmt: skip
+    """:func:`time_stats` of *fn* (``args.warmup``, ``args.reps``) plus the run-queue delay of
+    the fastest repetition and the median delay (:func:`delay_columns`)."""
+    delays: list[float] = []
+    times = time_reps(fn, device, args.warmup, args.reps, barrier, delays)
+    fastest, median = delay_columns(base)
+    at_min = delays[min(range(len(times)), key=times.__getitem__)]
+    return time_stats(times, base) | {fastest: at_min, median: statistics.median(delays)}
 
 
 def save(out: Path, name: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],

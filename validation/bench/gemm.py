@@ -26,14 +26,14 @@ from validation.bench.common import (
     base_parser,
     init_distributed,
     save,
-    time_reps,
-    time_stats,
+    timed,
 )
 
 NAME = "gemm"
 COLUMNS = (
     "m", "n", "k", "batch", "dtype", "device", "reps", "time_s", "time_s_mean", "time_s_min",
-    "time_s_max", "time_s_std", "flops", "flops_per_s", "ops",
+    "time_s_max", "time_s_std", "run_delay_s_fastest", "run_delay_s_median", "flops",
+    "flops_per_s", "ops",
 )  # fmt: skip
 Shape = tuple[int, int, int, int]
 
@@ -75,9 +75,7 @@ def measure(shape: Shape, uses: list[str], args: Any, device: torch.device) -> d
     lead = (batch,) if batch > 1 else ()
     a = torch.randn(*lead, m, k, dtype=dtype, device=device)
     b = torch.randn(*lead, k, n, dtype=dtype, device=device)
-    stats = time_stats(
-        time_reps(lambda: torch.matmul(a, b), device, args.warmup, args.reps, barrier=False)
-    )
+    stats = timed(lambda: torch.matmul(a, b), device, args, barrier=False)
     flops = 2.0 * batch * m * n * k
     return {
         "m": m, "n": n, "k": k, "batch": batch, "dtype": args.dtype, "device": device.type,

@@ -24,8 +24,7 @@ from validation.bench.common import (
     init_distributed,
     mesh_list,
     save,
-    time_reps,
-    time_stats,
+    timed,
 )
 from validation.layer import ATPTransformerLayer
 from validation.mesh import ATPMesh, init_mesh, mesh_shapes
@@ -35,7 +34,8 @@ NAME = "layer"
 COLUMNS = (
     "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "ffn_mult", "dropout", "dtype",
     "backend", "device", "reps", "fwd_bwd_time_s", "fwd_bwd_time_s_mean", "fwd_bwd_time_s_min",
-    "fwd_bwd_time_s_max", "fwd_bwd_time_s_std", "fwd_time_s",
+    "fwd_bwd_time_s_max", "fwd_bwd_time_s_std", "fwd_bwd_run_delay_s_fastest",
+    "fwd_bwd_run_delay_s_median", "fwd_time_s",
 )  # fmt: skip
 
 
@@ -58,8 +58,8 @@ def measure(
         with torch.no_grad():
             layer(x)
 
-    both = time_stats(time_reps(fwd_bwd, device, args.warmup, args.reps), "fwd_bwd_time_s")
-    forward = time_stats(time_reps(fwd, device, args.warmup, args.reps), "fwd_time_s")
+    both = timed(fwd_bwd, device, args, "fwd_bwd_time_s")
+    forward = timed(fwd, device, args, "fwd_time_s")
     return {
         "d1": mesh.d1, "d2": mesh.d2, "chunks": chunks, "hidden": config.hidden,
         "heads": config.heads, "batch": config.batch, "seq": config.seq,

@@ -42,8 +42,7 @@ from validation.bench.common import (
     base_parser,
     init_distributed,
     save,
-    time_reps,
-    time_stats,
+    timed,
 )
 
 log = logging.getLogger("validation.bench")
@@ -52,7 +51,7 @@ NAME = "memory_ops"
 COLUMNS = (
     "op", "op_class", "shape", "elements", "bytes_moved", "bytes_per_element", "dtype",
     "device", "reps", "time_s", "time_s_mean", "time_s_min", "time_s_max", "time_s_std",
-    "bandwidth_Bps", "uses",
+    "run_delay_s_fastest", "run_delay_s_median", "bandwidth_Bps", "uses",
 )  # fmt: skip
 EPS = 1e-5
 
@@ -199,9 +198,7 @@ def timed_call(case: OpCase, args: Any, device: torch.device) -> Callable[[], An
 
 def measure(case: OpCase, uses: list[str], args: Any, device: torch.device) -> dict[str, Any]:
     """One row: the op's time statistics, atpsim's bytes and the bandwidth they imply."""
-    stats = time_stats(
-        time_reps(timed_call(case, args, device), device, args.warmup, args.reps, barrier=False)
-    )
+    stats = timed(timed_call(case, args, device), device, args, barrier=False)
     return {
         "op": case.name, "op_class": memory_op_class(case.name),
         "shape": "x".join(map(str, case.shape)), "elements": case.elements,
