@@ -1,59 +1,12 @@
-"""Helpers every builder shares: parameter checks and adding GPUs, switches and links."""
+"""Graph pieces every builder shares: GPU nodes, links, and a switch joined to its members.
+(Parameter checks live in :mod:`atpsim.topology.params`.)"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import networkx as nx
-
-from atpsim.errors import AtpsimError, TopologyError
-from atpsim.units import parse_bandwidth, parse_time
-
-
-def bandwidth_param(value: Any, key: str) -> float:
-    """Bytes/s from *value* (number or '25 GB/s'); a :class:`TopologyError` naming *key* if not > 0."""
-    try:
-        bandwidth = parse_bandwidth(_number_or_text(value))
-    except AtpsimError as error:
-        raise TopologyError(error.message, key=key) from None
-    if not bandwidth > 0:
-        raise TopologyError(f"expected a positive bandwidth, got {value!r}", key=key)
-    return bandwidth
-
-
-def time_param(value: Any, key: str) -> float:
-    """Seconds from *value* (number or '0.6 us'); a :class:`TopologyError` naming *key* if < 0."""
-    try:
-        seconds = parse_time(_number_or_text(value))
-    except AtpsimError as error:
-        raise TopologyError(error.message, key=key) from None
-    if not seconds >= 0:
-        raise TopologyError(f"expected a latency >= 0, got {value!r}", key=key)
-    return seconds
-
-
-def _number_or_text(value: Any) -> Any:
-    """A bare number written as text ('450e9', as YAML reads it) becomes a float."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def count_param(value: Any, key: str, minimum: int = 1) -> int:
-    """An integer >= *minimum*; a :class:`TopologyError` naming *key* otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TopologyError(f"expected an integer >= {minimum}, got {value!r}", key=key)
-    return value
-
-
-def choice_param(value: Any, key: str, choices: tuple[str, ...]) -> str:
-    """*value* if it is one of *choices*; a :class:`TopologyError` naming *key* otherwise."""
-    if value not in choices:
-        raise TopologyError(f"expected one of {list(choices)}, got {value!r}", key=key)
-    return str(value)
 
 
 def add_gpu(graph: nx.Graph, rank: int, **attrs: Any) -> str:
@@ -68,3 +21,18 @@ def add_link(
 ) -> None:
     """One full-duplex link between *a* and *b*, *bandwidth_Bps* in each direction."""
     graph.add_edge(a, b, kind=kind, bandwidth_Bps=float(bandwidth_Bps), latency_s=float(latency_s))
+
+
+def add_switch(
+    graph: nx.Graph,
+    switch: tuple[str, str, int],
+    members: Iterable[str],
+    link: tuple[str, float, float],
+) -> str:
+    """Add the switch node *switch* = (name, kind, level) and join each of *members* to it by a
+    link *link* = (kind, bandwidth_Bps, latency_s), in the members' order; returns the name."""
+    name, kind, level = switch
+    graph.add_node(name, kind=kind, level=level)
+    for member in members:
+        add_link(graph, member, name, *link)
+    return name

@@ -21,22 +21,18 @@ so NIC-leaf-NIC costs the ~0.6 us HDR figure of the same row (an approximation).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import networkx as nx
 
 from atpsim.errors import TopologyError
-from atpsim.topology.builders._common import (
-    add_gpu,
-    add_link,
-    bandwidth_param,
-    choice_param,
-    count_param,
-    time_param,
-)
+from atpsim.topology.builders._common import add_gpu, add_link, add_switch
 from atpsim.topology.builders.pcie import PCIE_LINK_LATENCY_S, PCIE_X16_BPS
 from atpsim.topology.builders.switch import NVLINK_BANDWIDTH_BPS, NVLINK_HOP_LATENCY_S
 from atpsim.topology.graph import Topology
+from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
@@ -46,54 +42,102 @@ NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
 
 
-def _add_node_fabric(
-    graph: nx.Graph, node: int, ranks: range, intra: str, generation: str, links_per_pair: int
-) -> None:
-    if intra == "nvswitch":
-        switch = f"node{node}_nvswitch"
-        graph.add_node(switch, kind="nvswitch", level=1)
-        for rank in ranks:
-            add_link(
-                graph,
-                f"gpu{rank}",
-                switch,
-                "nvlink",
-                NVLINK_BANDWIDTH_BPS[generation],
-                NVLINK_HOP_LATENCY_S,
-            )
+@dataclass(frozen=True)
+class _NodeShape:
+    """One cluster node: *gpus* GPUs on the *intra* fabric (NVLink *generation*, or
+    *links_per_pair* NVLink3 links between each pair of a mesh) and *nics* NICs."""
+
+    gpus: int
+    intra: str
+    generation: str
+    links_per_pair: int
+    nics: int
+
+
+@dataclass(frozen=True)
+class _FatTree:
+    """The InfiniBand tree: *nic_Bps* per port and direction, *latency_s* per `ib` link,
+    *leaf_size* NIC ports per leaf, *oversubscription* leaf down-ports per up-port."""
+
+    nic_Bps: float
+    latency_s: float
+    leaf_size: int
+    oversubscription: float
+
+
+def _node_shape(
+    gpus_per_node: Any, intra: Any, generation: Any, links_per_pair: Any, nics_per_node: Any
+) -> _NodeShape:
+    """The checked node parameters; *nics_per_node* None means one NIC per GPU on 'nvswitch'
+    (a DGX A100) and one per node on 'nvlink-mesh' (the paper's Figure 7(a))."""
+    gpus = count_param(gpus_per_node, "gpus_per_node")
+    intra = choice_param(intra, "intra", INTRA_FABRICS)
+    generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
+    links_per_pair = count_param(links_per_pair, "links_per_pair")
+    if nics_per_node is None:
+        nics_per_node = gpus if intra == "nvswitch" else 1
+    nics = count_param(nics_per_node, "nics_per_node")
+    return _NodeShape(gpus, intra, generation, links_per_pair, nics)
+
+
+def _fat_tree(
+    nic_bandwidth_Bps: Any, ib_latency_s: Any, leaf_size: Any, oversubscription: Any
+) -> _FatTree:
+    """The checked fat-tree parameters; *oversubscription* must be a number >= 1."""
+    nic_Bps = bandwidth_param(nic_bandwidth_Bps, "nic_bandwidth_Bps")
+    latency_s = time_param(ib_latency_s, "ib_latency_s")
+    leaf_size = count_param(leaf_size, "leaf_size")
+    if (
+        isinstance(oversubscription, bool)
+        or not isinstance(oversubscription, (int, float))
+        or oversubscription < 1
+    ):
+        raise TopologyError(
+            f"expected a ratio >= 1, got {oversubscription!r}", key="oversubscription"
+        )
+    return _FatTree(nic_Bps, latency_s, leaf_size, oversubscription)
+
+
+def _add_node_fabric(graph: nx.Graph, node: int, ranks: range, shape: _NodeShape) -> None:
+    """Node *node*'s GPUs (*ranks*) on one NVSwitch, or fully connected by NVLink3 links."""
+    if shape.intra == "nvswitch":
+        members = (f"gpu{rank}" for rank in ranks)
+        link = ("nvlink", NVLINK_BANDWIDTH_BPS[shape.generation], NVLINK_HOP_LATENCY_S)
+        add_switch(graph, (f"node{node}_nvswitch", "nvswitch", 1), members, link)
         return
-    for a in ranks:
-        for b in ranks:
-            if a < b:
-                add_link(
-                    graph,
-                    f"gpu{a}",
-                    f"gpu{b}",
-                    "nvlink",
-                    links_per_pair * NVLINK3_LINK_BPS,
-                    2 * NVLINK_HOP_LATENCY_S,
-                )
+    bandwidth_Bps = shape.links_per_pair * NVLINK3_LINK_BPS
+    for a, b in combinations(ranks, 2):
+        add_link(graph, f"gpu{a}", f"gpu{b}", "nvlink", bandwidth_Bps, 2 * NVLINK_HOP_LATENCY_S)
 
 
-def _add_fat_tree(
-    graph: nx.Graph,
-    nics: list[str],
-    nic_Bps: float,
-    latency: float,
-    leaf_size: int,
-    oversubscription: float,
-) -> tuple[int, int]:
+def _add_node(graph: nx.Graph, node: int, shape: _NodeShape) -> list[str]:
+    """Node *node*: its GPUs, their fabric, and its NICs, each GPU joined to NIC
+    ``floor(local_rank * nics / gpus)`` by PCIe Gen4 x16; returns the NICs' names."""
+    ranks = range(node * shape.gpus, (node + 1) * shape.gpus)
+    for rank in ranks:
+        add_gpu(graph, rank, node=node)
+    _add_node_fabric(graph, node, ranks, shape)
+    nics = [f"node{node}_nic{j}" for j in range(shape.nics)]
+    for nic in nics:
+        graph.add_node(nic, kind="nic", level=1)
+    for local, rank in enumerate(ranks):
+        nic = nics[local * shape.nics // shape.gpus]
+        add_link(graph, f"gpu{rank}", nic, "pcie", PCIE_X16_BPS[4], PCIE_LINK_LATENCY_S)
+    return nics
+
+
+def _add_fat_tree(graph: nx.Graph, nics: list[str], tree: _FatTree) -> tuple[int, int]:
     """Leaves over *nics* (``leaf_size`` each) and, when more than one leaf, spines; returns
     (leaves, spines)."""
-    n_leaves = math.ceil(len(nics) / leaf_size)
-    n_spines = math.ceil(leaf_size / oversubscription) if n_leaves > 1 else 0
+    n_leaves = math.ceil(len(nics) / tree.leaf_size)
+    n_spines = math.ceil(tree.leaf_size / tree.oversubscription) if n_leaves > 1 else 0
+    link = ("ib", tree.nic_Bps, tree.latency_s)
     for leaf in range(n_leaves):
-        graph.add_node(f"leaf{leaf}", kind="ib_leaf", level=2)
-        for nic in nics[leaf * leaf_size : (leaf + 1) * leaf_size]:
-            add_link(graph, nic, f"leaf{leaf}", "ib", nic_Bps, latency)
+        ports = nics[leaf * tree.leaf_size : (leaf + 1) * tree.leaf_size]
+        add_switch(graph, (f"leaf{leaf}", "ib_leaf", 2), ports, link)
         for spine in range(n_spines):
             graph.add_node(f"spine{spine}", kind="ib_spine", level=3)
-            add_link(graph, f"leaf{leaf}", f"spine{spine}", "ib", nic_Bps, latency)
+            add_link(graph, f"leaf{leaf}", f"spine{spine}", *link)
     return n_leaves, n_spines
 
 
@@ -117,47 +161,19 @@ def ib_cluster(
     on 'nvlink-mesh' as in the paper's Figure 7(a)), on a leaf/spine fat tree with *leaf_size*
     NIC ports per leaf and *oversubscription* = leaf down-ports / up-ports."""
     nodes = count_param(nodes, "nodes")
-    per_node = count_param(gpus_per_node, "gpus_per_node")
-    intra = choice_param(intra, "intra", INTRA_FABRICS)
-    generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
-    links_per_pair = count_param(links_per_pair, "links_per_pair")
-    if nics_per_node is None:
-        nics_per_node = per_node if intra == "nvswitch" else 1
-    nics_per_node = count_param(nics_per_node, "nics_per_node")
-    nic_Bps = bandwidth_param(nic_bandwidth_Bps, "nic_bandwidth_Bps")
-    latency = time_param(ib_latency_s, "ib_latency_s")
-    leaf_size = count_param(leaf_size, "leaf_size")
-    if (
-        isinstance(oversubscription, bool)
-        or not isinstance(oversubscription, (int, float))
-        or oversubscription < 1
-    ):
-        raise TopologyError(
-            f"expected a ratio >= 1, got {oversubscription!r}", key="oversubscription"
-        )
+    shape = _node_shape(gpus_per_node, intra, generation, links_per_pair, nics_per_node)
+    tree = _fat_tree(nic_bandwidth_Bps, ib_latency_s, leaf_size, oversubscription)
     graph = nx.Graph()
-    nics: list[str] = []
-    for node in range(nodes):
-        ranks = range(node * per_node, (node + 1) * per_node)
-        for rank in ranks:
-            add_gpu(graph, rank, node=node)
-        _add_node_fabric(graph, node, ranks, intra, generation, links_per_pair)
-        for j in range(nics_per_node):
-            nic = f"node{node}_nic{j}"
-            graph.add_node(nic, kind="nic", level=1)
-            nics.append(nic)
-        for local, rank in enumerate(ranks):
-            nic = f"node{node}_nic{local * nics_per_node // per_node}"
-            add_link(graph, f"gpu{rank}", nic, "pcie", PCIE_X16_BPS[4], PCIE_LINK_LATENCY_S)
-    leaves, spines = _add_fat_tree(graph, nics, nic_Bps, latency, leaf_size, oversubscription)
+    nics = [nic for node in range(nodes) for nic in _add_node(graph, node, shape)]
+    leaves, spines = _add_fat_tree(graph, nics, tree)
     return Topology(
-        f"ib-cluster:{nodes}x{per_node}",
+        f"ib-cluster:{nodes}x{shape.gpus}",
         graph,
         UpDownRouter(),
         description=(
-            f"{nodes} nodes x {per_node} GPUs ({intra}), {nics_per_node} NIC(s) per node at "
-            f"{nic_Bps * 8 / 1e9:g} Gb/s, {leaves} leaf and {spines} spine switch(es), "
-            f"oversubscription {oversubscription:g}:1"
+            f"{nodes} nodes x {shape.gpus} GPUs ({shape.intra}), {shape.nics} NIC(s) per node "
+            f"at {tree.nic_Bps * 8 / 1e9:g} Gb/s, {leaves} leaf and {spines} spine switch(es), "
+            f"oversubscription {tree.oversubscription:g}:1"
         ),
-        meta={"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": per_node},
+        meta={"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus},
     )

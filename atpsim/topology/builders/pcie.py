@@ -35,20 +35,15 @@ Numbers (per direction):
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import networkx as nx
 
 from atpsim.errors import TopologyError
-from atpsim.topology.builders._common import (
-    add_gpu,
-    add_link,
-    bandwidth_param,
-    choice_param,
-    count_param,
-    time_param,
-)
+from atpsim.topology.builders._common import add_gpu, add_link
 from atpsim.topology.graph import Topology
+from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import HostStagedRouter, UpDownRouter
 
@@ -62,17 +57,38 @@ NV12_BANDWIDTH_BPS = 300e9
 NVLINK_LATENCY_S = 0.6e-6  # NCCL's NVLink per-step latency, LL [C]
 
 
-def _shape(
-    gpus: Any, gpus_per_switch: Any, switches_per_socket: Any, sockets: Any
-) -> tuple[int, int, int, int]:
-    """(gpus, per switch, switches per socket, sockets); GPUs fill switches and sockets in rank
-    order, and *sockets* None means as many as the GPUs need."""
+class TreeShape(NamedTuple):
+    """A balanced PCIe tree: *gpus* GPUs, *per_switch* per PCIe switch, *per_socket* switches
+    per CPU socket, *sockets* sockets."""
+
+    gpus: int
+    per_switch: int
+    per_socket: int
+    sockets: int
+
+
+@dataclass(frozen=True)
+class TreeLinks:
+    """The tree's links, per direction: PCIe (every GPU-switch and switch-socket link), the
+    socket bridge and the host-memory link as (bandwidth_Bps, latency_s), and *lane_Bps*, the
+    per-GPU cross-socket lane (None: no lanes, sockets joined directly)."""
+
+    pcie_Bps: float
+    pcie_latency_s: float
+    socket: tuple[float, float]
+    host: tuple[float, float]
+    lane_Bps: float | None = None
+
+
+def _shape(gpus: Any, gpus_per_switch: Any, switches_per_socket: Any, sockets: Any) -> TreeShape:
+    """The checked tree shape; GPUs fill switches and sockets in rank order, and *sockets* None
+    means as many as the GPUs need."""
     gpus = count_param(gpus, "gpus")
     per_switch = count_param(gpus_per_switch, "gpus_per_switch")
     per_socket = count_param(switches_per_socket, "switches_per_socket")
     needed = -(-gpus // (per_switch * per_socket))
     if sockets is None:
-        return gpus, per_switch, per_socket, needed
+        return TreeShape(gpus, per_switch, per_socket, needed)
     sockets = count_param(sockets, "sockets")
     if needed != sockets:
         raise TopologyError(
@@ -80,38 +96,38 @@ def _shape(
             f"{per_switch} GPUs, but they need {needed}",
             key="sockets",
         )
-    return gpus, per_switch, per_socket, sockets
+    return TreeShape(gpus, per_switch, per_socket, sockets)
 
 
-def tree_graph(
-    shape: tuple[int, int, int, int],
-    pcie_Bps: float,
-    pcie_latency_s: float,
-    socket: tuple[float, float],
-    host: tuple[float, float],
-    lane_Bps: float | None = None,
-) -> nx.Graph:
+def tree_graph(shape: TreeShape, links: TreeLinks) -> nx.Graph:
     """GPUs (level 0) under PCIe switches (1) under sockets ``cpu<i>`` (2) with host memory
-    ``host_mem<i>`` (3); every pair of sockets joined by a `socket` link, or, with *lane_Bps*,
+    ``host_mem<i>`` (3); every pair of sockets joined by a `socket` link, or, with lanes,
     through per-GPU cross-socket lanes (:func:`_add_remote_lanes`)."""
-    gpus, per_switch, per_socket, sockets = shape
     graph = nx.Graph()
-    for s in range(sockets):
-        graph.add_node(f"cpu{s}", kind="cpu", level=2, host_memory=f"host_mem{s}")
-        graph.add_node(f"host_mem{s}", kind="cpu", level=3)
-        add_link(graph, f"cpu{s}", f"host_mem{s}", "host", *host)
-        for other in range(s if lane_Bps is None else 0):
-            add_link(graph, f"cpu{other}", f"cpu{s}", "socket", *socket)
-    if lane_Bps is not None and sockets > 1:
-        _add_remote_lanes(graph, sockets, per_switch * per_socket, socket, lane_Bps)
-    for rank in range(gpus):
-        switch = rank // per_switch
+    _add_sockets(graph, shape.sockets, links)
+    if links.lane_Bps is not None and shape.sockets > 1:
+        lanes = shape.per_switch * shape.per_socket
+        _add_remote_lanes(graph, shape.sockets, lanes, links.socket, links.lane_Bps)
+    pcie = ("pcie", links.pcie_Bps, links.pcie_latency_s)
+    for rank in range(shape.gpus):
+        switch = rank // shape.per_switch
         name = f"pcie_switch{switch}"
         if name not in graph:
             graph.add_node(name, kind="pcie_switch", level=1)
-            add_link(graph, name, f"cpu{switch // per_socket}", "pcie", pcie_Bps, pcie_latency_s)
-        add_link(graph, add_gpu(graph, rank), name, "pcie", pcie_Bps, pcie_latency_s)
+            add_link(graph, name, f"cpu{switch // shape.per_socket}", *pcie)
+        add_link(graph, add_gpu(graph, rank), name, *pcie)
     return graph
+
+
+def _add_sockets(graph: nx.Graph, sockets: int, links: TreeLinks) -> None:
+    """Sockets ``cpu<s>`` with their host memory ``host_mem<s>``; without lanes, each socket
+    joined to every earlier one by a `socket` link."""
+    for s in range(sockets):
+        graph.add_node(f"cpu{s}", kind="cpu", level=2, host_memory=f"host_mem{s}")
+        graph.add_node(f"host_mem{s}", kind="cpu", level=3)
+        add_link(graph, f"cpu{s}", f"host_mem{s}", "host", *links.host)
+        for other in range(s if links.lane_Bps is None else 0):
+            add_link(graph, f"cpu{other}", f"cpu{s}", "socket", *links.socket)
 
 
 def _add_remote_lanes(
@@ -141,23 +157,25 @@ def _pcie_Bps(pcie_gen: Any, pcie_bandwidth_Bps: Any) -> float:
 def _links(
     pcie_gen: Any,
     pcie_latency_s: Any,
-    socket_bandwidth_Bps: Any,
-    socket_latency_s: Any,
-    host_staging_bandwidth_Bps: Any,
-    host_latency_s: Any,
+    socket: tuple[Any, Any],
+    host: tuple[Any, Any],
     pcie_bandwidth_Bps: Any = None,
-) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
-    return (
+    lane_Bps: Any = None,
+) -> TreeLinks:
+    """The checked link parameters (*socket* and *host* as (bandwidth, latency)); *lane_Bps*
+    None leaves the lanes out."""
+    return TreeLinks(
         _pcie_Bps(pcie_gen, pcie_bandwidth_Bps),
         time_param(pcie_latency_s, "pcie_latency_s"),
         (
-            bandwidth_param(socket_bandwidth_Bps, "socket_bandwidth_Bps"),
-            time_param(socket_latency_s, "socket_latency_s"),
+            bandwidth_param(socket[0], "socket_bandwidth_Bps"),
+            time_param(socket[1], "socket_latency_s"),
         ),
         (
-            bandwidth_param(host_staging_bandwidth_Bps, "host_staging_bandwidth_Bps"),
-            time_param(host_latency_s, "host_latency_s"),
+            bandwidth_param(host[0], "host_staging_bandwidth_Bps"),
+            time_param(host[1], "host_latency_s"),
         ),
+        None if lane_Bps is None else bandwidth_param(lane_Bps, "cross_socket_gpu_bandwidth_Bps"),
     )
 
 
@@ -187,29 +205,19 @@ def pcie_tree(
     shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
     if not isinstance(p2p, bool):
         raise TopologyError(f"expected true or false, got {p2p!r}", key="p2p")
-    links = _links(
-        pcie_gen,
-        pcie_latency_s,
-        socket_bandwidth_Bps,
-        socket_latency_s,
-        host_staging_bandwidth_Bps,
-        host_latency_s,
-        pcie_bandwidth_Bps,
-    )
-    lane_Bps = (
-        None
-        if cross_socket_gpu_bandwidth_Bps is None
-        else bandwidth_param(cross_socket_gpu_bandwidth_Bps, "cross_socket_gpu_bandwidth_Bps")
-    )
-    graph = tree_graph(shape, *links, lane_Bps=lane_Bps)
+    socket = (socket_bandwidth_Bps, socket_latency_s)
+    host = (host_staging_bandwidth_Bps, host_latency_s)
+    lane_Bps = cross_socket_gpu_bandwidth_Bps
+    links = _links(pcie_gen, pcie_latency_s, socket, host, pcie_bandwidth_Bps, lane_Bps)
     staged = "staged through host memory (P2P disabled)" if not p2p else "PCIe peer-to-peer"
     return Topology(
-        f"pcie-tree:{shape[0]}",
-        graph,
+        f"pcie-tree:{shape.gpus}",
+        tree_graph(shape, links),
         UpDownRouter() if p2p else HostStagedRouter(),
         description=(
-            f"{shape[0]} GPUs on a PCIe Gen{pcie_gen} tree ({shape[1]} per switch, {shape[2]} "
-            f"switches per socket, {shape[3]} sockets); GPU-to-GPU {staged}"
+            f"{shape.gpus} GPUs on a PCIe Gen{pcie_gen} tree ({shape.per_switch} per switch, "
+            f"{shape.per_socket} switches per socket, {shape.sockets} sockets); "
+            f"GPU-to-GPU {staged}"
         ),
         meta={"builder": "pcie-tree", "p2p": p2p},
     )
@@ -235,29 +243,24 @@ def nvlink_pairs(
     (the paper's Machine B, IC2). Transfers within a pair take the NVLink; between pairs, the
     PCIe tree peer-to-peer, at Gen *pcie_gen* x16 or *pcie_bandwidth_Bps* per link."""
     shape = _shape(gpus, gpus_per_switch, switches_per_socket, sockets)
-    if shape[0] % 2:
-        raise TopologyError(f"expected an even number of GPUs to pair, got {shape[0]}", key="gpus")
-    links = _links(
-        pcie_gen,
-        pcie_latency_s,
-        socket_bandwidth_Bps,
-        socket_latency_s,
-        HOST_STAGING_BANDWIDTH_BPS,
-        HOST_LATENCY_S,
-        pcie_bandwidth_Bps,
-    )
-    graph = tree_graph(shape, *links)
+    if shape.gpus % 2:
+        raise TopologyError(
+            f"expected an even number of GPUs to pair, got {shape.gpus}", key="gpus"
+        )
+    socket = (socket_bandwidth_Bps, socket_latency_s)
+    host = (HOST_STAGING_BANDWIDTH_BPS, HOST_LATENCY_S)
+    graph = tree_graph(shape, _links(pcie_gen, pcie_latency_s, socket, host, pcie_bandwidth_Bps))
     bandwidth = bandwidth_param(nvlink_bandwidth_Bps, "nvlink_bandwidth_Bps")
     latency = time_param(nvlink_latency_s, "nvlink_latency_s")
-    for rank in range(0, shape[0], 2):
+    for rank in range(0, shape.gpus, 2):
         add_link(graph, f"gpu{rank}", f"gpu{rank + 1}", "nvlink", bandwidth, latency)
     return Topology(
-        f"nvlink-pairs:{shape[0]}",
+        f"nvlink-pairs:{shape.gpus}",
         graph,
         UpDownRouter(),
         description=(
-            f"{shape[0]} GPUs in {shape[0] // 2} NVLink pairs ({bandwidth / 1e9:g} GB/s per "
-            f"direction) over a PCIe Gen{pcie_gen} tree ({shape[3]} sockets)"
+            f"{shape.gpus} GPUs in {shape.gpus // 2} NVLink pairs ({bandwidth / 1e9:g} GB/s per "
+            f"direction) over a PCIe Gen{pcie_gen} tree ({shape.sockets} sockets)"
         ),
         meta={"builder": "nvlink-pairs"},
     )

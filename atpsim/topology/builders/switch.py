@@ -17,15 +17,9 @@ from typing import Any
 
 import networkx as nx
 
-from atpsim.topology.builders._common import (
-    add_gpu,
-    add_link,
-    bandwidth_param,
-    choice_param,
-    count_param,
-    time_param,
-)
+from atpsim.topology.builders._common import add_gpu, add_switch
 from atpsim.topology.graph import Topology
+from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
@@ -36,15 +30,32 @@ NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9}
 NVLINK_HOP_LATENCY_S = 0.3e-6
 
 
-def star(
-    name: str, gpus: int, switch_kind: str, link_kind: str, bandwidth: float, latency: float
-) -> nx.Graph:
-    """*gpus* GPUs each joined to one switch node *name* (level 1) by one link."""
+#: (switch node, its kind, the GPU links' kind) of each single-switch fabric.
+NVSWITCH_FABRIC = ("nvswitch0", "nvswitch", "nvlink")
+NVLINK_NETWORK_FABRIC = ("nvl_switch0", "nvl_switch", "nvlink_network")
+
+
+def _single_switch(
+    builder: str,
+    gpus: int,
+    fabric: tuple[str, str, str],
+    link: tuple[float, float],
+    description: str,
+    meta: dict[str, Any] | None = None,
+) -> Topology:
+    """*gpus* GPUs, each joined to the one switch of *fabric* by a link of *link* =
+    (bandwidth_Bps, latency_s), routed up/down; named ``<builder>:<gpus>``."""
+    switch, switch_kind, link_kind = fabric
     graph = nx.Graph()
-    graph.add_node(name, kind=switch_kind, level=1)
-    for rank in range(gpus):
-        add_link(graph, add_gpu(graph, rank), name, link_kind, bandwidth, latency)
-    return graph
+    members = (add_gpu(graph, rank) for rank in range(gpus))
+    add_switch(graph, (switch, switch_kind, 1), members, (link_kind, *link))
+    return Topology(
+        f"{builder}:{gpus}",
+        graph,
+        UpDownRouter(),
+        description=description,
+        meta={"builder": builder, **(meta or {})},
+    )
 
 
 @register_builder("nvswitch")
@@ -65,17 +76,13 @@ def nvswitch(
         "gpu_bandwidth_Bps",
     )
     latency = time_param(latency_s, "latency_s")
-    graph = star("nvswitch0", gpus, "nvswitch", "nvlink", bandwidth, latency)
-    return Topology(
-        f"nvswitch:{gpus}",
-        graph,
-        UpDownRouter(),
-        description=(
-            f"{gpus} {generation.upper()} GPUs on one NVSwitch fabric (modelled as one non-blocking "
-            f"switch), {bandwidth / 1e9:g} GB/s per GPU per direction"
-        ),
-        meta={"builder": "nvswitch", "generation": generation},
+    description = (
+        f"{gpus} {generation.upper()} GPUs on one NVSwitch fabric (modelled as one non-blocking "
+        f"switch), {bandwidth / 1e9:g} GB/s per GPU per direction"
     )
+    link = (bandwidth, latency)
+    meta = {"generation": generation}
+    return _single_switch("nvswitch", gpus, NVSWITCH_FABRIC, link, description, meta)
 
 
 @register_builder("nvlink-network-switch")
@@ -91,14 +98,9 @@ def nvlink_network_switch(
     gpus = count_param(gpus, "gpus")
     bandwidth = bandwidth_param(gpu_bandwidth_Bps, "gpu_bandwidth_Bps")
     latency = time_param(latency_s, "latency_s")
-    graph = star("nvl_switch0", gpus, "nvl_switch", "nvlink_network", bandwidth, latency)
-    return Topology(
-        f"nvlink-network-switch:{gpus}",
-        graph,
-        UpDownRouter(),
-        description=(
-            f"{gpus} GPUs on one NVLink-Network switch fabric (assumed non-blocking), "
-            f"{bandwidth / 1e9:g} GB/s per GPU per direction"
-        ),
-        meta={"builder": "nvlink-network-switch"},
+    description = (
+        f"{gpus} GPUs on one NVLink-Network switch fabric (assumed non-blocking), "
+        f"{bandwidth / 1e9:g} GB/s per GPU per direction"
     )
+    link = (bandwidth, latency)
+    return _single_switch("nvlink-network-switch", gpus, NVLINK_NETWORK_FABRIC, link, description)

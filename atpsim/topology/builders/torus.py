@@ -13,14 +13,9 @@ from typing import Any
 import networkx as nx
 
 from atpsim.errors import TopologyError
-from atpsim.topology.builders._common import (
-    add_gpu,
-    add_link,
-    bandwidth_param,
-    count_param,
-    time_param,
-)
+from atpsim.topology.builders._common import add_gpu, add_link
 from atpsim.topology.graph import Topology
+from atpsim.topology.params import bandwidth_param, count_param, time_param
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import DimensionOrderRouter
 
