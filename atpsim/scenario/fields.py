@@ -25,8 +25,8 @@ from pydantic_core import PydanticCustomError
 
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import placement_names
+from atpsim.topology.params import bandwidth_param, time_param
 from atpsim.topology.registry import did_you_mean
-from atpsim.units import parse_bandwidth, parse_time
 
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
@@ -171,39 +171,31 @@ def check_quantities(value: Any, path: KeyPath) -> None:
             check_quantities(item, (*path, str(key)))
 
 
-def number_or_text(value: Any) -> Any:
-    """A bare number YAML read as text ('25e9': YAML 1.1 wants '25.0e+9') as a float."""
-    try:
-        return float(value) if isinstance(value, str) else value
-    except ValueError:
-        return value
-
-
 def check_bandwidth(value: Any, subkey: KeyPath) -> float:
-    """Bytes/s of *value* ('25 GB/s', '200 Gb/s' or a number), which must be positive."""
+    """Bytes/s of *value* ('25 GB/s', '200 Gb/s' or a number), which must be positive; read as
+    the topology builders read their bandwidths (:func:`~atpsim.topology.params.bandwidth_param`)."""
     expected = "expected a positive bandwidth such as '25 GB/s' or '200 Gb/s'"
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise invalid(f"{expected}, got {show(value)}", subkey)
-    try:
-        bandwidth = parse_bandwidth(number_or_text(value))
-    except AtpsimError:
-        raise invalid(f"{expected}, got {show(value)}", subkey) from None
-    if not bandwidth > 0:
-        raise invalid(f"{expected}, got {show(value)}", subkey)
-    return bandwidth
+    return _check_quantity(bandwidth_param, value, subkey, expected)
 
 
 def check_latency(value: Any, subkey: KeyPath) -> None:
-    """*value* ('1 us', '0.5 ms' or seconds) must be a time >= 0."""
+    """*value* ('1 us', '0.5 ms' or seconds) must be a time >= 0, read as the topology builders
+    read their latencies (:func:`~atpsim.topology.params.time_param`)."""
     expected = "expected a non-negative time such as '1 us' or '0.5 ms'"
+    _check_quantity(time_param, value, subkey, expected)
+
+
+def _check_quantity(
+    check: Callable[[Any, str], float], value: Any, subkey: KeyPath, expected: str
+) -> float:
+    """*check*'s SI value of *value* (a number or a string, not a bool), else one scenario error
+    at *subkey* saying what was *expected*."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise invalid(f"{expected}, got {show(value)}", subkey)
     try:
-        latency = parse_time(number_or_text(value))
+        return check(value, "")  # its TopologyError gives way to the scenario's message
     except AtpsimError:
         raise invalid(f"{expected}, got {show(value)}", subkey) from None
-    if not latency >= 0:
-        raise invalid(f"{expected}, got {show(value)}", subkey)
 
 
 def _hardware(value: Any, info: ValidationInfo) -> Any:
