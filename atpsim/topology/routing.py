@@ -7,6 +7,7 @@ up*/down* (tree) routing with destination-mod-k uplink choice on switched fabric
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import networkx as nx
@@ -53,14 +54,16 @@ class DimensionOrderRouter:
             step, hops = (1, forward) if forward <= backward else (-1, backward)
             for _ in range(hops if forward else 0):
                 here[axis] = (here[axis] + step) % size
-                path.append(topology.gpu_nodes[self._rank(here)])
+                path.append(topology.gpu_nodes[rank_of(here, self.dims)])
         return path
 
-    def _rank(self, coords: list[int]) -> int:
-        rank = 0
-        for c, size in zip(coords, self.dims, strict=True):
-            rank = rank * size + c
-        return rank
+
+def rank_of(coords: Sequence[int], dims: tuple[int, ...]) -> int:
+    """Row-major index of *coords* in a torus of shape *dims* (the last dimension varies fastest)."""
+    rank = 0
+    for c, size in zip(coords, dims, strict=True):
+        rank = rank * size + c
+    return rank
 
 
 class _UpDownState:

@@ -17,7 +17,7 @@ from atpsim.topology.builders._common import add_gpu, add_link
 from atpsim.topology.graph import Topology
 from atpsim.topology.params import bandwidth_param, count_param, time_param
 from atpsim.topology.registry import register_builder
-from atpsim.topology.routing import DimensionOrderRouter
+from atpsim.topology.routing import DimensionOrderRouter, rank_of
 
 #: Figure 7(b) of the paper: 25 GB/s per torus link (per direction).
 DEFAULT_LINK_BANDWIDTH_BPS = 25e9
@@ -35,16 +35,8 @@ def square_dims(n_gpus: int) -> tuple[int, int]:
     return d, n_gpus // d
 
 
-def rank_of(coords: tuple[int, ...], dims: tuple[int, ...]) -> int:
-    """Row-major index of *coords* in a torus of shape *dims* (the last dimension varies fastest)."""
-    rank = 0
-    for c, size in zip(coords, dims, strict=True):
-        rank = rank * size + c
-    return rank
-
-
 def coords_of(rank: int, dims: tuple[int, ...]) -> tuple[int, ...]:
-    """Inverse of :func:`rank_of`."""
+    """Inverse of :func:`~atpsim.topology.routing.rank_of`."""
     coords = []
     for size in reversed(dims):
         rank, c = divmod(rank, size)
