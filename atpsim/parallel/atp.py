@@ -61,6 +61,11 @@ Item = tuple[ComputeOp | CommOp, Role]
 #: Bytes of the LayerNorm statistics all-reduced per token: mean and variance (or, backward,
 #: the two sums the gradient needs) in fp32.
 LN_STATS_BYTES_PER_TOKEN = 8
+#: LayerNorm's memory passes, bytes per element in dtype bytes (whole, statistics, apply): the
+#: forward pass reads and writes each element once (2B; the statistics pass reads it, B); the
+#: backward pass with the residual-gradient add moves twice that (module docstring).
+LN_FWD_PASSES = (2, 1, 2)
+LN_BWD_PASSES = (4, 2, 4)
 #: Flag set when heads % (d1·d2) != 0: the attention core's work is split evenly anyway.
 FLAG_UNEVEN_HEADS = "heads_not_divisible_by_mesh"
 
@@ -129,27 +134,19 @@ def _chain(*ops: ComputeOp) -> list[Item]:
     return [(op, "chain") for op in ops]
 
 
-def _layernorm_fwd(name: str, d: LayerDims) -> list[Item]:
+def _layernorm(name: str, d: LayerDims, passes: tuple[int, int, int]) -> list[Item]:
+    """LayerNorm on this rank's ``[T, h/d2]``, forward or backward: one memory pass when d2 = 1,
+    else a statistics pass, the all-reduce of the statistics on dimension 2 and an apply pass;
+    *passes* = (whole, statistics, apply) bytes per element, in dtype bytes."""
     elements, b = d.tokens * d.hidden // d.d2, d.dtype_bytes
+    whole, stats_pass, apply_pass = passes
     if d.d2 == 1:
-        return _chain(_memory(name, elements, 2 * b))
+        return _chain(_memory(name, elements, whole * b))
     stats = d.tokens * LN_STATS_BYTES_PER_TOKEN
     return [
-        *_chain(_memory(f"{name}_stats", elements, b)),
+        *_chain(_memory(f"{name}_stats", elements, stats_pass * b)),
         *_comm(f"{name}_stats", "all_reduce", 2, stats, d),
-        *_chain(_memory(f"{name}_apply", elements, 2 * b)),
-    ]
-
-
-def _layernorm_bwd(name: str, d: LayerDims) -> list[Item]:
-    elements, b = d.tokens * d.hidden // d.d2, d.dtype_bytes
-    if d.d2 == 1:
-        return _chain(_memory(f"{name}_bwd", elements, 4 * b))
-    stats = d.tokens * LN_STATS_BYTES_PER_TOKEN
-    return [
-        *_chain(_memory(f"{name}_bwd_stats", elements, 2 * b)),
-        *_comm(f"{name}_bwd_stats", "all_reduce", 2, stats, d),
-        *_chain(_memory(f"{name}_bwd_apply", elements, 4 * b)),
+        *_chain(_memory(f"{name}_apply", elements, apply_pass * b)),
     ]
 
 
@@ -182,7 +179,7 @@ def forward_items(d: LayerDims, layer: int) -> list[Item]:
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
     return [
-        *_layernorm_fwd(f"{p}ln1", d),
+        *_layernorm(f"{p}ln1", d, LN_FWD_PASSES),
         *_chain(_gemm(f"{p}qkv", t, 3 * hd1, hd2, d)),
         *_comm(f"{p}f1", "all_reduce", 2, t * 3 * hd1 * b, d),
         *_attention_core_fwd(p, d),
@@ -190,7 +187,7 @@ def forward_items(d: LayerDims, layer: int) -> list[Item]:
         *_chain(_gemm(f"{p}proj", t, hd2, hd1, d)),
         *_comm(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
         *_chain(_memory(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
-        *_layernorm_fwd(f"{p}ln2", d),
+        *_layernorm(f"{p}ln2", d, LN_FWD_PASSES),
         *_chain(_gemm(f"{p}fc1", t, fd1, hd2, d)),
         *_comm(f"{p}f3", "all_reduce", 2, t * fd1 * b, d),
         *_chain(_memory(f"{p}fc1_bias_gelu", t * fd1, 2 * b)),
@@ -221,13 +218,13 @@ def backward_items(d: LayerDims, layer: int) -> list[Item]:
         *_linear_bwd(f"{p}fc2", f"{p}f4_bwd", t, fd1, hd2, 2, d),
         *_chain(_memory(f"{p}fc1_bias_gelu_bwd", t * fd1, 3 * b)),
         *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, fd1, 1, d),
-        *_layernorm_bwd(f"{p}ln2", d),
+        *_layernorm(f"{p}ln2_bwd", d, LN_BWD_PASSES),
         *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
         *_attention_core_bwd(p, d),
         *_comm(f"{p}attn_scatter_bwd", "all_gather", 2, t * 3 * hd1 * b, d),
         *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, 3 * hd1, 1, d),
-        *_layernorm_bwd(f"{p}ln1", d),
+        *_layernorm(f"{p}ln1_bwd", d, LN_BWD_PASSES),
     ]
 
 
