@@ -9,7 +9,9 @@ add nccl-tests logs). Each CSV is recognised by its columns, not its name:
 * memory-bound ops: ``op, bytes_moved`` and a time (atpsim's byte count of a non-GEMM op,
   :mod:`atpsim.validate.memory_fit`; optional ``shape``, which tells apart ops of equal bytes);
 * layers: ``d1, d2, chunks, hidden, heads, batch, seq, dtype`` and a time
-  (``fwd_bwd_time_s``; optional ``ffn_mult``, default 4);
+  (``fwd_bwd_time_s``; optional ``ffn_mult``, default 4, and the computing thread's run-queue
+  delay in the fastest repetition and as a median, ``fwd_bwd_run_delay_s_fastest`` /
+  ``_median``: time a shared host's other programs took from it);
 * nccl-tests logs: files named ``*_perf*.log`` or ``*_perf*.txt`` (``all_reduce_perf`` output);
 * the machine description: ``machine.json``/``machine.yaml`` and any ``*machine*`` JSON/YAML
   (e.g. each benchmark's ``<name>.machine.json``), merged, the first file named wins a key.
@@ -66,6 +68,7 @@ class LayerPoint:
     time_s: float
     label: str = ""
     ffn_mult: int = 4
+    run_delay_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ def _layers(frame: pd.DataFrame, name: str, statistic: str) -> list[LayerPoint]:
     frame = frame.assign(ffn_mult=frame["ffn_mult"] if "ffn_mult" in frame else 4)
     keys = [*LAYER_COLUMNS, "ffn_mult"]
     table = _reduced(frame, keys, time, statistic)
+    delays = _layer_delays(frame, keys, statistic)
     points = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"
@@ -250,8 +254,25 @@ def _layers(frame: pd.DataFrame, name: str, statistic: str) -> list[LayerPoint]:
         label = (f"({ints['d1']},{ints['d2']}) c{ints['chunks']} h{ints['hidden']} "
                  f"b{ints['batch']} s{ints['seq']}")  # fmt: skip
         points.append(LayerPoint(**ints, dtype=str(row["dtype"]), time_s=float(row[time]),
-                                 label=label))  # fmt: skip
+                                 label=label, run_delay_s=delays.get(i)))  # fmt: skip
     return points
+
+
+#: The run-delay column that goes with each statistic of the layer time.
+_DELAY_COLUMNS = {"min": "fwd_bwd_run_delay_s_fastest", "median": "fwd_bwd_run_delay_s_median",
+                  "mean": "fwd_bwd_run_delay_s_median"}  # fmt: skip
+
+
+def _layer_delays(frame: pd.DataFrame, keys: list[str], statistic: str) -> dict[Any, float]:
+    """Row index of the reduced layer table -> the run-queue delay that goes with its time
+    (the statistic of the repeated rows' delays); {} when the CSV has no delay column."""
+    column = _DELAY_COLUMNS[statistic]
+    if column not in frame.columns:
+        return {}
+    delays = frame.assign(**{column: pd.to_numeric(frame[column], errors="coerce")})
+    grouped = delays.groupby(keys, sort=True, dropna=False)[column]
+    reduced = grouped.agg("min" if statistic == "min" else "median")
+    return {i: float(v) for i, v in enumerate(reduced.tolist()) if v == v}
 
 
 def _read_machine(root: Path) -> dict[str, Any]:

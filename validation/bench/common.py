@@ -6,8 +6,8 @@ Timing: CUDA events on a GPU (elapsed time of the work queued between two events
 so collectives on all groups start together; a repetition's time is that of the slowest rank.
 
 On a shared CPU host other programs take cores from the benchmark. Linux counts, per thread,
-the time it was runnable but waiting for a CPU (``/proc/self/task/<tid>/schedstat``, second
-field); each repetition records that run-queue delay of this process's threads (the largest
+the time it was runnable but waiting for a CPU (``/proc/thread-self/schedstat``, second
+field); each repetition records that run-queue delay of the computing thread (the largest
 over ranks), and every CSV gives it for the fastest repetition (``run_delay_s_fastest``) and
 as a median, so a reader can tell a disturbed time from a clean one.
 """
@@ -147,16 +147,14 @@ def time_once(fn: Callable[[], Any], device: torch.device) -> float:
 
 
 def run_delay_s() -> float:
-    """Seconds this process's threads have spent runnable but waiting for a CPU, summed over
-    its threads (Linux schedstat); 0.0 where the kernel does not report it."""
-    total_ns = 0
+    """Seconds the calling thread (the one that computes: OMP_NUM_THREADS=1 on a CPU) has
+    spent runnable but waiting for a CPU (Linux schedstat); 0.0 where the kernel does not
+    report it."""
     try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/schedstat") as stat:
-                total_ns += int(stat.read().split()[1])
+        with open("/proc/thread-self/schedstat") as stat:
+            return int(stat.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
-    return total_ns / 1e9
 
 
 def time_reps(fn: Callable[[], Any], device: torch.device, warmup: int, reps: int,
