@@ -1,8 +1,9 @@
 """The machine description written beside every benchmark CSV (``<name>.machine.json``).
 
 CPU model and count, GPU model and count, torch / CUDA / NCCL / driver versions, the process
-group (backend, world size) and, where ``nvidia-smi`` exists, its ``topo -m`` matrix, so a fit
-knows what the numbers were measured on.
+group (backend, world size), the host's load average when the benchmark ended and, where
+``nvidia-smi`` exists, its ``topo -m`` matrix, so a fit knows what the numbers were measured
+on.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ def _gpus() -> dict[str, Any]:
     }
 
 
+def _load_average() -> list[float] | None:
+    """The host's 1, 5 and 15 minute load averages (runnable tasks; a shared host shows
+    other programs here), None where the OS does not say."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def describe_machine() -> dict[str, Any]:
     """What this process runs on, and the process group it belongs to (if any)."""
     description: dict[str, Any] = {
@@ -64,6 +74,7 @@ def describe_machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "omp_num_threads": torch.get_num_threads(),
+        "load_average": _load_average(),
     }
     if dist.is_initialized():
         description |= {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
