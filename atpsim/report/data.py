@@ -46,7 +46,7 @@ def varying(
 
 
 #: Columns whose value alone labels a panel or table column (no ``name=`` before it).
-BARE_LABELS = ("topology", "model", "placement")
+BARE_LABELS = ("topology", "model", "placement", "algorithm", "hardware")
 
 
 def value_labels(frame: pd.DataFrame, names: Sequence[str]) -> pd.Series:

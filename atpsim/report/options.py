@@ -198,10 +198,5 @@ def _select(raw: Any, key: str, source: str | None) -> tuple[tuple[str, tuple[st
         if not listed or any(isinstance(v, (Mapping, list)) for v in listed):
             message = f"expected a value or a list of values, got {values!r}"
             raise _error(message, source, f"{key}.{name}")
-        pairs.append((str(name), tuple(_text(v) for v in listed)))
+        pairs.append((str(name), tuple(str(v) for v in listed)))
     return tuple(pairs)
-
-
-def _text(value: Any) -> str:
-    """A select value as compared with the table's: its text, lower-cased."""
-    return str(value).lower()

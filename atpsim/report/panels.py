@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from atpsim.report.data import ordered, panel_labels  # noqa: E402
 
@@ -30,6 +30,8 @@ RC: Any = {
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
+#: Estimated legend entry width at 9 pt (inches): handle and padding, and per character.
+LEGEND_HANDLE_IN, LEGEND_CHAR_IN = 0.55, 0.065
 
 
 @dataclass(frozen=True)
@@ -81,21 +83,35 @@ def panel_grid(
             if points.empty:
                 axes[i][j].set_visible(False)
                 continue
-            panels.append(Panel(axes[i][j], points, _title(col, row, points, frame)))
+            title = _title(col, row, points, frame, on_row=_topology_in_rows(columns, rows))
+            panels.append(Panel(axes[i][j], points, title))
     return figure, panels
 
 
-def _title(column: str, row: str, points: pd.DataFrame, frame: pd.DataFrame) -> str:
-    """The column label with the panel's GPU count (when it has one) and its hardware (when
-    the figure has several), then the row label on a second line."""
+def _topology_in_rows(columns: Sequence[str] | None, rows: Sequence[str] | None) -> bool:
+    return columns is not None and "topology" not in columns and "topology" in (rows or ())
+
+
+def _title(column: str, row: str, points: pd.DataFrame, frame: pd.DataFrame, on_row: bool) -> str:
+    """The column label over the row label; the panel's GPU count (when it has one) and its
+    hardware (when the figure has several) go in brackets after the line that names the
+    topology (the row line when *on_row*)."""
     details = []
     counts = ordered(points["n_devices"])
     if len(counts) == 1 and " GPUs" not in column + row:
         details.append(f"{counts[0]} GPUs")
-    if frame["hardware"].nunique() > 1 and "hardware=" not in column + row:
-        details.append(", ".join(map(str, ordered(points["hardware"]))))
-    title = f"{column} ({', '.join(details)})" if details else column
-    return title + (f"\n{row}" if row else "")
+    hardware = ordered(points["hardware"])
+    if frame["hardware"].nunique() > 1 and not set(map(str, hardware)) & _words(column, row):
+        details.append(", ".join(map(str, hardware)))
+    lines = [column, row] if row else [column]
+    if details:
+        k = 1 if on_row and row else 0
+        lines[k] = f"{lines[k]} ({', '.join(details)})".strip()
+    return "\n".join(lines)
+
+
+def _words(*labels: str) -> set[str]:
+    return {word.strip() for label in labels for word in label.split(",")}
 
 
 def color(index: int) -> str:
@@ -104,9 +120,12 @@ def color(index: int) -> str:
 
 
 def log_y_axis(ax: Axes) -> None:
-    """A logarithmic y axis labelled with plain numbers (0.5, 1, 10) rather than powers."""
+    """A logarithmic y axis with ticks at 1, 2 and 5 times the powers of ten, labelled as
+    plain numbers (0.5, 1, 2) rather than powers."""
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def legend(figure: Figure, panels: Sequence[Panel], extra: Sequence[Any] = ()) -> None:
@@ -121,6 +140,23 @@ def legend(figure: Figure, panels: Sequence[Panel], extra: Sequence[Any] = ()) -
             list(handles.values()),
             list(handles),
             loc="outside lower center",
-            ncols=min(len(handles), 6),
+            ncols=_legend_columns(list(handles), figure.get_figwidth()),
             frameon=False,
         )
+
+
+def _legend_columns(labels: list[str], width_in: float) -> int:
+    """The most entries per legend row that fit in *width_in*. Matplotlib fills the legend
+    column by column, the first ``n % ncols`` columns one entry longer; each column is as
+    wide as its widest entry (:data:`LEGEND_HANDLE_IN` plus :data:`LEGEND_CHAR_IN` per
+    character)."""
+    widths = [LEGEND_HANDLE_IN + LEGEND_CHAR_IN * len(label) for label in labels]
+    for ncols in range(min(len(widths), 6), 1, -1):
+        total, start = 0.0, 0
+        for i in range(ncols):
+            size = len(widths) // ncols + (1 if i < len(widths) % ncols else 0)
+            total += max(widths[start : start + size])
+            start += size
+        if total <= width_in:
+            return ncols
+    return 1

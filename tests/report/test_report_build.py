@@ -12,8 +12,8 @@ from report_fakes import fig11_frame, fig12_frame, table3_frame
 from atpsim.analytic.model import closed_form_units
 from atpsim.errors import ScenarioError
 from atpsim.report.build import ReportOptions, auto_figures, build_report, rebuild_report
-from atpsim.report.data import best_per_group
 from atpsim.report.chunk_table import chunk_table, reference_cells, reference_errors
+from atpsim.report.data import best_per_group
 from atpsim.results.io import read_results, write_results
 
 TABLE3_YAML = """name: t3
