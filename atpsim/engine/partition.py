@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from atpsim.collectives.schedule import Pattern
+from atpsim.engine.routes import PairRoutes, route_pairs
 from atpsim.topology.graph import Topology
 
 
@@ -39,18 +40,26 @@ def local_pairs(pattern: Pattern) -> tuple[np.ndarray, np.ndarray]:
     return keys // p, keys % p
 
 
-def _group_routes(topology: Topology, group: tuple[int, ...], pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    routes = [topology.route(group[a], group[b]) for a, b in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True)]
-    lens = np.array([len(r) for r in routes], dtype=np.int64)
-    links = np.fromiter((x for r in routes for x in r), dtype=np.int64, count=int(lens.sum()))
-    return lens, links
+def _occurrences(groups: list[tuple[int, ...]], pairs: dict[int, tuple[np.ndarray, np.ndarray]],
+                 n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every group's pairs as ``src * n_gpus + dst`` keys, each group's in the pattern's order,
+    and the group of each."""
+    by_size: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_size.setdefault(len(g), []).append(i)
+    keys, owners = [], []
+    for p, ids in by_size.items():
+        rows = np.array([groups[i] for i in ids], dtype=np.int64).reshape(len(ids), p)
+        a, b = pairs[p]
+        keys.append((rows[:, a] * n_gpus + rows[:, b]).reshape(-1))
+        owners.append(np.repeat(np.array(ids, dtype=np.int64), len(a)))
+    return np.concatenate(keys), np.concatenate(owners)
 
 
-def _components(group_links: list[np.ndarray], n_links: int) -> list[list[int]]:
-    """Connected components of groups joined by shared links (label propagation)."""
-    n = len(group_links)
-    owner = np.repeat(np.arange(n), [len(x) for x in group_links])
-    links = np.concatenate(group_links) if n else np.zeros(0, np.int64)
+def _components(owner: np.ndarray, links: np.ndarray, n: int, n_links: int) -> np.ndarray:
+    """Connected components of *n* groups joined by shared links (label propagation over the
+    incidence ``owner[i]`` crosses ``links[i]``): each group's label is its component's
+    smallest group index."""
     label = np.arange(n)
     while True:
         per_link = np.full(n_links, n, dtype=np.int64)
@@ -59,34 +68,53 @@ def _components(group_links: list[np.ndarray], n_links: int) -> list[list[int]]:
         np.minimum.at(new, owner, per_link[links])
         new = new[new]
         if np.array_equal(new, label):
-            break
+            return label
         label = new
-    out: dict[int, list[int]] = {}
-    for i, lab in enumerate(label.tolist()):
-        out.setdefault(lab, []).append(i)
-    return list(out.values())
 
 
-def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[int, Pattern]) -> list[Cluster]:
-    """Split *groups* (each of size >= 2) into link-sharing clusters with identity keys."""
+def _canonical(cluster: np.ndarray, links: np.ndarray, n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Number each cluster's links by first appearance in the incidence order: the number of
+    each incidence, and per cluster (sorted) its links in that order with their offsets."""
+    ckey = cluster * n_links + links
+    unique, first, inverse = np.unique(ckey, return_index=True, return_inverse=True)
+    owner = unique // n_links
+    order = np.lexsort((first, owner))
+    starts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
+    begin = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - begin
+    return rank[inverse.reshape(-1)], unique[order] % n_links, np.r_[starts, len(order)]
+
+
+def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[int, Pattern]) -> tuple[list[Cluster], PairRoutes]:
+    """Split *groups* (each of size >= 2) into link-sharing clusters with identity keys; also
+    the routes of every pair of every group."""
     pairs = {p: local_pairs(pat) for p, pat in patterns.items()}
-    routed = [_group_routes(topology, g, pairs[len(g)]) for g in groups]
-    table = topology.links
+    keys, owner = _occurrences(groups, pairs, topology.n_gpus)
+    distinct, pair_of = np.unique(keys, return_inverse=True)
+    table = route_pairs(topology, distinct)
+    pair_of = pair_of.reshape(-1)
+    n_links = len(topology.links)
+    hop_owner, hop_link = table.flow_links(pair_of)
+    label = _components(owner[hop_owner], hop_link, len(groups), n_links)
+    order = np.lexsort((np.arange(len(owner)), owner, label[owner]))  # cluster, group, pattern
+    owner, pair_of = owner[order], pair_of[order]
+    lens = table.route_len[pair_of]
+    hop_owner, hop_link = table.flow_links(pair_of)
+    canonical, link_order, link_bounds = _canonical(label[owner][hop_owner], hop_link, n_links)
+    occ_bounds = np.flatnonzero(np.r_[True, label[owner][1:] != label[owner][:-1], True])
+    hop_bounds = np.r_[0, np.cumsum(lens)][occ_bounds]
+    bandwidth, latency = topology.links.bandwidth_Bps, topology.links.latency_s
     result = []
-    for members in _components([links for _, links in routed], len(table)):
-        lens = np.concatenate([routed[i][0] for i in members])
-        links = np.concatenate([routed[i][1] for i in members])
-        uniq, first, inverse = np.unique(links, return_index=True, return_inverse=True)
-        order = np.argsort(first)
-        rank = np.empty(len(uniq), dtype=np.int64)
-        rank[order] = np.arange(len(uniq))
-        canonical = uniq[order]
+    for c in range(len(occ_bounds) - 1):
+        members = np.unique(owner[occ_bounds[c]:occ_bounds[c + 1]])
+        links = link_order[link_bounds[c]:link_bounds[c + 1]]
         key = (
             tuple(len(groups[i]) for i in members),
-            lens.tobytes(),
-            rank[inverse].tobytes(),
-            table.bandwidth_Bps[canonical].tobytes(),
-            table.latency_s[canonical].tobytes(),
+            lens[occ_bounds[c]:occ_bounds[c + 1]].tobytes(),
+            canonical[hop_bounds[c]:hop_bounds[c + 1]].tobytes(),
+            bandwidth[links].tobytes(),
+            latency[links].tobytes(),
         )
-        result.append(Cluster(tuple(members), canonical, key))
-    return result
+        result.append(Cluster(tuple(members.tolist()), links, key))
+    return result, table

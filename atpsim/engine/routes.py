@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -55,19 +56,27 @@ def distinct_arrays(steps: Iterable[Step], name: str) -> list[np.ndarray]:
     return list(seen.values())
 
 
-def pair_routes(topology: Topology, steps: Iterable[Step]) -> PairRoutes:
-    """Route every distinct pair of *steps* once (steps sharing arrays are looked at once)."""
-    n = topology.n_gpus
-    by_id: dict[tuple[int, int], np.ndarray] = {}
-    for s in steps:
-        by_id.setdefault((id(s.src), id(s.dst)), s.src * n + s.dst)
-    keys = np.unique(np.concatenate(list(by_id.values()))) if by_id else np.zeros(0, np.int64)
-    src, dst = keys // n, keys % n
-    routes = [topology.route(int(a), int(b)) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
-    lens = np.array([len(r) for r in routes], dtype=np.int64)
+def subset(routes: PairRoutes, keys: np.ndarray) -> PairRoutes:
+    """The routes of the pairs *keys* (distinct, sorted, all in *routes*), without routing."""
+    pairs = routes.index(keys // routes.n_gpus, keys % routes.n_gpus)
+    lens = routes.route_len[pairs]
     ptr = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    links = np.fromiter((link for r in routes for link in r), dtype=np.int64, count=int(ptr[-1]))
+    _, links = routes.flow_links(pairs)
+    return PairRoutes(routes.n_gpus, keys, routes.src[pairs], routes.dst[pairs], ptr, links,
+                      routes.latency_s[pairs], routes.bottleneck_Bps[pairs])
+
+
+def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
+    """Route the pairs ``keys = src * n_gpus + dst`` (distinct, sorted) once each."""
+    n = topology.n_gpus
+    src, dst = keys // n, keys % n
+    route = topology.route
+    routes = [route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
+    lens = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
+    ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(ptr[-1]))
     table = topology.links
     if len(keys):
         latency = np.add.reduceat(table.latency_s[links], ptr[:-1])
@@ -75,3 +84,20 @@ def pair_routes(topology: Topology, steps: Iterable[Step]) -> PairRoutes:
     else:
         latency = bottleneck = np.zeros(0)
     return PairRoutes(n, keys, src, dst, ptr, links, latency, bottleneck)
+
+
+def pair_routes(topology: Topology, steps: Iterable[Step], within: PairRoutes | None = None) -> PairRoutes:
+    """Route every distinct pair of *steps* once (steps sharing arrays are looked at once);
+    taken from *within* (routes of a superset of the pairs) when given."""
+    n = topology.n_gpus
+    by_id: dict[tuple[int, int], np.ndarray] = {}
+    for s in steps:
+        key = (id(s.src), id(s.dst))
+        if key not in by_id:
+            by_id[key] = s.src * n + s.dst
+    keys = np.unique(np.concatenate(list(by_id.values()))) if by_id else np.zeros(0, np.int64)
+    if within is not None and len(within) and len(keys):
+        found = np.minimum(np.searchsorted(within.keys, keys), len(within) - 1)
+        if np.array_equal(within.keys[found], keys):
+            return subset(within, keys)
+    return route_pairs(topology, keys)

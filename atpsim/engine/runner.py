@@ -18,11 +18,12 @@ import numpy as np
 
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.registry import build_schedule, check_algorithm, check_groups, pattern
+from atpsim.collectives.schedule import Pattern, Schedule
 from atpsim.engine.event import run_event
-from atpsim.engine.partition import Cluster, clusters
-from atpsim.engine.routes import pair_routes
+from atpsim.engine.partition import Cluster, clusters, local_pairs
+from atpsim.engine.routes import PairRoutes, pair_routes
 from atpsim.engine.stepwise import event_run
-from atpsim.engine.symmetry import find_symmetry, run_symmetric
+from atpsim.engine.symmetry import find_symmetry, run_symmetric, sweep_symmetric
 from atpsim.engine.vectorized import sweep
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 ENGINES = ("auto", "event", "vectorized")
 #: Results kept per topology (least recently used dropped first); each holds per-link bytes.
 MEMO_ENTRIES = 1024
+#: Cluster splits (with the routes of every pair) kept per topology.
+CLUSTER_MEMO_ENTRIES = 16
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class _ClusterRun:
 
 
 _MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CLUSTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def run_collective(
@@ -125,14 +129,15 @@ def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, .
     done: dict[tuple, tuple[Cluster, _ClusterRun]] = {}
     totals = [0, 0.0, 0.0]
     engines: set[str] = set()
-    for cluster in clusters(topology, [groups[i] for i in busy], patterns):
+    found, table = _clusters(topology, [groups[i] for i in busy], patterns)
+    for cluster in found:
         members = [busy[i] for i in cluster.groups]
         if cluster.key in done:
             first, run = done[cluster.key]
             link_bytes[cluster.links] += run.link_bytes[first.links]
             engines.add("replicated")
         else:
-            run = _simulate(topology, op, algorithm, [groups[i] for i in members], nbytes, engine)
+            run = _simulate(topology, op, algorithm, [groups[i] for i in members], nbytes, engine, table)
             done[cluster.key] = (cluster, run)
             link_bytes += run.link_bytes
             engines.add(run.engine)
@@ -147,37 +152,66 @@ def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, .
     )
 
 
+def _clusters(topology: Topology, groups: list[tuple[int, ...]],
+              patterns: dict[int, Pattern]) -> tuple[list[Cluster], PairRoutes]:
+    """:func:`clusters`, memoized per topology by the groups and the patterns' pairs: a step
+    calls the same groups with several buffer sizes, and routing every pair is the cost."""
+    memo = _CLUSTERS.setdefault(topology, OrderedDict())
+    pairs = tuple((p, *(a.tobytes() for a in local_pairs(pat))) for p, pat in sorted(patterns.items()))
+    key = (tuple(groups), pairs)
+    if key in memo:
+        memo.move_to_end(key)
+        return memo[key]
+    memo[key] = found = clusters(topology, groups, patterns)
+    while len(memo) > CLUSTER_MEMO_ENTRIES:
+        memo.popitem(last=False)
+    return found
+
+
 def _simulate(topology: Topology, op: str, algorithm: str, groups: list[tuple[int, ...]],
-              nbytes: float, engine: str) -> _ClusterRun:
+              nbytes: float, engine: str, routed: PairRoutes | None = None) -> _ClusterRun:
     schedule = build_schedule(op, algorithm, groups, nbytes)
-    routes = pair_routes(topology, schedule.steps)
-    n_links = len(topology.links)
-    sent = schedule.bytes_total
-    if engine != "event":
-        result = sweep(schedule.steps, routes, topology.n_gpus, n_links)
+    routes = pair_routes(topology, schedule.steps, routed)
+    if engine == "event":
+        return _plain_event(schedule, routes, topology, groups)
+    table = topology.links
+    sent, n_flows = schedule.bytes_total, schedule.n_transfers
+    symmetry = find_symmetry(schedule.steps, routes, table.bandwidth_Bps, table.latency_s)
+    if symmetry is not None:
+        quotient = sweep_symmetric(symmetry, schedule.steps, routes, len(table))
+        if quotient is not None:
+            return _ClusterRun(_group_times(quotient.done_s, groups), quotient.link_bytes, n_flows,
+                               sent, quotient.delivered, "vectorized")
+    else:
+        result = sweep(schedule.steps, routes, topology.n_gpus, len(table))
         if result is not None:
-            times = np.array([result.done_s[list(g)].max() for g in groups])
-            return _ClusterRun(times, result.link_bytes, schedule.n_transfers, sent,
-                               float(result.pair_bytes.sum()), "vectorized")
-        if engine == "vectorized":
-            raise SimulationError(
-                f"the vectorized engine is not exact for {op} by {algorithm} here: flows share links"
-            )
-        table = topology.links
-        symmetry = find_symmetry(schedule.steps, routes, table.bandwidth_Bps, table.latency_s)
-        if symmetry is not None:
-            sym = run_symmetric(symmetry, schedule.steps, routes, table.bandwidth_Bps)
-            times = np.array([sym.done_s[list(g)].max() for g in groups])
-            return _ClusterRun(times, sym.link_bytes, schedule.n_transfers, sent, sym.delivered,
-                               "symmetric")
-        log.debug("flows share links; running the event engine for %d transfers", schedule.n_transfers)
-        run = event_run(schedule.steps, routes, table.bandwidth_Bps)
-        times = np.array([run.done_s[list(g)].max() for g in groups])
-        return _ClusterRun(times, run.link_bytes, schedule.n_transfers, sent, run.delivered, "event")
+            return _ClusterRun(_group_times(result.done_s, groups), result.link_bytes, n_flows,
+                               sent, float(result.pair_bytes.sum()), "vectorized")
+    if engine == "vectorized":
+        raise SimulationError(
+            f"the vectorized engine is not exact for {op} by {algorithm} here: flows share links"
+        )
+    if symmetry is not None:
+        quotient = run_symmetric(symmetry, schedule.steps, routes, table.bandwidth_Bps)
+        return _ClusterRun(_group_times(quotient.done_s, groups), quotient.link_bytes, n_flows,
+                           sent, quotient.delivered, "symmetric")
+    log.debug("flows share links; running the event engine for %d transfers", n_flows)
+    run = event_run(schedule.steps, routes, table.bandwidth_Bps)
+    return _ClusterRun(_group_times(run.done_s, groups), run.link_bytes, n_flows, sent,
+                       run.delivered, "event")
+
+
+def _group_times(done_s: np.ndarray, groups: list[tuple[int, ...]]) -> np.ndarray:
+    return np.array([done_s[list(g)].max() for g in groups])
+
+
+def _plain_event(schedule: Schedule, routes: PairRoutes, topology: Topology,
+                 groups: list[tuple[int, ...]]) -> _ClusterRun:
+    """engine="event": every flow of every group in one simpy run, no shortcut."""
     flow_pair = routes.index(schedule.src, schedule.dst)
     timeline = run_event(routes, topology.links.bandwidth_Bps, flow_pair, schedule.transfer_bytes,
                          schedule.dependencies())
     times = np.zeros(len(groups))
     np.maximum.at(times, schedule.group, timeline.finish_s)
-    return _ClusterRun(times, timeline.link_bytes, schedule.n_transfers, sent,
+    return _ClusterRun(times, timeline.link_bytes, schedule.n_transfers, schedule.bytes_total,
                        float(timeline.delivered.sum()), "event")

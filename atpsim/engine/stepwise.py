@@ -30,17 +30,11 @@ class FlatFlows:
     step: np.ndarray
 
 
-def flatten(steps: tuple[Step, ...], keep: Callable[[Step], np.ndarray] | None = None) -> FlatFlows:
-    """The flows of *steps* (those *keep* marks, if given), computed once per distinct step."""
-    cache: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}
+def flatten(steps: tuple[Step, ...]) -> FlatFlows:
+    """The flows of *steps*, step by step."""
     parts = []
     for k, s in enumerate(steps):
-        key = (id(s.src), id(s.dst), id(s.nbytes), id(s.lane))
-        if key not in cache:
-            mask = keep(s) if keep is not None else slice(None)
-            cache[key] = (s.src[mask], s.dst[mask], s.nbytes[mask], s.lanes[mask])
-        src, dst, nbytes, lane = cache[key]
-        parts.append((src, dst, nbytes, lane, np.full(len(src), k, dtype=np.int64)))
+        parts.append((s.src, s.dst, s.nbytes, s.lanes, np.full(len(s.src), k, dtype=np.int64)))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return FlatFlows(empty, empty, np.zeros(0), empty, empty)
@@ -64,11 +58,10 @@ def event_run(
     routes: PairRoutes,
     capacity_Bps: np.ndarray,
     *,
-    keep: Callable[[Step], np.ndarray] | None = None,
     rank_of: Callable[[np.ndarray], np.ndarray] | None = None,
     n_ids: int | None = None,
 ) -> StepsRun:
-    """Run the flows of *steps* (those *keep* marks) on *routes*; dependencies follow the
+    """Run the flows of *steps* on *routes*; dependencies follow the
     rendezvous rule over ``rank_of(rank)`` (the rank itself by default; *n_ids* of them, by
     default the GPUs of *routes*). Where all steps are
     alike, only a prefix is simulated and extended (:mod:`atpsim.engine.periodic`); a rank's
@@ -77,16 +70,16 @@ def event_run(
     size = routes.n_gpus if n_ids is None else n_ids
 
     def simulate(n_steps: int) -> FlowTimeline:
-        flows = flatten(steps[:n_steps], keep)
+        flows = flatten(steps[:n_steps])
         deps = rendezvous_dependencies(ids(flows.src), ids(flows.dst), flows.step, flows.lane)
         return run_event(routes, capacity_Bps, routes.index(flows.src, flows.dst), flows.nbytes, deps)
 
     if not uniform_steps(steps):
         run = simulate(len(steps))
-        flows = flatten(steps, keep)
+        flows = flatten(steps)
         return StepsRun(_done(ids(flows.src), ids(flows.dst), run.finish_s, size), run.link_bytes,
                         float(run.delivered.sum()), run.events)
-    last = flatten(steps[-1:], keep)
+    last = flatten(steps[-1:])
     periodic = run_periodic(len(steps), len(last.src), simulate)
     finish = periodic.prefix.finish_s[-len(last.src):] + periodic.shift_s if len(last.src) else np.zeros(0)
     scale = len(steps) / periodic.prefix_steps

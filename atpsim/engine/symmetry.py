@@ -29,6 +29,7 @@ import numpy as np
 from atpsim.collectives.schedule import Step
 from atpsim.engine.routes import PairRoutes
 from atpsim.engine.stepwise import event_run
+from atpsim.engine.vectorized import sweep
 
 #: Skip the search when the distinct steps hold more transfers than this (all-to-all at scale).
 MAX_SEARCH_TRANSFERS = 4_000_000
@@ -177,16 +178,43 @@ def _quotient_routes(sym: Symmetry, routes: PairRoutes) -> PairRoutes:
                       sym.link_rep[links], routes.latency_s[keep], routes.bottleneck_Bps[keep])
 
 
+def quotient_steps(sym: Symmetry, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Each step's transfers whose source sits at a position ``< d`` (steps that share arrays
+    still do, so alike steps stay alike)."""
+    cache: dict[tuple[int, ...], Step] = {}
+    out = []
+    for s in steps:
+        key = (id(s.src), id(s.dst), id(s.nbytes), id(s.lane))
+        if key not in cache:
+            mine = sym.position[s.src] < sym.shift
+            cache[key] = Step(s.src[mine], s.dst[mine], s.nbytes[mine], s.group[mine],
+                              None if s.lane is None else s.lane[mine])
+        out.append(cache[key])
+    return tuple(out)
+
+
+def _spread(sym: Symmetry, routes: PairRoutes, orbit_done: np.ndarray, quotient_link_bytes: np.ndarray,
+            delivered: float, events: int) -> QuotientRun:
+    done = np.full(routes.n_gpus, np.nan)
+    done[sym.ranks] = orbit_done[np.arange(len(sym.ranks)) % sym.shift]
+    used = np.unique(routes.links)
+    link_bytes = np.zeros(len(quotient_link_bytes))
+    link_bytes[used] = quotient_link_bytes[sym.link_rep[used]]
+    return QuotientRun(done, link_bytes, delivered * sym.order, events)
+
+
+def sweep_symmetric(sym: Symmetry, steps: tuple[Step, ...], routes: PairRoutes, n_links: int) -> QuotientRun | None:
+    """The vectorized sweep over one flow per orbit; None where it is not exact."""
+    result = sweep(quotient_steps(sym, steps), _quotient_routes(sym, routes), sym.shift, n_links,
+                   rank_of=lambda ranks: sym.position[ranks] % sym.shift)
+    if result is None:
+        return None
+    return _spread(sym, routes, result.done_s, result.link_bytes, float(result.pair_bytes.sum()), 0)
+
+
 def run_symmetric(sym: Symmetry, steps: tuple[Step, ...], routes: PairRoutes,
                   capacity_Bps: np.ndarray) -> QuotientRun:
     """Simulate one flow per orbit with the event engine and spread the answer over orbits."""
-    quotient = _quotient_routes(sym, routes)
-    run = event_run(steps, quotient, capacity_Bps,
-                    keep=lambda s: sym.position[s.src] < sym.shift,
+    run = event_run(quotient_steps(sym, steps), _quotient_routes(sym, routes), capacity_Bps,
                     rank_of=lambda ranks: sym.position[ranks] % sym.shift, n_ids=sym.shift)
-    done = np.full(routes.n_gpus, np.nan)
-    done[sym.ranks] = run.done_s[np.arange(len(sym.ranks)) % sym.shift]
-    used = np.unique(routes.links)
-    link_bytes = np.zeros(len(capacity_Bps))
-    link_bytes[used] = run.link_bytes[sym.link_rep[used]]
-    return QuotientRun(done, link_bytes, run.delivered * sym.order, run.events)
+    return _spread(sym, routes, run.done_s, run.link_bytes, run.delivered, run.events)

@@ -19,12 +19,15 @@ sweep returns None and the caller runs the event engine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from atpsim.collectives.schedule import Step
 from atpsim.engine.routes import PairRoutes
+
+RankMap = Callable[[np.ndarray], np.ndarray]
 
 #: Intervals on a link may overlap by this fraction of their end time (float noise).
 OVERLAP_RTOL = 1e-10
@@ -45,26 +48,41 @@ class SweepResult:
 
 
 class _StepArrays:
-    """Per distinct step arrays: pair ids, durations, rates, uniqueness, conflict positions."""
+    """Per distinct step arrays: pair ids, durations, rates, uniqueness, conflict positions,
+    and the ends' places in the ``done`` array (rank id, lane)."""
 
-    def __init__(self, routes: PairRoutes, conflict_pair: np.ndarray):
+    def __init__(self, routes: PairRoutes, conflict_pair: np.ndarray, n_ids: int, rank_of: RankMap):
         self.routes = routes
         self.conflict_pair = conflict_pair
+        self.n_ids = n_ids
+        self.rank_of = rank_of
         self.cache: dict[tuple[int, ...], tuple] = {}
+        self.uses: dict[tuple[int, ...], int] = {}
+
+    def pair_bytes(self) -> np.ndarray:
+        """Bytes each pair carried: every use of a step moves its transfers' bytes."""
+        out = np.zeros(len(self.routes))
+        for key, arrays in self.cache.items():
+            np.add.at(out, arrays[0], self.uses[key] * arrays[-1])
+        return out
 
     def get(self, s: Step) -> tuple:
         key = (id(s.src), id(s.dst), id(s.nbytes), id(s.lane))
         if key not in self.cache:
-            offset = s.lanes * self.routes.n_gpus
-            ends = (s.src + offset, s.dst + offset)
+            offset = s.lanes * self.n_ids
+            ends = (self.rank_of(s.src) + offset, self.rank_of(s.dst) + offset)
             pairs = self.routes.index(s.src, s.dst)
             rate = self.routes.bottleneck_Bps[pairs]
             latency = self.routes.latency_s[pairs]
             duration = latency + s.nbytes / rate
             src_unique = len(np.unique(ends[0])) == len(s.src)
+            dst_unique = len(np.unique(ends[1])) == len(s.dst)
             pairs_unique = len(np.unique(pairs)) == len(pairs)
             watched = np.flatnonzero(self.conflict_pair[pairs])
-            self.cache[key] = (pairs, rate, latency, duration, src_unique, pairs_unique, watched, ends)
+            self.cache[key] = (pairs, latency, duration, src_unique, dst_unique, pairs_unique,
+                               watched, ends, s.nbytes)
+            self.uses[key] = 0
+        self.uses[key] += 1
         return self.cache[key]
 
 
@@ -98,20 +116,28 @@ def _lane_count(steps: tuple[Step, ...], routes: PairRoutes) -> int | None:
     return int(lane_of.max()) + 1
 
 
-def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: int) -> SweepResult | None:
-    """Run *steps* with fixed durations; None when some link would carry two flows at once."""
+def _same(ranks: np.ndarray) -> np.ndarray:
+    return ranks
+
+
+def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: int,
+          rank_of: RankMap = _same) -> SweepResult | None:
+    """Run *steps* with fixed durations; None when some link would carry two flows at once.
+
+    The rendezvous rule is kept over ``rank_of(rank)`` (``0 .. n_ranks - 1``; the rank itself
+    by default), and *done_s* is indexed so. A pair that crosses one link twice counts as
+    sharing it (in a one-flow-per-orbit run it stands for two flows on that link)."""
     n_lanes = _lane_count(steps, routes)
     if n_lanes is None:
         return None
     conflict_pair, shared_link = _conflicting_pairs(routes)
-    arrays = _StepArrays(routes, conflict_pair)
+    arrays = _StepArrays(routes, conflict_pair, n_ranks, rank_of)
     done = np.zeros(n_ranks * n_lanes)
-    pair_bytes = np.zeros(len(routes))
     watched: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     budget = MAX_CHECKED_INCIDENCES
     route_len = routes.route_len
     for s in steps:
-        pairs, rate, latency, duration, src_unique, pairs_unique, watch, (src, dst) = arrays.get(s)
+        pairs, latency, duration, src_unique, dst_unique, pairs_unique, watch, (src, dst), _ = arrays.get(s)
         if not pairs_unique:
             return None
         start = np.maximum(done[src], done[dst])
@@ -120,8 +146,10 @@ def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: in
             done[src] = finish
         else:
             np.maximum.at(done, src, finish)
-        np.maximum.at(done, dst, finish)
-        pair_bytes[pairs] += (finish - start - latency) * rate
+        if dst_unique:
+            done[dst] = np.maximum(done[dst], finish)
+        else:
+            np.maximum.at(done, dst, finish)
         if len(watch):
             budget -= int(route_len[pairs[watch]].sum())
             if budget < 0:
@@ -131,6 +159,7 @@ def sweep(steps: tuple[Step, ...], routes: PairRoutes, n_ranks: int, n_links: in
                 return None
     if watched and not _disjoint_on_links(watched, routes, shared_link):
         return None
+    pair_bytes = arrays.pair_bytes()
     link_bytes = np.zeros(n_links)
     np.add.at(link_bytes, routes.links, np.repeat(pair_bytes, route_len))
     return SweepResult(done.reshape(n_lanes, n_ranks).max(axis=0), pair_bytes, link_bytes)
