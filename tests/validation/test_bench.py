@@ -139,3 +139,16 @@ def test_memory_op_shapes_and_bytes_are_atpsims() -> None:
     assert cases[("fc1_bias_gelu", (16, 64))] == (8, ["2x1 c1"])
     assert cases[("attn_dropout", (4, 8, 8))] == (9, ["2x1 c1", "1x2 c1"])
     assert memory_ops.forward_name("ln2_bwd_apply") == "ln_apply"
+
+
+def test_append_adds_a_runs_rows_and_keeps_the_earlier_commands(tmp_path: Path) -> None:
+    argv = ["--out", str(tmp_path), "--world-size", "1", "--hidden", "32", "--heads", "4",
+            "--batch", "2", "--seq", "8", "--chunks", "1", "--reps", "1", "--warmup", "0"]  # fmt: skip
+    assert memory_ops.main(argv) == 0
+    first = list(csv.DictReader((tmp_path / "memory_ops.csv").open()))
+    assert memory_ops.main([*argv, "--append"]) == 0
+    both = list(csv.DictReader((tmp_path / "memory_ops.csv").open()))
+    assert len(both) == 2 * len(first) and both[: len(first)] == first
+    runs = json.loads((tmp_path / "memory_ops.machine.json").read_text())["runs"]
+    assert len(runs) == 2 and runs[1]["command"].endswith("--append")
+    assert len(read_measurements(tmp_path, "min").memory_ops) == len(first)

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = init_distributed()
     rows = run(args, device)
-    save(args.out, NAME, COLUMNS, rows, argv)
+    save(args.out, NAME, COLUMNS, rows, argv, args.append)
     return 0
 
 

@@ -81,6 +81,11 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions")
+    parser.add_argument(
+        "--append", action="store_true",
+        help="add the rows to an existing <name>.csv: repetitions of the same configurations "
+        "from another run, which atpsim reduces with the others by the chosen statistic",
+    )  # fmt: skip
     return parser
 
 
@@ -215,14 +220,15 @@ def timed(fn: Callable[[], Any], device: torch.device, args: Any, base: str = "t
 
 
 def save(out: Path, name: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
-         argv: Sequence[str] | None = None) -> None:  # fmt: skip
+         argv: Sequence[str] | None = None, append: bool = False) -> None:  # fmt: skip
     """On rank 0, write ``<name>.csv`` and ``<name>.machine.json`` (with the command line,
-    *argv* being its arguments) into *out*; then leave the process group."""
+    *argv* being its arguments) into *out*, or with *append* add to them; then leave the
+    process group."""
     from validation.bench.machine import write_machine
 
     if dist.get_rank() == 0:
-        write_csv(out / f"{name}.csv", columns, rows)
-        write_machine(out / f"{name}.machine.json", command=command_line(name, argv))
+        write_csv(out / f"{name}.csv", columns, rows, append)
+        write_machine(out / f"{name}.machine.json", append, command=command_line(name, argv))
     dist.destroy_process_group()
 
 
@@ -230,11 +236,20 @@ def _cell(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
-    """Write *rows* with exactly *columns*, floats to 6 significant digits."""
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+              append: bool = False) -> None:  # fmt: skip
+    """Write *rows* with exactly *columns*, floats to 6 significant digits; with *append*,
+    after the rows of an existing file with the same header."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as out:
+    append = append and path.is_file()
+    if append:
+        with path.open(newline="") as existing:
+            header = next(csv.reader(existing), [])
+        if header != list(columns):
+            raise SystemExit(f"--append: {path} has columns {header}, expected {list(columns)}")
+    with path.open("a" if append else "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="raise")
-        writer.writeheader()
+        if not append:
+            writer.writeheader()
         writer.writerows({key: _cell(row[key]) for key in columns} for row in rows)
-    log.info("wrote %s (%d rows)", path, len(rows))
+    log.info("%s %s (%d rows)", "appended to" if append else "wrote", path, len(rows))

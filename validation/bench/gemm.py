@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     device = init_distributed()
     shapes = layer_gemms(model, args.world_size, args.chunks) | args.shapes
     rows = [measure(shape, uses, args, device) for shape, uses in sorted(shapes.items())]
-    save(args.out, NAME, COLUMNS, rows, argv)
+    save(args.out, NAME, COLUMNS, rows, argv, args.append)
     return 0
 
 

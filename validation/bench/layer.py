@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     device = init_distributed()
     rows = run(args, device)
-    save(args.out, NAME, COLUMNS, rows, argv)
+    save(args.out, NAME, COLUMNS, rows, argv, args.append)
     return 0
 
 

@@ -81,7 +81,16 @@ def describe_machine() -> dict[str, Any]:
     return description | _gpus()
 
 
-def write_machine(path: Path, **extra: Any) -> None:
-    """Write :func:`describe_machine` (plus *extra* keys, e.g. the command line) as JSON."""
+def write_machine(path: Path, append: bool = False, **extra: Any) -> None:
+    """Write :func:`describe_machine` (plus *extra* keys, e.g. the command line) as JSON; with
+    *append*, keep the earlier runs' command lines and load averages under ``runs``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(describe_machine() | extra, indent=2, sort_keys=True) + "\n")
+    description = describe_machine() | extra
+    run = {key: description.get(key) for key in ("command", "load_average")}
+    runs = [run]
+    if append and path.is_file():
+        earlier = json.loads(path.read_text())
+        runs = earlier.get("runs") or [{key: earlier.get(key) for key in run}]
+        runs = [*runs, run]
+    description["runs"] = runs
+    path.write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")

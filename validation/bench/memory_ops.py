@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     device = init_distributed()
     cases = layer_cases(model, args.world_size, args.chunks)
     rows = [measure(case, uses, args, device) for case, uses in sorted(cases.items(), key=_order)]
-    save(args.out, NAME, COLUMNS, rows, argv)
+    save(args.out, NAME, COLUMNS, rows, argv, args.append)
     return 0
 
 
