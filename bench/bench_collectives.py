@@ -24,11 +24,18 @@ MAX_EVENT_FLOWS = 3_000_000
 
 CASES = [
     ("torus:32x32", "ring", "all"),
+    ("torus:32x32", "bidirectional-ring", "all"),
     ("torus:32x32", "rabenseifner", "all"),
     ("nvlink-network-switch:4096", "ring", "all"),
+    ("nvlink-network-switch:4096", "bidirectional-ring", "all"),
     ("nvlink-network-switch:4096", "rabenseifner", "all"),
     ("torus:64x64", "ring", "dim1:64x64"),
     ("torus:64x64", "rabenseifner", "dim1:64x64"),
+    # contended: dimension-1 groups interleave on the torus rows and share their links
+    ("torus:64x64", "ring", "dim1:1024x4"),
+    ("torus:64x64", "bidirectional-ring", "dim1:1024x4"),
+    ("torus:64x64", "ring", "dim1:2048x2"),
+    ("torus:64x64", "rabenseifner", "dim1:1024x4"),
 ]
 
 
@@ -46,7 +53,7 @@ def bench(spec: str, algorithm: str, group_spec: str, engine: str) -> None:
     groups = groups_for(group_spec, topo.n_gpus)
     n_flows = build_schedule("all_reduce", algorithm, groups, NBYTES).n_transfers
     if engine == "event" and n_flows > MAX_EVENT_FLOWS:
-        print(f"{spec:<28} {algorithm:<13} {group_spec:<11} {engine:<6} skipped: {n_flows} flows")
+        print(f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<6} skipped: {n_flows} flows")
         return
     result = run_collective(topo, "all_reduce", algorithm, groups, NBYTES, engine=engine)
     t2 = time.perf_counter()
@@ -55,7 +62,7 @@ def bench(spec: str, algorithm: str, group_spec: str, engine: str) -> None:
     p = len(groups[0])
     cold = t2 - t1
     print(
-        f"{spec:<28} {algorithm:<13} {group_spec:<11} {engine:<6} {result.engine:<22}"
+        f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<6} {result.engine:<22}"
         f" {t1 - t0:7.2f} {cold:8.2f} {(t3 - t2) * 1e6:8.1f}"
         f" {result.n_flows:>10} {result.n_flows / cold:>12.3g}"
         f" {result.time_s * 1e3:10.3f} {result.busbw_Bps('all_reduce', p, NBYTES) / 1e9:8.1f}"
@@ -68,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"all-reduce of {NBYTES} B per rank")
     print(
-        f"{'topology':<28} {'algorithm':<13} {'groups':<11} {'asked':<6} {'path':<22}"
+        f"{'topology':<28} {'algorithm':<18} {'groups':<11} {'asked':<6} {'path':<22}"
         f" {'build_s':>7} {'wall_s':>8} {'memo_us':>8} {'flows':>10} {'flows/s':>12}"
         f" {'sim_ms':>10} {'busbw':>8}"
     )

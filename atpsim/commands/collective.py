@@ -15,7 +15,7 @@ OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"]
 @click.command("collective")
 @click.option("--topology", "-t", required=True, help="Preset, builder spec (torus:32x32) or YAML file.")
 @click.option("--op", type=click.Choice(OPS), default="all_reduce", show_default=True)
-@click.option("--algorithm", "-a", default=None, help="ring, rabenseifner, ... (default: ring; pairwise for all_to_all).")
+@click.option("--algorithm", "-a", default=None, help="ring, bidirectional-ring, rabenseifner, ... (default: ring; pairwise for all_to_all).")
 @click.option("--bytes", "sizes", default="8:1G", show_default=True, help="A size or MIN:MAX doubling (nccl-tests units: 1G = 2^30).")
 @click.option("--gpus", "-g", type=int, default=None, help="Use the first N GPUs (sizes a scalable topology).")
 @click.option("--groups", default="all", show_default=True, help="all | dim1:D1xD2 | dim2:D1xD2")

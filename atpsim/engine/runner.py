@@ -2,8 +2,18 @@
 
 ``run_collective`` plans the schedule (atpsim.collectives), splits the groups into clusters
 that share links, simulates each distinct cluster once (identical link-disjoint clusters reuse
-the result) with the vectorized sweep when it is exact, else the simpy event engine, and
-memoizes the answer per topology. Groups of one rank cost nothing.
+the result) and memoizes the answer per topology. A cluster runs, in order of preference:
+
+1. one flow per orbit when a shift of its ranks maps the whole run onto itself
+   (:mod:`atpsim.engine.symmetry`; a torus row, a ring on a switch): the vectorized sweep on
+   those flows where no link is shared, else the event engine on them;
+2. otherwise the vectorized sweep on every flow, where no link is shared;
+3. otherwise the simpy event engine on every flow.
+
+Event runs of a schedule whose steps are all alike (rings) simulate a prefix and extend it once
+the run repeats (:mod:`atpsim.engine.periodic`). Every shortcut is exact (tests hold each to
+``engine="event"``, the plain joint simulation with none of them). Groups of one rank cost
+nothing.
 """
 
 from __future__ import annotations
@@ -87,9 +97,9 @@ def run_collective(
     """Simulate *op* by *algorithm* on every group of *groups* at once, *nbytes* per rank.
 
     *engine*: "auto" (split into link-sharing clusters, simulate each distinct cluster once,
-    by the vectorized sweep where it is exact, else by events), "event" (every group in one
-    plain event simulation, no shortcut: the reference), "vectorized" (as auto, but a
-    SimulationError where the sweep is not exact).
+    with the shortcuts of the module docstring), "event" (every group in one plain event
+    simulation, no shortcut: the reference), "vectorized" (as auto, but a SimulationError
+    where the sweep is not exact).
     """
     memo = _MEMO.setdefault(topology, OrderedDict())
     key = (op, algorithm, tuple(map(tuple, groups)), nbytes, engine)
