@@ -66,14 +66,6 @@ def _named(values: pd.Series) -> pd.Series:
     return text if values.name in BARE_LABELS else f"{values.name}=" + text
 
 
-def facet_labels(
-    frame: pd.DataFrame, columns: Sequence[str], within: str | Sequence[str] | None = None
-) -> pd.Series:
-    """A label per row naming its values of the varying *columns* (e.g.
-    ``model=M4, algorithm=ring``); empty when none varies."""
-    return value_labels(frame, varying(frame, columns, within))
-
-
 def panel_labels(
     frame: pd.DataFrame,
     facets: Sequence[str],

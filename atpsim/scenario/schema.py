@@ -29,7 +29,8 @@ a list of one. The YAML form::
       - {topology: [ic1, ic2], parallelism: {devices: 8}}   # a case's keys (the axes above)
       - {topology: ic4, parallelism: {devices: 16}}         #   replace the scenario's
     reference: {...}             # optional, free-form: published numbers for the report
-    report: {...}                # optional, free-form: options for the report layer
+    report: {...}                # optional: figures and options of the report, checked before
+                                 #   the run (atpsim.report.options)
     output: {formats: [csv, parquet]}
 
 Relative ``file:`` paths (topology, hardware profile) resolve against the scenario file's
