@@ -135,7 +135,8 @@ def _write(result: FolderFit, measurements: Measurements) -> None:
     fitted.mkdir(exist_ok=True)
     header = (
         f"# Written by atpsim.validate.fit from the measurements in {result.folder.name}/ "
-        "(collectives and GEMMs only; the layers are the check points). Refit, don't edit:\n"
+        "(collectives, GEMMs and memory-bound ops only; the layers are the check points). "
+        "Refit, don't edit:\n"
         f"#   atpsim validate --refit path/to/{result.folder.resolve().name}\n"
     )
     if result.link is not None:
