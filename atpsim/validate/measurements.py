@@ -246,7 +246,7 @@ def _layers(frame: pd.DataFrame, name: str, statistic: str) -> list[LayerPoint]:
     frame = frame.assign(ffn_mult=frame["ffn_mult"] if "ffn_mult" in frame else 4)
     keys = [*LAYER_COLUMNS, "ffn_mult"]
     table = _reduced(frame, keys, time, statistic)
-    delays = _layer_delays(frame, keys, statistic)
+    delays = _layer_delays(frame, keys, time, statistic)
     points = []
     for i, row in table.iterrows():
         where = f"{name} row {i}"
@@ -263,16 +263,23 @@ _DELAY_COLUMNS = {"min": "fwd_bwd_run_delay_s_fastest", "median": "fwd_bwd_run_d
                   "mean": "fwd_bwd_run_delay_s_median"}  # fmt: skip
 
 
-def _layer_delays(frame: pd.DataFrame, keys: list[str], statistic: str) -> dict[Any, float]:
-    """Row index of the reduced layer table -> the run-queue delay that goes with its time
-    (the statistic of the repeated rows' delays); {} when the CSV has no delay column."""
+def _layer_delays(
+    frame: pd.DataFrame, keys: list[str], time: str, statistic: str
+) -> dict[int, float]:
+    """Row index of the reduced layer table -> the run-queue delay that goes with its time:
+    with the min, the delay of the row holding the fastest time; else the median of the
+    rows' median delays. {} when the CSV has no delay column."""
     column = _DELAY_COLUMNS[statistic]
     if column not in frame.columns:
         return {}
-    delays = frame.assign(**{column: pd.to_numeric(frame[column], errors="coerce")})
-    grouped = delays.groupby(keys, sort=True, dropna=False)[column]
-    reduced = grouped.agg("min" if statistic == "min" else "median")
-    return {i: float(v) for i, v in enumerate(reduced.tolist()) if v == v}
+    frame = frame.assign(**{column: pd.to_numeric(frame[column], errors="coerce"),
+                            time: pd.to_numeric(frame[time], errors="coerce")})  # fmt: skip
+    groups = frame.groupby(keys, sort=True, dropna=False)
+    if statistic == "min":
+        delays = frame.loc[groups[time].idxmin(), column].tolist()
+    else:
+        delays = groups[column].median().tolist()
+    return {i: float(v) for i, v in enumerate(delays) if v == v}
 
 
 def _read_machine(root: Path) -> dict[str, Any]:
