@@ -142,8 +142,11 @@ def test_memory_op_shapes_and_bytes_are_atpsims() -> None:
 
 
 def test_append_adds_a_runs_rows_and_keeps_the_earlier_commands(tmp_path: Path) -> None:
+    """Two runs of the memory-op benchmark (with a 1 MiB cache flush before each repetition),
+    the second with --append: twice the rows, both commands kept, one sample per op."""
     argv = ["--out", str(tmp_path), "--world-size", "1", "--hidden", "32", "--heads", "4",
-            "--batch", "2", "--seq", "8", "--chunks", "1", "--reps", "1", "--warmup", "0"]  # fmt: skip
+            "--batch", "2", "--seq", "8", "--chunks", "1", "--reps", "1", "--warmup", "0",
+            "--flush", "1M"]  # fmt: skip
     assert memory_ops.main(argv) == 0
     first = list(csv.DictReader((tmp_path / "memory_ops.csv").open()))
     assert memory_ops.main([*argv, "--append"]) == 0

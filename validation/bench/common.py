@@ -163,18 +163,22 @@ def run_delay_s() -> float:
 
 
 def time_reps(fn: Callable[[], Any], device: torch.device, warmup: int, reps: int,
-              barrier: bool = True, delays: list[float] | None = None) -> list[float]:  # fmt: skip
+              barrier: bool = True, delays: list[float] | None = None,
+              prepare: Callable[[], Any] | None = None) -> list[float]:  # fmt: skip
     """Seconds of each of *reps* calls of *fn* after *warmup* untimed ones; with *barrier*,
     all ranks start each call together and each time is the slowest rank's. *delays*, when
-    given, receives each call's run-queue delay (the largest over ranks with *barrier*)."""
+    given, receives each call's run-queue delay (the largest over ranks with *barrier*);
+    *prepare*, when given, runs untimed before each call (e.g. a cache flush)."""
     for _ in range(warmup):
         fn()
     synchronize(device)
     times, waits = [], []
     for _ in range(reps):
+        if prepare is not None:
+            prepare()
         if barrier:
             dist.barrier()
-            synchronize(device)
+        synchronize(device)
         before = run_delay_s()
         times.append(time_once(fn, device))
         waits.append(run_delay_s() - before)
@@ -208,12 +212,37 @@ def delay_columns(base: str = "time_s") -> tuple[str, str]:
     return f"{prefix}run_delay_s_fastest", f"{prefix}run_delay_s_median"
 
 
+def add_flush_option(parser: argparse.ArgumentParser) -> None:
+    """``--flush BYTES``: write that many bytes before each repetition (untimed), so the op
+    starts from caches holding other data, as it does inside a layer; 0: caches stay warm."""
+    parser.add_argument(
+        "--flush", type=parse_bytes_or_zero, default=0,
+        help="bytes written before each repetition to evict the caches, e.g. 64M (0: none)",
+    )  # fmt: skip
+
+
+def parse_bytes_or_zero(text: str) -> int:
+    """:func:`parse_bytes`, or 0 for ``"0"``."""
+    return 0 if text.strip() == "0" else parse_bytes(text)
+
+
+def cache_flusher(nbytes: int, device: torch.device) -> Callable[[], Any] | None:
+    """A call that writes *nbytes* on *device* (None for 0): run before a repetition, it
+    leaves the caches holding that buffer instead of the op's operands."""
+    if nbytes <= 0:
+        return None
+    buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return lambda: buffer.fill_(1)
+
+
 def timed(fn: Callable[[], Any], device: torch.device, args: Any, base: str = "time_s",
           barrier: bool = True) -> dict[str, float]:  # fmt: skip
-    """:func:`time_stats` of *fn* (``args.warmup``, ``args.reps``) plus the run-queue delay of
-    the fastest repetition and the median delay (:func:`delay_columns`)."""
+    """:func:`time_stats` of *fn* (``args.warmup``, ``args.reps``; after the cache flush of
+    ``args.flush`` bytes when the benchmark has that option) plus the run-queue delay of the
+    fastest repetition and the median delay (:func:`delay_columns`)."""
     delays: list[float] = []
-    times = time_reps(fn, device, args.warmup, args.reps, barrier, delays)
+    prepare = cache_flusher(getattr(args, "flush", 0), device)
+    times = time_reps(fn, device, args.warmup, args.reps, barrier, delays, prepare)
     fastest, median = delay_columns(base)
     at_min = delays[min(range(len(times)), key=times.__getitem__)]
     return time_stats(times, base) | {fastest: at_min, median: statistics.median(delays)}

@@ -22,6 +22,7 @@ from atpsim.parallel.atp import build_step_program
 from atpsim.parallel.mesh import factorizations
 from validation.bench.common import (
     DTYPES,
+    add_flush_option,
     add_model_options,
     base_parser,
     init_distributed,
@@ -88,6 +89,7 @@ def parser():
     parser = base_parser(__doc__.split("\n")[0])
     parser.add_argument("--world-size", type=int, default=4, help="meshes of this many ranks")
     add_model_options(parser)
+    add_flush_option(parser)
     parser.add_argument("--shapes", type=parse_shapes, default={}, help="extra m,n,k[,batch];...")
     return parser
 

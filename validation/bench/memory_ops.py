@@ -38,6 +38,7 @@ from atpsim.parallel.mesh import factorizations
 from validation import ops
 from validation.bench.common import (
     DTYPES,
+    add_flush_option,
     add_model_options,
     base_parser,
     init_distributed,
@@ -212,6 +213,7 @@ def parser():
     parser = base_parser(__doc__.split("\n")[0])
     parser.add_argument("--world-size", type=int, default=4, help="meshes of this many ranks")
     add_model_options(parser)
+    add_flush_option(parser)
     return parser
 
 
