@@ -49,12 +49,10 @@ def rows(output, layer):
     return p2p, group
 
 
-def test_figure_7a_from_a_yaml_file():
-    runner = CliRunner()
-    with runner.isolated_filesystem():
-        with open("fig7a.yaml", "w") as handle:
-            handle.write(figure_7a_yaml())
-        result = runner.invoke(main, ["hcm", "fig7a.yaml"])
+def test_figure_7a_from_a_yaml_file(tmp_path):
+    path = tmp_path / "fig7a.yaml"
+    path.write_text(figure_7a_yaml())
+    result = CliRunner().invoke(main, ["hcm", str(path)])
     assert result.exit_code == 0, result.output
     assert "0: 0-3  1: 4-7  2: 8-11  3: 12-15" in result.output
     assert "P2P: 25 for all 12 pairs" in result.output
