@@ -75,13 +75,18 @@ def check_layer(config: LayerConfig, mesh: ATPMesh, chunks: int, *, seed: int = 
     x = shard(ref["x"], mesh, ACTIVATION_SPEC).requires_grad_()
     y = layer(x)
     y.backward(shard(ref["grad"], mesh, ACTIVATION_SPEC))
-    pairs = {"output": (y, ref["output"]), "input.grad": (x.grad, ref["input.grad"])}
+    pairs: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = {
+        "output": (y, ref["output"]),
+        "input.grad": (x.grad, ref["input.grad"]),
+    }
     specs = layer.parameter_specs()
     ref_params = dict(reference.named_parameters())
     for name, param in layer.named_parameters():
         pairs[f"{name}.grad"] = (param.grad, ref_params[name].grad)
     checks = []
     for tensor, (actual, expected) in pairs.items():
+        if actual is None or expected is None:
+            raise RuntimeError(f"{tensor}: no gradient was computed (a broken autograd path)")
         spec = specs.get(tensor.removesuffix(".grad"), ACTIVATION_SPEC)
         error, scale, ok = _compare(actual, shard(expected, mesh, spec))
         rank = dist.get_rank()
