@@ -25,7 +25,7 @@ def show(topology: str, gpus: int | None, png: str | None) -> None:
     from atpsim.topology.spec import load_topology
     from atpsim.topology.summary import summarize
 
-    topo = load_topology(topology, n_gpus=gpus)
+    topo = load_topology(topology, n_gpus=gpus, source=topology)
     summary = summarize(topo)
     click.echo(f"topology: {summary.name}")
     if summary.description:
@@ -66,7 +66,7 @@ def route(topology: str, src: int, dst: int, gpus: int | None) -> None:
     from atpsim.topology.spec import load_topology
     from atpsim.topology.summary import describe_route
 
-    topo = load_topology(topology, n_gpus=gpus)
+    topo = load_topology(topology, n_gpus=gpus, source=topology)
     summary = describe_route(topo, src, dst)
     click.echo(f"{topo.name}: GPU {src} -> GPU {dst}, {len(summary.hops)} hop(s)")
     for hop in summary.hops:

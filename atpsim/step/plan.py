@@ -74,7 +74,7 @@ def plan_meshes(
     from atpsim.api import simulate_point
     from atpsim.topology.spec import load_topology, topology_label
 
-    topology = load_topology(topology_spec, n_gpus=n_devices)
+    topology = load_topology(topology_spec, n_gpus=n_devices, source=f"--topology {topology_spec}")
     n = n_devices or topology.n_gpus
     profile = hardware or topology.meta.get("hardware", "a100-sxm4-80gb")
     label = topology_label(topology_spec)
