@@ -36,7 +36,7 @@ def collective_time_s(
         return _bidirectional(op, p, n, b, a)
     if algorithm == "rabenseifner":
         return _rabenseifner(op, p, n, b, a)
-    if op == "broadcast":
+    if op in ("broadcast", "reduce"):  # a reduce is the broadcast reversed (collectives.reduce)
         if algorithm == "ring":
             chunks = chain_chunks(n)
             return (p - 1 + chunks - 1) * (a + n / chunks / b)  # pipeline fill + drain
@@ -102,11 +102,12 @@ def _weighted_core_time(op: str, p: int, n: float, b: float, a: float) -> float:
 
 def bus_factor(op: str, p: int) -> float:
     """nccl-tests' busbw / algbw (PERFORMANCE.md): 2(p-1)/p for all-reduce, (p-1)/p for
-    reduce-scatter, all-gather and all-to-all, 1 for broadcast."""
+    reduce-scatter, all-gather and all-to-all, 1 for broadcast and reduce."""
     if p <= 1:
-        return 0.0 if op != "broadcast" else 1.0
+        return 0.0 if op not in ("broadcast", "reduce") else 1.0
     factors = {"all_reduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p,
-               "all_gather": (p - 1) / p, "all_to_all": (p - 1) / p, "broadcast": 1.0}
+               "all_gather": (p - 1) / p, "all_to_all": (p - 1) / p, "broadcast": 1.0,
+               "reduce": 1.0}
     if op not in factors:
         raise SimulationError(f"no bus bandwidth factor for {op!r}")
     return factors[op]

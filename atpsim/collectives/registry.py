@@ -20,6 +20,7 @@ from atpsim.collectives.rabenseifner import (
     rabenseifner_all_reduce,
     rabenseifner_reduce_scatter,
 )
+from atpsim.collectives.reduce import binomial_reduce, ring_reduce
 from atpsim.collectives.ring import (
     bidirectional_all_gather,
     bidirectional_all_reduce,
@@ -44,10 +45,11 @@ _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
     "all_gather": {"ring": ring_all_gather, "rabenseifner": rabenseifner_all_gather,
                    BIDIRECTIONAL: bidirectional_all_gather},
     "broadcast": {"ring": ring_broadcast, "binomial": binomial_broadcast},
+    "reduce": {"ring": ring_reduce, "binomial": binomial_reduce},
     "all_to_all": {"pairwise": pairwise_all_to_all},
 }
 _DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
-             "broadcast": "ring", "all_to_all": "pairwise"}
+             "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise"}
 
 
 def register_algorithm(op: str, name: str) -> Callable[[PatternFn], PatternFn]:

@@ -324,8 +324,9 @@ def program_summary(program: StepProgram, ranks: int = 1) -> dict:
     comm_bytes: dict[int, dict[str, float]] = {1: {}, 2: {}}
     comm_count: dict[int, dict[str, int]] = {1: {}, 2: {}}
     for op in program.comm_ops():
-        comm_bytes[op.dim][op.collective] = comm_bytes[op.dim].get(op.collective, 0.0) + op.bytes
-        comm_count[op.dim][op.collective] = comm_count[op.dim].get(op.collective, 0) + 1
+        by_bytes, by_count = comm_bytes.setdefault(op.dim, {}), comm_count.setdefault(op.dim, {})
+        by_bytes[op.collective] = by_bytes.get(op.collective, 0.0) + op.bytes
+        by_count[op.collective] = by_count.get(op.collective, 0) + 1
     return {
         "tasks": len(program.tasks),
         "compute_ops": len(program.compute_ops()),

@@ -33,14 +33,18 @@ class ComputeOp:
 
 @dataclass(frozen=True)
 class CommOp:
-    """A collective on mesh dimension *dim* (1 or 2). *bytes* is each rank's buffer in the
-    nccl-tests convention: the buffer all-reduced, or the full output of an all-gather, or
-    the full input of a reduce-scatter."""
+    """A collective on mesh dimension *dim* (1 or 2 on a :class:`~atpsim.parallel.mesh.DeviceMesh`;
+    1 = grid columns, 2 = grid rows, 3 = depth on a :class:`~atpsim.parallel.grid.Grid`).
+    *bytes* is each rank's buffer in the nccl-tests convention: the buffer all-reduced,
+    broadcast or reduced, or the full output of an all-gather, or the full input of a
+    reduce-scatter. *root* is the position in each group of a broadcast's source or a
+    reduce's destination (0 for the other collectives)."""
 
     name: str
-    collective: Literal["all_reduce", "all_gather", "reduce_scatter"]
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"]
     dim: int
     bytes: float
+    root: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
+from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.program import CommOp, ComputeOp, StepProgram
 from atpsim.step.simulate import CommTiming, StepTimeline, simulate_step
@@ -20,6 +21,15 @@ from atpsim.step.simulate import CommTiming, StepTimeline, simulate_step
 #: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default
 #: for all-gather and reduce-scatter); a scenario's `algorithm` applies to all-reduce.
 _FALLBACK_ALGORITHM = "ring"
+
+
+class GroupSource(Protocol):
+    """What the comm timer needs of a mesh or grid: its size and each dimension's groups."""
+
+    @property
+    def size(self) -> int: ...
+
+    def groups(self, dim: int) -> list[list[int]]: ...
 
 
 @dataclass(frozen=True)
@@ -45,10 +55,28 @@ def simulate_des_step(
     from atpsim.parallel.atp import build_step_program
 
     program: StepProgram = build_step_program(model, mesh, chunks)
+    return simulate_program(topology, profile, model, program, mesh, algorithm)
+
+
+def simulate_summa_step(
+    topology: Any, profile: Any, model: Any, grid: Grid, chunks: int, algorithm: str
+) -> StepResult:
+    """Run *model* with SUMMA linears on *grid* (:mod:`atpsim.parallel.summa`) and time it."""
+    from atpsim.parallel.summa import build_summa_program
+
+    program = build_summa_program(model, grid.q, grid.depth, chunks)
+    return simulate_program(topology, profile, model, program, grid, algorithm)
+
+
+def simulate_program(
+    topology: Any, profile: Any, model: Any, program: StepProgram, grid: GroupSource, algorithm: str
+) -> StepResult:
+    """Time *program* on the first ``grid.size`` GPUs of *topology*; *grid* (a DeviceMesh or
+    a Grid) names the GPUs of each communication dimension's groups."""
     compute_timer = _compute_timer(profile, model.dtype)
     overhead_s = float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
-    comm_timer = _comm_timer(topology, mesh, algorithm, overhead_s)
-    timeline = simulate_step(program, mesh.size, compute_timer, comm_timer)
+    comm_timer = _comm_timer(topology, grid, algorithm, overhead_s)
+    timeline = simulate_step(program, grid.size, compute_timer, comm_timer)
     rank = timeline.critical_rank()
     overhead_s = model.layers * layer_overhead_s(profile)
     return StepResult(
@@ -78,20 +106,22 @@ def _compute_timer(profile: Any, dtype: str) -> Any:
     return timer
 
 
-def _comm_timer(topology: Any, mesh: DeviceMesh, algorithm: str, overhead_s: float = 0.0) -> Any:
+def _comm_timer(topology: Any, grid: GroupSource, algorithm: str, overhead_s: float = 0.0) -> Any:
     """Durations of each collective per group: the engine's link-level time plus the profile's
     fixed per-collective cost (kernel launch and the library's synchronisation, which moves no
-    bytes; ``collective_overhead_s``, 0 unless a profile sets it)."""
+    bytes; ``collective_overhead_s``, 0 unless a profile sets it). A broadcast or reduce runs
+    from (to) position ``op.root`` of each group: the group is rotated to start there."""
     from atpsim.collectives.registry import algorithm_names
     from atpsim.engine.runner import run_collective
 
     @cache
     def timer(op: CommOp) -> CommTiming:
-        groups = mesh.groups(op.dim)
+        groups = grid.groups(op.dim)
         if len(groups[0]) == 1:
             return CommTiming.of(groups, [0.0] * len(groups))
+        rotated = [g[op.root:] + g[: op.root] for g in groups]
         chosen = algorithm if algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
-        result = run_collective(topology, op.collective, chosen, groups, op.bytes)
-        return CommTiming.of(groups, [t + overhead_s for t in result.group_time_s])
+        result = run_collective(topology, op.collective, chosen, rotated, op.bytes)
+        return CommTiming.of(rotated, [t + overhead_s for t in result.group_time_s])
 
     return timer
