@@ -6,6 +6,11 @@ Two modes, compared and never confused:
 - ``analytic``: the paper's model: T_comm by Eq. 2 with B1, B2 from the hierarchical
   communication matrix (Eq. 3, 4) or from a calibration, plus the same compute time, with no
   overlap (step = compute + T_comm).
+
+A point's ``scheme`` picks the program: ATP's mesh (``atp``) or 2D / 2.5D SUMMA (``summa``,
+des only: Eq. 2 is ATP's, so an analytic SUMMA point fails with a clear error). A SUMMA
+point's memory column is ATP's formula on DeviceMesh(q, q): exact for the weights (q² blocks,
+replicated over depth), an upper bound for the activations (SUMMA also splits rows by q·depth).
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from typing import Any
 from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
+from atpsim.parallel.grid import Grid
 from atpsim.scenario.point import SweepPoint
-from atpsim.step.point import StepResult, layer_overhead_s, simulate_des_step
+from atpsim.step.point import layer_overhead_s, simulate_des_step, simulate_summa_step
 
 TERA = 1e12
 PAPER_TERA = 2.0**40  # Table 2/3's unit (atp-paper-facts.md, "Units")
@@ -58,9 +64,15 @@ def _profile(name: str) -> Any:
 
 
 def _des_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, float]:
-    result: StepResult = simulate_des_step(
-        topology, profile, point.model, point.mesh, point.chunks, point.algorithm
-    )
+    if point.scheme == "summa":
+        grid = Grid(point.mesh.d1, point.depth)
+        result = simulate_summa_step(topology, profile, point.model, grid, point.chunks, point.algorithm)
+    elif point.scheme == "atp":
+        result = simulate_des_step(
+            topology, profile, point.model, point.mesh, point.chunks, point.algorithm
+        )
+    else:
+        raise SimulationError(f"unknown scheme {point.scheme!r}; expected 'atp' or 'summa'")
     return {
         "step_time_s": result.step_time_s,
         "compute_time_s": result.compute_time_s,
@@ -71,6 +83,10 @@ def _des_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, floa
 
 def _analytic_times(point: SweepPoint, topology: Any, profile: Any) -> dict[str, float]:
     """Eq. 2's T_comm (calibrated B1, B2 where the point has them) plus serial compute."""
+    if point.scheme != "atp":
+        raise SimulationError(
+            f"analytic mode is defined for scheme 'atp' only (Eq. 2 is ATP's), not {point.scheme!r}"
+        )
     b1_Bps, b2_Bps = _analytic_bandwidths(point, topology)
     t_comm = paper_t_comm_s(point.model, point.mesh, b1_Bps, b2_Bps)
     compute_s = serial_compute_time_s(point.model, point.mesh, point.chunks, profile)

@@ -149,6 +149,7 @@ _TITLES = {
     "atp_bars": "Throughput by mesh (as the paper's Figure 11)",
     "comm_scaling": "Communication against scale (as the paper's Figure 12)",
     "chunk_table": "Chunk-based overlap (as the paper's Table 3)",
+    "scheme_bars": "Tensor-parallel schemes (as the paper's Figure 10)",
 }
 _CAPTIONS = {
     "atp_bars": "TFLOP/s per GPU by model; one bar per ATP-i = DeviceMesh(N/i, i); "
@@ -158,12 +159,17 @@ _CAPTIONS = {
     "number of devices. Solid: simulated; dashed: the analytic rows, else the paper's closed "
     "form (14·d2 + 4·d1 − 18)/(d1·d2). ATP-OPT: the mesh with the least communication of "
     "each atp-opt group.",
+    "scheme_bars": "TFLOP/s per GPU by model: Megatron-LM (ATP-1, chunks = 1), ATP (the best "
+    "mesh and chunk count) and SUMMA-based 2D / 2.5D tensor parallelism (its best grid, "
+    "labelled q x q or q x q x depth); simulated rows (des) only.",
 }
 
 
 def _make_figure(spec: FigureSpec, frame: pd.DataFrame, options: ReportOptions):
     if spec.kind == "atp_bars":
         return figures.atp_bars(frame, options.tflops_unit, spec)
+    if spec.kind == "scheme_bars":
+        return figures.scheme_bars(frame, options.tflops_unit, spec)
     return figures.comm_scaling(frame, options.atp, spec)
 
 
@@ -171,7 +177,7 @@ def _figure_block(
     spec: FigureSpec, png: Path, svg: Path, out_dir: Path, options: ReportOptions
 ) -> Figure:
     caption = _CAPTIONS[spec.kind]
-    if spec.kind == "atp_bars":
+    if spec.kind in ("atp_bars", "scheme_bars"):
         caption += f" Unit: {'2^40' if options.tflops_unit == 'paper' else '10^12'} FLOP/s."
     if spec.log_y:
         caption += " Logarithmic y axis."

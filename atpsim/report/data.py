@@ -103,5 +103,13 @@ def best_per_group(frame: pd.DataFrame, metric: str, *, maximize: bool) -> pd.Da
 
 
 def mesh_rows(frame: pd.DataFrame, atp_i: int) -> pd.DataFrame:
-    """Rows of ATP-*atp_i*, i.e. DeviceMesh(N / i, i)."""
-    return frame[(frame["atp_i"] == atp_i) & (frame["d1"] * frame["d2"] == frame["n_devices"])]
+    """Rows of ATP-*atp_i*, i.e. DeviceMesh(N / i, i) (not a SUMMA grid's rows)."""
+    atp = atp_rows(frame)
+    return atp[(atp["atp_i"] == atp_i) & (atp["d1"] * atp["d2"] == atp["n_devices"])]
+
+
+def atp_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ATP's scheme (a table written before the ``scheme`` column has only those)."""
+    if "scheme" not in frame.columns:
+        return frame
+    return frame[frame["scheme"].isna() | (frame["scheme"] == "atp")]

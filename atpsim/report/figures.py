@@ -7,6 +7,8 @@
 - :func:`comm_scaling` (Figure 12): communication time in units of Delta against the number of
   devices (log2 axis), one line per ATP-i and ATP-OPT, with the paper's closed form (or the
   table's analytic rows) dashed beside each simulated line.
+- :func:`scheme_bars` (Figure 10): TFLOP/s per GPU by model, one bar per tensor-parallel
+  scheme (Megatron-LM, ATP at its best mesh and chunk count, SUMMA 2D / 2.5D).
 
 Both take a :class:`~atpsim.report.options.FigureSpec`: the points to keep (*select*), the
 panel columns and rows (default: topologies as columns, and as rows the combinations of any
@@ -28,6 +30,7 @@ from atpsim.analytic.model import closed_form_units
 from atpsim.report.data import (
     TFLOPS_COLUMNS,
     TFLOPS_LABELS,
+    atp_rows,
     best_per_group,
     mesh_rows,
     ok_rows,
@@ -37,6 +40,8 @@ from atpsim.report.data import (
 from atpsim.report.options import FigureSpec
 from atpsim.report.panels import RC, color, legend, log_y_axis, panel_grid
 
+SCHEME_SERIES = ("Megatron-LM (ATP-1)", "ATP (best mesh, chunks)", "2D / 2.5D (SUMMA)")
+SCHEME_FACETS = ("hardware", "algorithm", "placement", "batch", "seq")
 BARS_FACETS = ("n_devices", "hardware", "algorithm", "chunks", "placement", "batch", "seq")
 SCALING_FACETS = ("model", "hardware", "algorithm", "chunks", "placement", "batch", "seq")
 OPT_COLOR = "black"
@@ -92,6 +97,59 @@ def _by_model(rows: pd.DataFrame, atp: int, metric: str, models: list) -> pd.Ser
     """The best *metric* of ATP-*atp* per model, in the order of *models* (NaN if none)."""
     best = mesh_rows(rows, atp).groupby("model")[metric].max()
     return pd.Series([best.get(model, float("nan")) for model in models], dtype=float)
+
+
+def scheme_bars(
+    frame: pd.DataFrame, unit: str = "si", spec: FigureSpec | None = None
+) -> Figure | None:
+    """Figure 10: bars of TFLOP/s per GPU by model, one series per scheme (Megatron-LM,
+    ATP, SUMMA 2D / 2.5D) per topology panel; simulated rows only. None without data."""
+    spec = spec or FigureSpec("scheme_bars")
+    metric = TFLOPS_COLUMNS[unit]
+    rows = select_rows(ok_rows(frame, metric), spec.select)
+    rows = rows[rows["mode"] != ANALYTIC]
+    if rows.empty:
+        return None
+    series = scheme_series(rows, metric)
+    width_in = min(4.2, max(2.6, 1.2 + 0.25 * rows["model"].nunique() * len(series)))
+    figure, panels = panel_grid(rows, SCHEME_FACETS, (width_in, 3.2), spec.columns, spec.rows)
+    with matplotlib.rc_context(RC):
+        for panel in panels:
+            _scheme_panel(panel.ax, panel.rows, metric)
+            panel.ax.set_title(panel.title)
+            panel.ax.set_ylabel(TFLOPS_LABELS[unit])
+            if spec.log_y:
+                log_y_axis(panel.ax)
+        legend(figure, panels, ())
+    return figure
+
+
+def scheme_series(rows: pd.DataFrame, metric: str) -> dict[str, pd.DataFrame]:
+    """The rows of each Figure 10 series: Megatron-LM is ATP-1 without chunking, ATP every
+    ATP row (the bar is the best mesh and chunk count), SUMMA every SUMMA row (its best grid)."""
+    atp = atp_rows(rows)
+    parts = (mesh_rows(atp[atp["chunks"] == 1], 1), atp, rows.drop(atp.index))
+    return {name: part for name, part in zip(SCHEME_SERIES, parts, strict=True) if not part.empty}
+
+
+def _scheme_panel(ax: Axes, panel: pd.DataFrame, metric: str) -> None:
+    """One bar per series and model (the best row), the SUMMA bar labelled with its grid."""
+    models = ordered(panel["model"])
+    series = scheme_series(panel, metric)
+    width = 0.8 / max(1, len(series))
+    for k, (name, part) in enumerate(series.items()):
+        best = part.loc[part.groupby("model")[metric].idxmax()].set_index("model")
+        for m, model in enumerate(models):
+            if model not in best.index:
+                continue
+            x, value = m + (k - (len(series) - 1) / 2) * width, best.loc[model, metric]
+            label = name if m == 0 else None
+            ax.bar([x], [value], width, color=color(SCHEME_SERIES.index(name)), label=label)
+            if name == SCHEME_SERIES[2]:
+                grid = str(best.loc[model, "mesh"])
+                ax.text(x, value, grid, ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(range(len(models)), [str(m) for m in models])
+    ax.set_axisbelow(True)
 
 
 def _bar_handles() -> list:

@@ -33,7 +33,7 @@ from atpsim.errors import ScenarioError
 from atpsim.report.data import TFLOPS_COLUMNS
 from atpsim.results.schema import COLUMN_NAMES
 
-FIGURE_KINDS = ("atp_bars", "comm_scaling", "chunk_table")
+FIGURE_KINDS = ("atp_bars", "comm_scaling", "chunk_table", "scheme_bars")
 _FIGURE_KEYS = ("log_y", "columns", "rows", "select")
 
 

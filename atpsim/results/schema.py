@@ -78,6 +78,7 @@ COLUMNS: tuple[Column, ...] = (
     _col("mesh_group", "string", "", "group the mesh is a candidate of (atp-opt), if any"),
     _col("group_key", "string", "", "key shared by the candidates of one group (best = ATP-OPT)"),
     _col("point_index", "int", "", "index of the point in the expanded sweep (row order)"),
+    _col("scheme", "string", "", "tensor parallelism: atp, or summa (2D/2.5D; mesh 'qxq[xd]')"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
@@ -87,7 +88,7 @@ _BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 POINT_COLUMNS: tuple[str, ...] = (
     "scenario", "point_key", "topology", "n_devices", "model", "hidden", "heads", "layers",
     "batch", "seq", "dtype", "d1", "d2", "mesh", "atp_i", "chunks", "algorithm", "mode",
-    "hardware", "placement", "mesh_group", "group_key", "point_index",
+    "hardware", "placement", "mesh_group", "group_key", "point_index", "scheme",
 )  # fmt: skip
 
 STATUSES = ("ok", "failed")
@@ -123,7 +124,7 @@ def point_columns(point: SweepPoint, index: int) -> dict[str, Any]:
         "dtype": model.dtype,
         "d1": mesh.d1,
         "d2": mesh.d2,
-        "mesh": f"{mesh.d1}x{mesh.d2}",
+        "mesh": point.mesh_label,
         "atp_i": mesh.d2,
         "chunks": point.chunks,
         "algorithm": point.algorithm,
@@ -133,6 +134,7 @@ def point_columns(point: SweepPoint, index: int) -> dict[str, Any]:
         "mesh_group": point.group,
         "group_key": point.group_key(),
         "point_index": index,
+        "scheme": point.scheme,
     }
 
 

@@ -26,6 +26,7 @@ from atpsim.scenario.fields import (
     OneOrMore,
     Placement,
     PositiveInt,
+    Scheme,
     Str,
     as_tuple,
     check_quantities,
@@ -256,7 +257,9 @@ def _meshes_value(value: Any) -> Any:
 
 
 class Parallelism(Frozen):
-    """How the GPUs are used: device counts, meshes and the placement of meshes on GPUs."""
+    """How the GPUs are used: device counts, meshes, the placement of meshes on GPUs, and the
+    tensor-parallel *scheme* (``atp``, or ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
+    stacked ``devices / q²`` deep; ``all`` is every such q)."""
 
     devices: OneOrMore[PositiveInt] | None = None
     meshes: Annotated[
@@ -264,3 +267,4 @@ class Parallelism(Frozen):
         BeforeValidator(_meshes_value),
     ] = (MeshChoice("all"),)
     placement: OneOrMore[Placement] = ("row-major",)
+    scheme: OneOrMore[Scheme] = ("atp",)

@@ -35,6 +35,12 @@ class SweepPoint:
     ``group="atp-opt"``; the runner simulates each like any other point and the report keeps
     the fastest mesh among the points sharing :meth:`group_key` as ATP-OPT. Points outside a
     group have ``group=None`` (and their :meth:`key` does not mention it).
+
+    *scheme* is the tensor parallelism: ``"atp"`` (the mesh is ATP's DeviceMesh(d1, d2)) or
+    ``"summa"`` (2D / 2.5D SUMMA, :mod:`atpsim.parallel.summa`: the mesh is the q x q grid,
+    ``d1 == d2 == q``, and *depth* the number of stacked grids, ``n_devices = q²·depth``;
+    depth 1 is 2D). Only a non-ATP point's :meth:`key` mentions scheme and depth, so the keys
+    of ATP points are what they were before the field existed.
     """
 
     scenario: str
@@ -49,6 +55,8 @@ class SweepPoint:
     mode: str = "des"
     calibration: Mapping[str, float] | None = field(default=None)
     group: str | None = None
+    scheme: str = "atp"
+    depth: int = 1
 
     def key(self) -> str:
         """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
@@ -80,4 +88,13 @@ class SweepPoint:
         }
         if self.group is not None:
             fields["group"] = self.group
+        if self.scheme != "atp":
+            fields["scheme"] = self.scheme
+            fields["depth"] = self.depth
         return fields
+
+    @property
+    def mesh_label(self) -> str:
+        """'d1xd2' for ATP; 'qxq' (2D) or 'qxqxd' (2.5D) for a SUMMA grid."""
+        label = f"{self.mesh.d1}x{self.mesh.d2}"
+        return label if self.scheme == "atp" or self.depth == 1 else f"{label}x{self.depth}"

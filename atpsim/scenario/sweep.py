@@ -11,6 +11,10 @@ hidden size (the others are left out). ``atp-opt`` makes the whole list one ATP-
 every such factorization plus the meshes listed, each a point with ``group="atp-opt"``; the
 report keeps the fastest mesh of each group (see :meth:`SweepPoint.group_key`).
 
+``parallelism.scheme`` (after the device count): ``atp`` expands meshes as above; ``summa``
+takes square grids ``[q, q]`` stacked ``devices / q²`` deep (:func:`resolve_grids`; placement
+does not apply: the grid's layers are consecutive GPUs, :class:`atpsim.parallel.grid.Grid`).
+
 Expanding builds each topology at each device count (memoized by the topology layer), which
 is how a device count larger than the topology and a broken custom graph are caught.
 """
@@ -187,7 +191,11 @@ def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> It
             _check_chunks(scenario, model)
             for _, devices, _topology in sized:
                 fields = {**base, "hardware": hardware, "model": model, "n_devices": devices}
-                yield from _mesh_points(scenario, fields, devices, model)
+                for scheme in scenario.parallelism.scheme:
+                    if scheme == "summa":
+                        yield from _summa_points(scenario, fields, devices, model)
+                    else:
+                        yield from _mesh_points(scenario, fields, devices, model)
 
 
 def _mesh_points(
@@ -213,6 +221,61 @@ def _mesh_points(
                             calibration=calibration,
                             group=group,
                         )
+
+
+def resolve_grids(
+    scenario: Scenario, devices: int, model: ModelConfig
+) -> list[tuple[int, int, str | None]]:
+    """The SUMMA grids (q, depth, group) of ``parallelism.meshes`` on *devices* GPUs: a listed
+    ``[q, q]`` must be square with ``q²`` dividing the device count (depth = devices / q²);
+    ``all`` / ``atp-opt`` take every q >= 2 whose grid fits and splits the model's heads and
+    batch (:func:`atpsim.parallel.summa.summa_dims` checks the chunks at simulation time)."""
+    choices = scenario.parallelism.meshes
+    group = ATP_OPT if any(c.kind == "opt" for c in choices) else None
+    grids: list[tuple[int, int]] = []
+    for k, choice in enumerate(choices):
+        if choice.kind == "atp":
+            message = f"scheme summa takes a square grid [q, q], not {choice}"
+            raise _error(scenario, message, "parallelism", "meshes", k)
+        if choice.kind == "size":
+            grids.append(_listed_grid(scenario, choice, devices, k))
+    if group or choices[0].kind == "all":
+        grids += [
+            (q, devices // (q * q))
+            for q in range(2, devices + 1)
+            if devices % (q * q) == 0 and model.heads % q == 0 and model.batch % (devices // q) == 0
+        ]
+    if not grids:
+        message = (
+            f"no square grid q x q x depth of {devices} devices splits model {model.name!r}; "
+            "expected q² to divide the device count"
+        )
+        raise _error(scenario, message, "parallelism", "meshes")
+    return [(q, depth, group) for q, depth in dict.fromkeys(grids)]
+
+
+def _listed_grid(scenario: Scenario, choice: MeshChoice, devices: int, k: int) -> tuple[int, int]:
+    q = choice.d1
+    if choice.d1 != choice.d2:
+        message = f"scheme summa needs a square grid: expected d1 == d2, got {choice}"
+        raise _error(scenario, message, "parallelism", "meshes", k)
+    if devices % (q * q):
+        message = f"grid {choice} needs q·q·depth == devices; {q * q} does not divide {devices}"
+        raise _error(scenario, message, "parallelism", "meshes", k)
+    return q, devices // (q * q)
+
+
+def _summa_points(
+    scenario: Scenario, fields: dict[str, Any], devices: int, model: ModelConfig
+) -> Iterator[SweepPoint]:
+    for q, depth, group in resolve_grids(scenario, devices, model):
+        for chunks in scenario.chunks:
+            for algorithm in scenario.algorithm:
+                for mode in scenario.mode:
+                    yield SweepPoint(
+                        **fields, mesh=DeviceMesh(q, q), chunks=chunks, algorithm=algorithm,
+                        mode=mode, group=group, scheme="summa", depth=depth,
+                    )  # fmt: skip
 
 
 def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -> str:
@@ -249,4 +312,6 @@ def _axes(scenario: Scenario, indent: str) -> list[str]:
         ("algorithm", ", ".join(scenario.algorithm)),
         ("mode", ", ".join(scenario.mode)),
     ]
+    if scenario.parallelism.scheme != ("atp",):
+        axes.insert(6, ("scheme", ", ".join(scenario.parallelism.scheme)))
     return [f"{indent}{name:<10} {values}" for name, values in axes]

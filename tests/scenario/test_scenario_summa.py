@@ -1,0 +1,58 @@
+"""``parallelism.scheme``: SUMMA grids expand from square meshes (depth = devices / q²),
+bad grids fail with the key path, ATP points keep their keys, and a SUMMA point runs in des
+mode and fails clearly in analytic mode."""
+
+from dataclasses import replace
+
+import pytest
+
+from atpsim.api import simulate_point
+from atpsim.errors import ScenarioError, SimulationError
+from atpsim.scenario.loader import load_scenario
+from atpsim.scenario.sweep import expand_sweep
+
+HEAD = "name: s\ntopology: ic4\nmodel: M1\n"
+
+
+def _load(tmp_path, parallelism: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + f"parallelism: {parallelism}\n")
+    return expand_sweep(load_scenario(path, expand=False))
+
+
+def test_summa_grids_expand_with_depth(tmp_path):
+    summa = _load(tmp_path, "{devices: 8, meshes: [[2, 2]], scheme: summa}")
+    assert [(p.mesh.d1, p.mesh.d2, p.depth, p.mesh_label) for p in summa] == [(2, 2, 2, "2x2x2")]
+    assert summa[0].as_dict()["scheme"] == "summa"
+    atp = _load(tmp_path, "{devices: 8, meshes: [atp-2], scheme: [atp]}")
+    assert "scheme" not in atp[0].as_dict() and "depth" not in atp[0].as_dict()
+
+
+def test_all_takes_every_square_grid_the_batch_splits_over(tmp_path):
+    """16 GPUs: 2 x 2 x 4 would split M1's batch of 4 over q·depth = 8 rows; only 4 x 4 fits."""
+    points = _load(tmp_path, "{devices: 16, scheme: summa}")
+    assert [(p.mesh.d1, p.depth) for p in points] == [(4, 1)]
+
+
+@pytest.mark.parametrize(
+    "parallelism, key, fragment",
+    [
+        ("{devices: 8, meshes: [[4, 2]], scheme: summa}", "parallelism.meshes[0]", "d1 == d2"),
+        ("{devices: 8, meshes: [[4, 4]], scheme: summa}", "parallelism.meshes[0]", "q·q·depth"),
+        ("{devices: 8, meshes: [atp-2], scheme: summa}", "parallelism.meshes[0]", "square grid"),
+        ("{devices: 8, scheme: sumа}", "parallelism.scheme", "unknown scheme"),
+    ],
+)
+def test_bad_summa_grids_name_the_key(tmp_path, parallelism, key, fragment):
+    with pytest.raises(ScenarioError) as raised:
+        _load(tmp_path, parallelism)
+    assert raised.value.key == key
+    assert fragment in raised.value.message
+
+
+def test_summa_point_runs_des_and_refuses_analytic(tmp_path):
+    point = _load(tmp_path, "{devices: 8, meshes: [[2, 2]], scheme: summa}")[0]
+    row = simulate_point(point)
+    assert row["step_time_s"] > row["compute_time_s"] > 0
+    with pytest.raises(SimulationError, match="analytic mode is defined for scheme 'atp' only"):
+        simulate_point(replace(point, mode="analytic"))
