@@ -19,6 +19,7 @@ ALL_ROWS_COLUMNS = (
     "n_devices",
     "model",
     "mesh",
+    "scheme",
     "placement",
     "chunks",
     "algorithm",
@@ -33,7 +34,7 @@ ALL_ROWS_COLUMNS = (
     "status",
 )
 
-IF_VARYING = ("placement", "hardware")
+IF_VARYING = ("scheme", "placement", "hardware")
 
 
 def fmt(value: Any, digits: int = 4) -> str:
