@@ -9,7 +9,7 @@ import click
 
 from atpsim.commands._common import clean_errors
 
-OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"]
+OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
 
 
 @click.command("collective")

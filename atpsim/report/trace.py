@@ -25,7 +25,7 @@ def chrome_trace(timeline: StepTimeline, ranks: list[int] | None = None) -> dict
         events += _name_events(rank, f"rank {rank}", {0: "compute", 1: "comm"})
         events += [_task_event(timeline, task, rank, rank) for task in timeline.program.tasks]
     collectives_pid = timeline.n_ranks
-    events += _name_events(collectives_pid, "collectives", {1: "mesh dim 1", 2: "mesh dim 2"})
+    events += _name_events(collectives_pid, "collectives", {1: "mesh dim 1", 2: "mesh dim 2", 3: "mesh dim 3 (depth)"})
     first = chosen[0] if chosen else 0
     for task in timeline.program.tasks:
         if isinstance(task.op, CommOp):
