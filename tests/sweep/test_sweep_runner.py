@@ -135,11 +135,18 @@ def test_duplicate_points_are_simulated_once(tmp_path, monkeypatch):
     assert frame["point_index"].tolist() == list(range(2 * len(points)))
 
 
-def test_progress_bar_runs(tmp_path):
+def test_progress_bar_counts_every_point_and_the_failures(tmp_path):
+    import io
+
     from rich.console import Console
 
-    console = Console(file=open(os.devnull, "w"), force_terminal=True)  # noqa: SIM115
-    run_sweep(make_points(), tmp_path, simulate=failing_simulate, console=console)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    points = make_points()
+    frame = run_sweep(points, tmp_path, simulate=failing_simulate, console=console)
+    failed = sum(p.mesh.d2 == 2 for p in points)
+    assert len(frame) == len(points) and (frame["status"] == "failed").sum() == failed
+    assert f"{len(points)}/{len(points)}" in screen.getvalue()
 
 
 SCRIPT = """
