@@ -6,6 +6,9 @@ message names where the bad value came from (file and key path) and what was exp
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class AtpsimError(Exception):
     """Bad input: a *source* (file or argument), a *key* path inside it, and what was *expected*."""
@@ -36,3 +39,16 @@ class TopologyError(AtpsimError):
 
 class SimulationError(AtpsimError):
     """A request the simulator cannot carry out (e.g. an algorithm that does not fit the group)."""
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """' (did you mean 'x'?)' for the nearest of *choices* to *name*, else the list of valid names.
+
+    Appended to an "unknown ..." message, so every typo in a file or option is answered with
+    the nearest valid spelling (towncrier's style).
+    """
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), names, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f"; expected one of {sorted(names)}"

@@ -1,11 +1,12 @@
 """Benchmark the collective engine: wall time and simulated flows per second.
 
-    python bench/bench_collectives.py            # the issue's cases (all-reduce of 1 GiB)
-    python bench/bench_collectives.py --event    # also force the plain event engine
+    python bench/bench_collectives.py              # the issue's cases (all-reduce of 1 GiB)
+    python bench/bench_collectives.py --reference  # also the plain reference run
 
-Each case prints: topology build time, the first (cold) simulation's wall time, a repeat
-call (memoized), the engine path that ran, simulated time, busbw and flows/s (= transfers
-in the schedule / cold wall time).
+Each case prints: the engine asked for, the path that ran (the reductions and the solver,
+e.g. ``replicated+symmetry+longest-path``), topology build time, the first (cold)
+simulation's wall time, a repeat call (memoized), flows, flows/s (= transfers in the
+schedule / cold wall time), simulated time and busbw.
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from atpsim.collectives.registry import build_schedule
-from atpsim.engine.runner import run_collective
-from atpsim.parallel.mesh import DeviceMesh
-from atpsim.topology.spec import load_topology
+from atpsim.api import DeviceMesh, build_schedule, load_topology, run_collective
 
 NBYTES = 2**30
-#: The plain event engine is not run past this many transfers (it would take minutes).
-MAX_EVENT_FLOWS = 3_000_000
+#: The reference run is not run past this many transfers (it would take minutes).
+MAX_REFERENCE_FLOWS = 3_000_000
 
 CASES = [
     ("torus:32x32", "ring", "all"),
@@ -52,8 +50,8 @@ def bench(spec: str, algorithm: str, group_spec: str, engine: str) -> None:
     t1 = time.perf_counter()
     groups = groups_for(group_spec, topo.n_gpus)
     n_flows = build_schedule("all_reduce", algorithm, groups, NBYTES).n_transfers
-    if engine == "event" and n_flows > MAX_EVENT_FLOWS:
-        print(f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<6} skipped: {n_flows} flows")
+    if engine == "reference" and n_flows > MAX_REFERENCE_FLOWS:
+        print(f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<9} skipped: {n_flows} flows")
         return
     result = run_collective(topo, "all_reduce", algorithm, groups, NBYTES, engine=engine)
     t2 = time.perf_counter()
@@ -62,7 +60,7 @@ def bench(spec: str, algorithm: str, group_spec: str, engine: str) -> None:
     p = len(groups[0])
     cold = t2 - t1
     print(
-        f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<6} {result.engine:<22}"
+        f"{spec:<28} {algorithm:<18} {group_spec:<11} {engine:<9} {result.path:<32}"
         f" {t1 - t0:7.2f} {cold:8.2f} {(t3 - t2) * 1e6:8.1f}"
         f" {result.n_flows:>10} {result.n_flows / cold:>12.3g}"
         f" {result.time_s * 1e3:10.3f} {result.busbw_Bps('all_reduce', p, NBYTES) / 1e9:8.1f}"
@@ -71,15 +69,16 @@ def bench(spec: str, algorithm: str, group_spec: str, engine: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--event", action="store_true", help="also run engine='event' (slow for rings)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also run engine='reference' (slow for rings)")
     args = parser.parse_args()
     print(f"all-reduce of {NBYTES} B per rank")
     print(
-        f"{'topology':<28} {'algorithm':<18} {'groups':<11} {'asked':<6} {'path':<22}"
+        f"{'topology':<28} {'algorithm':<18} {'groups':<11} {'asked':<9} {'path':<32}"
         f" {'build_s':>7} {'wall_s':>8} {'memo_us':>8} {'flows':>10} {'flows/s':>12}"
         f" {'sim_ms':>10} {'busbw':>8}"
     )
-    engines = ["auto", "event"] if args.event else ["auto"]
+    engines = ["auto", "reference"] if args.reference else ["auto"]
     for engine in engines:
         for spec, algorithm, group_spec in CASES:
             bench(spec, algorithm, group_spec, engine)

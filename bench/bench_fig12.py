@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from atpsim.api import simulate_point
-from atpsim.scenario.loader import load_scenario
-from atpsim.scenario.sweep import expand_sweep
+from atpsim.api import expand_sweep, load_scenario, simulate_point
 
 
 def main() -> None:

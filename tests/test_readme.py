@@ -41,3 +41,15 @@ def test_the_table_3_rows_are_the_committed_reports():
     ]
     assert len(rows) == 9
     assert all(row in report for row in rows)
+
+
+def test_the_python_api_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's Python block runs as written (the scenario path made absolute, its run
+    folder under tmp_path)."""
+    block = re.search(r"```python\n(.*?)```", _section("Python API"), re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(block.replace('"scenarios/', f'"{ROOT}/scenarios/'), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 4
+    assert printed[2].startswith("DeviceMesh(2, 4) agrees with Eq. 2: True")
+    assert (tmp_path / "my-run" / "results.csv").exists()

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from atpsim.parallel.mesh import factorizations
+from atpsim.api import factorizations
 
 DIM_NAMES = ("d1", "d2")
 

@@ -38,7 +38,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -50,6 +50,8 @@ from atpsim.topology.graph import Topology
 
 Sharing = Literal["ranks", "paper"]
 SHARING_MODES: tuple[str, ...] = ("ranks", "paper")
+#: How a calibration names a mesh: the mesh, ``(d1, d2)`` or ``"d1xd2"``.
+MeshKey = DeviceMesh | tuple[int, int] | str
 
 #: The paper's calibrated IC1 all-reduce bandwidths (Section 5.3), bytes/s, Eq. 2's B1 and B2.
 PAPER_IC1_CALIBRATION: dict[tuple[int, int], dict[str, float]] = {
@@ -188,7 +190,7 @@ def plan_analytic(
     source: Topology | HierarchicalCommMatrix | None,
     model: ModelConfig,
     n_devices: int,
-    calibration: Mapping[Any, Mapping[str, float]] | None = None,
+    calibration: Mapping[MeshKey, Mapping[str, float]] | None = None,
     *,
     sharing: Sharing = "ranks",
     include_uncalibrated: bool = False,
@@ -246,7 +248,7 @@ _MESH_KEY = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
 def normalize_calibration(
-    calibration: Mapping[Any, Mapping[str, float]] | None,
+    calibration: Mapping[MeshKey, Mapping[str, float]] | None,
 ) -> dict[tuple[int, int], dict[str, float]]:
     """``{(d1, d2): {"B1_Bps", "B2_Bps"}}`` from tuple or "d1xd2" keys; bad keys or values
     raise :class:`AtpsimError` naming them."""
@@ -265,7 +267,7 @@ def normalize_calibration(
     return table
 
 
-def _mesh_key(key: Any) -> tuple[int, int]:
+def _mesh_key(key: MeshKey) -> tuple[int, int]:
     if isinstance(key, DeviceMesh):
         return key.d1, key.d2
     if isinstance(key, tuple) and len(key) == 2 and all(isinstance(d, int) for d in key):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from atpsim.collectives.schedule import Pattern, step
+from atpsim.collectives.schedule import Pattern, Steps, step
 
 
 def pairwise_all_to_all(p: int, nbytes: float) -> Pattern:
     ranks = np.arange(p)
-    return tuple(step(ranks, (ranks + k) % p, nbytes / p) for k in range(1, p))
+    return Steps.of(step(ranks, (ranks + k) % p, nbytes / p) for k in range(1, p))

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from atpsim.collectives.schedule import Pattern, step
+from atpsim.collectives.schedule import Pattern, Steps, step
 
 CHUNK_BYTES = 1 << 20
 MAX_CHUNKS = 256
@@ -26,22 +26,22 @@ def chain_chunks(nbytes: float) -> int:
 
 def ring_broadcast(p: int, nbytes: float) -> Pattern:
     if p < 2:
-        return ()
+        return Steps.of(())
     chunks = chain_chunks(nbytes)
     steps = []
     for j in range(p - 1 + chunks - 1):
         senders = np.arange(max(0, j - chunks + 1), min(j, p - 2) + 1)
         steps.append(step(senders, senders + 1, nbytes / chunks))
-    return tuple(steps)
+    return Steps.of(steps)
 
 
 def binomial_broadcast(p: int, nbytes: float) -> Pattern:
     if p < 2:
-        return ()
+        return Steps.of(())
     steps = []
     span = 1
     while span < p:
         senders = np.arange(min(span, p - span))
         steps.append(step(senders, senders + span, nbytes))
         span <<= 1
-    return tuple(steps)
+    return Steps.of(steps)

@@ -1,9 +1,11 @@
 """The oracle: each algorithm's time on uniform links with no contention.
 
 Every transfer costs ``alpha + bytes / B`` (alpha = *latency_s*, the end-to-end latency of one
-transfer's path; B = *bandwidth_Bps*, its bottleneck). The engine is held to these where
-nothing is shared (tests/engine). References: Thakur, Rabenseifner and Gropp 2005 (ref [27]),
-Patarasuk and Yuan 2009 (ring), nccl-tests' PERFORMANCE.md (bus bandwidth).
+transfer's path; B = *bandwidth_Bps*, its bottleneck). They are the ``closed-form`` collective
+timer backend (:mod:`atpsim.engine.backends`), and the link-level engine is held to them where
+nothing is shared by a swap of backends (tests/engine/test_engine_backends.py). References:
+Thakur, Rabenseifner and Gropp 2005 (ref [27]), Patarasuk and Yuan 2009 (ring), nccl-tests'
+PERFORMANCE.md (bus bandwidth).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from atpsim.collectives.schedule import Pattern, Step, step
+from atpsim.collectives.schedule import Pattern, Step, Steps, step
 
 
 def core_layout(p: int) -> tuple[int, int, np.ndarray]:
@@ -87,10 +87,10 @@ def _fold(rem: int, nbytes: float, *, back: bool) -> list[Step]:
 def rabenseifner_all_reduce(p: int, nbytes: float) -> Pattern:
     """Fold (``n``), halving (``n/2, n/4, ...``), doubling (``..., n/4, n/2``), unfold (``n``)."""
     if p < 2:
-        return ()
+        return Steps.of(())
     pof2, rem, core = core_layout(p)
     blocks = np.full(pof2, nbytes / pof2)
-    return tuple(
+    return Steps.of(
         _fold(rem, nbytes, back=False)
         + halving_steps(pof2, blocks, core)
         + doubling_steps(pof2, blocks, core)
@@ -109,10 +109,10 @@ def piece_layout(p: int) -> tuple[int, int, np.ndarray, np.ndarray]:
 def rabenseifner_reduce_scatter(p: int, nbytes: float) -> Pattern:
     """Recursive-halving reduce-scatter of an ``n``-byte input into ``p`` pieces of ``n/p``."""
     if p < 2:
-        return ()
+        return Steps.of(())
     pof2, rem, core, weight = piece_layout(p)
     blocks = _block_sizes(pof2, weight, nbytes / p)
-    return tuple(
+    return Steps.of(
         _fold(rem, nbytes, back=False)
         + halving_steps(pof2, blocks, core)
         + _fold(rem, nbytes / p, back=True)
@@ -122,10 +122,10 @@ def rabenseifner_reduce_scatter(p: int, nbytes: float) -> Pattern:
 def rabenseifner_all_gather(p: int, nbytes: float) -> Pattern:
     """Recursive-doubling all-gather of ``p`` pieces of ``n/p`` into an ``n``-byte output."""
     if p < 2:
-        return ()
+        return Steps.of(())
     pof2, rem, core, weight = piece_layout(p)
     blocks = _block_sizes(pof2, weight, nbytes / p)
-    return tuple(
+    return Steps.of(
         _fold(rem, nbytes / p, back=False)
         + doubling_steps(pof2, blocks, core)
         + _fold(rem, nbytes - nbytes / p, back=True)

@@ -10,12 +10,12 @@ collective here, so its time equals the broadcast's wherever links are full dupl
 from __future__ import annotations
 
 from atpsim.collectives.broadcast import binomial_broadcast, ring_broadcast
-from atpsim.collectives.schedule import Pattern, step
+from atpsim.collectives.schedule import Pattern, Steps, step
 
 
 def reversed_pattern(forward: Pattern) -> Pattern:
     """*forward*'s steps in reverse order with every transfer's direction swapped."""
-    return tuple(step(s.dst, s.src, s.nbytes) for s in reversed(forward))
+    return Steps.of(step(s.dst, s.src, s.nbytes) for s in reversed(forward))
 
 
 def ring_reduce(p: int, nbytes: float) -> Pattern:

@@ -29,9 +29,8 @@ from atpsim.collectives.ring import (
     ring_all_reduce,
     ring_reduce_scatter,
 )
-from atpsim.collectives.schedule import Pattern, Schedule, map_pattern, merge_steps
-from atpsim.errors import SimulationError
-from atpsim.topology.registry import did_you_mean
+from atpsim.collectives.schedule import Pattern, Schedule, Steps, map_pattern, merge_steps
+from atpsim.errors import SimulationError, did_you_mean
 
 PatternFn = Callable[[int, float], Pattern]
 
@@ -138,5 +137,5 @@ def build_schedule(op: str, algorithm: str, groups: Sequence[Sequence[int]], nby
         steps = map_pattern(pattern(op, algorithm, p, float(nbytes)), rows, np.array(ids, dtype=np.int64))
         if steps:
             parts.append(steps)
-    steps_merged = merge_steps(parts) if parts else ()
+    steps_merged = merge_steps(parts) if parts else Steps.of(())
     return Schedule(op, algorithm, checked, float(nbytes), steps_merged)

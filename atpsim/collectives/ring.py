@@ -2,8 +2,9 @@
 
 Local rank ``r`` sends to ``(r + 1) mod p`` in every step, one ``n/p`` chunk per step
 (Patarasuk and Yuan 2009; NCCL's ring). The ring follows the order of the group.
-Reduce-scatter and all-gather take ``p - 1`` steps, all-reduce ``2(p - 1)``; every step uses the
-same arrays, so a ring of 4096 ranks costs two small arrays, not 8190.
+Reduce-scatter and all-gather take ``p - 1`` steps, all-reduce ``2(p - 1)``; the steps are
+declared as one template repeated (:func:`~atpsim.collectives.schedule.repeat`), so a ring of
+4096 ranks costs two small arrays, not 8190, and the engine knows every step is alike.
 
 The *bidirectional* ring (TPU-style all-reduce on a torus, where a ring of ICI links can be
 used in both directions at once) cuts the buffer in two halves and runs one ring clockwise
@@ -19,15 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from atpsim.collectives.schedule import Pattern, step
+from atpsim.collectives.schedule import Pattern, Steps, repeat, step
 
 
 def _ring_steps(p: int, chunk_bytes: float, n_steps: int) -> Pattern:
     if p < 2:
-        return ()
+        return Steps.of(())
     ranks = np.arange(p)
-    one = step(ranks, (ranks + 1) % p, chunk_bytes)
-    return (one,) * n_steps
+    return repeat(step(ranks, (ranks + 1) % p, chunk_bytes), n_steps)
 
 
 def ring_reduce_scatter(p: int, nbytes: float) -> Pattern:
@@ -55,7 +55,7 @@ def _bidirectional_steps(p: int, nbytes: float, n_steps: int) -> Pattern:
         nbytes / 2 / p,
         np.repeat([0, 1], p),
     )
-    return (both,) * n_steps
+    return repeat(both, n_steps)
 
 
 def bidirectional_reduce_scatter(p: int, nbytes: float) -> Pattern:

@@ -1,9 +1,10 @@
 """A collective as data: steps of plain transfer records (src, dst, bytes), no simulation inside.
 
-An algorithm is planned once per group size as a *pattern*: a list of :class:`Step` over local
-ranks ``0..p-1`` (position in the group). :func:`map_pattern` places the pattern on the GPU
-ranks of every group, and the result is a :class:`Schedule` whose step ``k`` holds the
-transfers of step ``k`` of every group.
+An algorithm is planned once per group size as a *pattern*: :class:`Steps` over local ranks
+``0..p-1`` (position in the group), which declare the distinct template steps and the order they
+run in (a ring: one template, ``2(p - 1)`` times). :func:`map_pattern` places the pattern on the
+GPU ranks of every group, and the result is a :class:`Schedule` whose step ``k`` holds the
+transfers of step ``k`` of every group, with the pattern's templates kept.
 
 Dependencies (one rule for every algorithm, a rendezvous): a transfer of step ``k`` from ``s``
 to ``d`` may start once both ``s`` and ``d`` have finished every transfer of earlier steps they
@@ -21,9 +22,11 @@ waits for another (each lane is its own schedule, as a separate NCCL channel is)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
@@ -70,7 +73,66 @@ def step(src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
     return Step(_frozen(src_a), _frozen(dst_a.copy()), _frozen(size), _frozen(zeros), lanes)
 
 
-Pattern = tuple[Step, ...]
+@dataclass(frozen=True, eq=False)
+class Steps(Sequence[Step]):
+    """The steps of a collective as its algorithm declares them: distinct *templates* and the
+    *order* they run in (step ``k`` is ``templates[order[k]]``).
+
+    A ring declares one template run ``2(p - 1)`` times (:func:`repeat`), so a ring of 4096
+    ranks is two small arrays, not 8190 steps, and the engine knows from the declaration, not
+    from array identity, that every step is alike (its periodic extension). Steps built with
+    :meth:`of` are declared apart, even where they happen to be equal: they are simulated step
+    by step, which is exact too.
+    """
+
+    templates: tuple[Step, ...]
+    order: tuple[int, ...]
+
+    @classmethod
+    def of(cls, steps: Iterable[Step]) -> Steps:
+        """Each of *steps* its own template."""
+        listed = tuple(steps)
+        return cls(listed, tuple(range(len(listed))))
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self) -> Iterator[Step]:
+        return (self.templates[i] for i in self.order)
+
+    @overload
+    def __getitem__(self, k: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> Steps: ...
+
+    def __getitem__(self, k: int | slice) -> Step | Steps:
+        if isinstance(k, slice):
+            return Steps(self.templates, self.order[k])
+        return self.templates[self.order[k]]
+
+    @property
+    def repeated(self) -> bool:
+        """True when the steps are declared as one template run two times or more."""
+        return len(self.order) >= 2 and all(i == self.order[0] for i in self.order)
+
+    def in_use(self) -> list[tuple[Step, int]]:
+        """Each template that runs, in order of first use, with how many steps run it."""
+        counts = Counter(self.order)
+        return [(self.templates[i], counts[i]) for i in dict.fromkeys(self.order)]
+
+    def map(self, fn: Callable[[Step], Step]) -> Steps:
+        """*fn* applied to every template once; the order (and so the declaration) is kept."""
+        return Steps(tuple(fn(t) for t in self.templates), self.order)
+
+
+def repeat(template: Step, n_steps: int) -> Steps:
+    """*template* run *n_steps* times, declared as such."""
+    return Steps((template,), (0,) * n_steps)
+
+
+#: An algorithm's steps for one group, over local ranks ``0..p-1``.
+Pattern = Steps
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,15 +140,15 @@ class Schedule:
     """Every transfer of a collective on a set of groups, step by step (GPU ranks).
 
     Steps of different groups with the same index are merged; groups run concurrently.
-    Arrays of steps may be shared between steps (a ring's steps are all alike), so a
-    schedule of millions of transfers stays small until :attr:`src` etc. flatten it.
+    *steps* keeps the algorithm's templates (:class:`Steps`), so a schedule of millions of
+    transfers stays small until :attr:`src` etc. flatten it.
     """
 
     op: str
     algorithm: str
     groups: tuple[tuple[int, ...], ...]
     nbytes: float
-    steps: tuple[Step, ...]
+    steps: Steps
 
     @property
     def n_transfers(self) -> int:
@@ -108,10 +170,6 @@ class Schedule:
     @cached_property
     def transfer_bytes(self) -> np.ndarray:
         return self._flat("nbytes", np.float64)
-
-    @cached_property
-    def group(self) -> np.ndarray:
-        return self._flat("group", np.int64)
 
     @cached_property
     def lane(self) -> np.ndarray:
@@ -179,46 +237,30 @@ def rendezvous_dependencies(
     return indptr, indices
 
 
-def map_pattern(
-    pattern: Pattern, groups: np.ndarray, group_ids: np.ndarray | None = None
-) -> list[Step]:
+def map_pattern(pattern: Pattern, groups: np.ndarray, group_ids: np.ndarray | None = None) -> Steps:
     """Place *pattern* (local ranks) on every row of *groups* (an ``(n_groups, p)`` array).
 
-    Steps that share arrays in the pattern share the mapped arrays too.
+    Each template is placed once, so the schedule declares the pattern's repeats.
     """
     n_groups = groups.shape[0]
     ids = np.arange(n_groups, dtype=np.int64) if group_ids is None else group_ids
-    cache: dict[int, np.ndarray] = {}
+    group_of: dict[int, np.ndarray] = {}
 
-    def mapped(local: np.ndarray) -> np.ndarray:
-        key = id(local)
-        if key not in cache:
-            cache[key] = _frozen(groups[:, local].reshape(-1))
-        return cache[key]
+    def place(s: Step) -> Step:
+        if len(s) not in group_of:
+            group_of[len(s)] = _frozen(np.repeat(ids, len(s)))
+        return Step(_frozen(groups[:, s.src].reshape(-1)), _frozen(groups[:, s.dst].reshape(-1)),
+                    _frozen(np.tile(s.nbytes, n_groups)), group_of[len(s)],
+                    None if s.lane is None else _frozen(np.tile(s.lane, n_groups)))
 
-    def tiled(values: np.ndarray) -> np.ndarray:
-        key = id(values)
-        if key not in cache:
-            cache[key] = _frozen(np.tile(values, n_groups))
-        return cache[key]
-
-    def group_of(local: np.ndarray) -> np.ndarray:
-        key = -len(local) - 1
-        if key not in cache:
-            cache[key] = _frozen(np.repeat(ids, len(local)))
-        return cache[key]
-
-    return [
-        Step(mapped(s.src), mapped(s.dst), tiled(s.nbytes), group_of(s.src),
-             None if s.lane is None else tiled(s.lane))
-        for s in pattern
-    ]
+    return pattern.map(place)
 
 
-def merge_steps(parts: list[list[Step]]) -> tuple[Step, ...]:
-    """Merge step lists of groups of different sizes: step ``k`` of each, concatenated."""
+def merge_steps(parts: list[Steps]) -> Steps:
+    """Merge the steps of groups of different sizes: step ``k`` of each, concatenated. The
+    merged steps are declared apart (one template each)."""
     if len(parts) == 1:
-        return tuple(parts[0])
+        return parts[0]
     merged = []
     for k in range(max(len(p) for p in parts)):
         here = [p[k] for p in parts if k < len(p)]
@@ -232,4 +274,4 @@ def merge_steps(parts: list[list[Step]]) -> tuple[Step, ...]:
                 _frozen(np.concatenate([s.lanes for s in here])) if laned else None,
             )
         )
-    return tuple(merged)
+    return Steps.of(merged)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from atpsim.errors import AtpsimError
+from atpsim.api import AtpsimError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

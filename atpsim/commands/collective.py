@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from atpsim.api import CollectiveSweep, collective
 from atpsim.commands._common import clean_errors
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
@@ -17,44 +18,43 @@ OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all
 @click.option("--op", type=click.Choice(OPS), default="all_reduce", show_default=True)
 @click.option("--algorithm", "-a", default=None, help="ring, bidirectional-ring, rabenseifner, ... (default: ring; pairwise for all_to_all).")
 @click.option("--bytes", "sizes", default="8:1G", show_default=True, help="A size or MIN:MAX doubling (nccl-tests units: 1G = 2^30).")
-@click.option("--gpus", "-g", type=int, default=None, help="Use the first N GPUs (sizes a scalable topology).")
+@click.option("--devices", "-n", type=int, default=None, help="Use the first N GPUs (sizes a scalable topology).")
 @click.option("--groups", default="all", show_default=True, help="all | dim1:D1xD2 | dim2:D1xD2")
 @click.option("--dtype", "-d", default="float", show_default=True, help="Element type for the count column.")
-@click.option("--engine", type=click.Choice(["auto", "event", "vectorized"]), default="auto", show_default=True)
+@click.option("--engine", type=click.Choice(["auto", "reference", "longest-path"]), default="auto", show_default=True,
+              help="auto: exact shortcuts where they apply; reference: the plain event run; longest-path: fail where it is not exact.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print a CSV table instead.")
 @clean_errors
-def command(topology: str, op: str, algorithm: str | None, sizes: str, gpus: int | None,
+def command(topology: str, op: str, algorithm: str | None, sizes: str, devices: int | None,
             groups: str, dtype: str, engine: str, as_csv: bool) -> None:
     """Simulate a collective over buffer sizes and print time, algbw and busbw per size."""
-    from atpsim.engine.table import collective_table
-    from atpsim.units import parse_size_range
-
-    table = collective_table(topology, op, parse_size_range(sizes), algorithm=algorithm,
-                             gpus=gpus, groups=groups, dtype=dtype, engine=engine)
+    sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
+                       dtype=dtype, engine=engine)  # fmt: skip
     if as_csv:
-        _print_csv(table)
+        _print_csv(sweep)
     else:
-        _print_text(table)
+        _print_text(sweep)
 
 
-def _print_csv(table) -> None:
-    keys = ["topology", "op", "algorithm", "p", "dtype"]
+def _print_csv(sweep: CollectiveSweep) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow([*keys, *table.rows[0].keys()] if table.rows else keys)
-    for row in table.rows:
-        writer.writerow([table.header[k] for k in keys] + [
-            f"{v:.6g}" if isinstance(v, float) else v for v in row.values()])
+    writer.writerow(["topology", "op", "algorithm", "p", "dtype", "size_bytes", "count", "time_us",
+                     "algbw_GBps", "busbw_GBps", "engine", "n_flows"])  # fmt: skip
+    for row in sweep.rows:
+        values = [row.size_bytes, row.count, row.time_s * 1e6, row.algbw_Bps / 1e9,
+                  row.busbw_Bps / 1e9, row.path, row.n_flows]  # fmt: skip
+        writer.writerow([sweep.topology, sweep.op, sweep.algorithm, sweep.p, sweep.dtype] + [
+            f"{v:.6g}" if isinstance(v, float) else v for v in values])
 
 
-def _print_text(table) -> None:
-    h = table.header
-    click.echo(f"# atpsim collective: {h['op']} by {h['algorithm']} on {h['topology']} ({h['n_gpus']} GPUs)")
-    click.echo(f"# groups: {h['groups']}, p = {h['p']}, engine: {h['engine']}")
+def _print_text(sweep: CollectiveSweep) -> None:
+    click.echo(f"# atpsim collective: {sweep.op} by {sweep.algorithm} on {sweep.topology} ({sweep.n_gpus} GPUs)")
+    click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, engine: {sweep.engine}")
     click.echo("#")
     click.echo(f"# {'size':>12} {'count':>12} {'type':>8} {'time':>12} {'algbw':>9} {'busbw':>9}  engine")
     click.echo(f"# {'(B)':>12} {'(elements)':>12} {'':>8} {'(us)':>12} {'(GB/s)':>9} {'(GB/s)':>9}")
-    for row in table.rows:
+    for row in sweep.rows:
         click.echo(
-            f"  {row['size_bytes']:>12} {row['count']:>12} {h['dtype']:>8} {row['time_us']:>12.2f}"
-            f" {row['algbw_GBps']:>9.2f} {row['busbw_GBps']:>9.2f}  {row['engine']}"
+            f"  {row.size_bytes:>12} {row.count:>12} {sweep.dtype:>8} {row.time_s * 1e6:>12.2f}"
+            f" {row.algbw_Bps / 1e9:>9.2f} {row.busbw_Bps / 1e9:>9.2f}  {row.path}"
         )

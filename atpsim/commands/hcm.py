@@ -6,6 +6,7 @@ import json
 
 import click
 
+from atpsim.api import format_hcm, hcm, hcm_as_dict
 from atpsim.commands._common import clean_errors
 
 
@@ -25,9 +26,5 @@ def command(topology: str, devices: int | None, as_json: bool) -> None:
     layer its ranks (the GPUs each holds), the P2P matrix and the group bandwidth per rank, in
     GB/s per direction. TOPOLOGY is a preset (ic1..ic6), a builder spec ('torus:4x4',
     'ib-cluster:4x4') or a custom YAML file, as in `atpsim topo show`."""
-    from atpsim.analytic.hcm import derive_hcm
-    from atpsim.analytic.render import format_hcm, hcm_to_dict
-    from atpsim.topology.spec import load_topology
-
-    hcm = derive_hcm(load_topology(topology, n_gpus=devices, source=topology))
-    click.echo(json.dumps(hcm_to_dict(hcm)) if as_json else format_hcm(hcm))
+    matrix = hcm(topology, devices)
+    click.echo(json.dumps(hcm_as_dict(matrix)) if as_json else format_hcm(matrix))

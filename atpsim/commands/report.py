@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from atpsim.api import rebuild_report
 from atpsim.commands._common import clean_errors
-from atpsim.report.build import rebuild_report
 
 
 @click.command("report")

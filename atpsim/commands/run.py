@@ -12,9 +12,8 @@ import click
 from rich.console import Console
 from rich.logging import RichHandler
 
+from atpsim.api import RunSummary, SweepInterrupted, run_scenario
 from atpsim.commands._common import clean_errors
-from atpsim.sweep.pipeline import RunSummary, run_scenario
-from atpsim.sweep.runner import SweepInterrupted
 
 EXIT_FAILED_POINTS = 1
 EXIT_INTERRUPTED = 130

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import click
 
+from atpsim.api import (
+    builders,
+    draw_topology,
+    format_bandwidth,
+    format_time,
+    load_topology,
+    presets,
+    route,
+    topology_summary,
+)
 from atpsim.commands._common import clean_errors
-from atpsim.units import format_bandwidth, format_time
 
 
 @click.group("topo")
@@ -15,18 +24,15 @@ def command() -> None:
 
 @command.command("show")
 @click.argument("topology")
-@click.option("--gpus", type=int, default=None, help="Size a scalable preset or builder.")
+@click.option("--devices", "-n", type=int, default=None, help="Size a scalable preset or builder.")
 @click.option(
     "--png", "png", type=click.Path(dir_okay=False), default=None, help="Draw the graph to FILE."
 )
 @clean_errors
-def show(topology: str, gpus: int | None, png: str | None) -> None:
+def show(topology: str, devices: int | None, png: str | None) -> None:
     """Summarize TOPOLOGY: GPUs, switches, links by kind and bandwidth, routing."""
-    from atpsim.topology.spec import load_topology
-    from atpsim.topology.summary import summarize
-
-    topo = load_topology(topology, n_gpus=gpus, source=topology)
-    summary = summarize(topo)
+    topo = load_topology(topology, devices)
+    summary = topology_summary(topo)
     click.echo(f"topology: {summary.name}")
     if summary.description:
         click.echo(f"  {summary.description}")
@@ -49,8 +55,6 @@ def show(topology: str, gpus: int | None, png: str | None) -> None:
     if "hardware" in summary.meta:
         click.echo(f"default hardware: {summary.meta['hardware']}")
     if png:
-        from atpsim.report.topology_plot import draw_topology
-
         note = draw_topology(topo, png)
         click.echo(f"wrote {png}{f' ({note})' if note else ''}")
 
@@ -59,15 +63,12 @@ def show(topology: str, gpus: int | None, png: str | None) -> None:
 @click.argument("topology")
 @click.argument("src", type=int)
 @click.argument("dst", type=int)
-@click.option("--gpus", type=int, default=None, help="Size a scalable preset or builder.")
+@click.option("--devices", "-n", type=int, default=None, help="Size a scalable preset or builder.")
 @clean_errors
-def route(topology: str, src: int, dst: int, gpus: int | None) -> None:
+def route_(topology: str, src: int, dst: int, devices: int | None) -> None:
     """The links a transfer from GPU SRC to GPU DST crosses on TOPOLOGY."""
-    from atpsim.topology.spec import load_topology
-    from atpsim.topology.summary import describe_route
-
-    topo = load_topology(topology, n_gpus=gpus, source=topology)
-    summary = describe_route(topo, src, dst)
+    topo = load_topology(topology, devices)
+    summary = route(topo, src, dst)
     click.echo(f"{topo.name}: GPU {src} -> GPU {dst}, {len(summary.hops)} hop(s)")
     for hop in summary.hops:
         click.echo(
@@ -82,18 +83,19 @@ def route(topology: str, src: int, dst: int, gpus: int | None) -> None:
 @command.command("list")
 @clean_errors
 def list_() -> None:
-    """Presets and builders, one line each."""
-    from atpsim.topology.presets import preset_info, preset_names
-    from atpsim.topology.registry import builder_names, get_builder
-
+    """Presets, one line each; builders, each with its parameters, units and defaults."""
     click.echo("presets:")
-    for name in preset_names():
-        click.echo(f"  {name:<24}{preset_info(name).get('description', '')}")
-    click.echo("builders (NAME or NAME:SIZE, e.g. torus:32x32, ib-cluster:4x8):")
-    for name in builder_names():
-        click.echo(f"  {name:<24}{_first_sentence(get_builder(name).__doc__ or '')}")
-
-
-def _first_sentence(doc: str) -> str:
-    text = " ".join(doc.split()).replace("*", "").replace("``", "")
-    return text.split(". ")[0].split("; ")[0].rstrip(".")
+    for name, description in presets():
+        click.echo(f"  {name:<24}{description}")
+    click.echo(
+        "builders (NAME or NAME:SIZE, e.g. torus:32x32, ib-cluster:4x8; "
+        "parameters after a comma, e.g. torus:4x4,link_bandwidth_Bps=50 GB/s):"
+    )
+    click.echo(f"      {'PARAMETER':<32}{'TYPE [UNIT]':<24}{'DEFAULT':<12}DESCRIPTION")
+    for builder in builders():
+        click.echo(f"  {builder.name:<24}{builder.summary}")
+        for param in builder.params:
+            click.echo(
+                f"      {param.name:<32}{param.type_text:<24}{param.default_text:<12}"
+                f"{param.description}"
+            )

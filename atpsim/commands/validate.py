@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from atpsim.api import Comparison, FolderFit, LinkFit, fit_folder, fit_nccl_log, validate
 from atpsim.commands._common import clean_errors
-from atpsim.validate.measurements import REPORT_PREFIX
-
-if TYPE_CHECKING:
-    from atpsim.validate.compare import Comparison
-    from atpsim.validate.fit import FolderFit
-    from atpsim.validate.link_fit import LinkFit
 
 
 @click.command("validate")
@@ -42,31 +36,20 @@ def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement
         _fit_log(console, path, ranks, placement)
         return
     if fit_only:
-        from atpsim.validate.fit import fit_folder
-
         _print_fit(console, fit_folder(path))
         return
-    from atpsim.report.validation_plot import plot_validation
-    from atpsim.validate.compare import compare_folder, save_comparison
-
-    comparison = compare_folder(path, refit=refit)
-    if comparison.fit is not None:
-        _print_fit(console, comparison.fit)
-    _print_comparison(console, comparison)
-    saved = save_comparison(comparison)
-    saved.append(plot_validation(comparison, Path(path) / f"{REPORT_PREFIX}.png"))
-    console.print("saved " + ", ".join(str(p) for p in saved))
-    if not comparison.passed:
+    result = validate(path, refit=refit)
+    if result.comparison.fit is not None:
+        _print_fit(console, result.comparison.fit)
+    _print_comparison(console, result.comparison)
+    console.print("saved " + ", ".join(str(p) for p in result.saved))
+    if not result.passed:
         sys.exit(1)
 
 
 def _fit_log(console: Console, path: str, ranks: int | None, placement: str) -> None:
-    from atpsim.validate.link_fit import fit_link
-    from atpsim.validate.nccl_tests import nccl_samples, read_nccl_tests
-
-    log = read_nccl_tests(path)
-    fit = fit_link(nccl_samples(log, n_ranks=ranks, placement=placement))
-    last = log.rows[-1]
+    fitted = fit_nccl_log(path, ranks=ranks, placement=placement)
+    fit, last = fitted.fit, fitted.log.rows[-1]
     console.print(
         f"{path}: {fit.residuals[0].sample.group_size} ranks, ring all-reduce: bandwidth "
         f"{fit.bandwidth_Bps / 1e9:.2f} GB/s (largest-message busbw "

@@ -42,8 +42,8 @@ before.
 framework's per-layer host work (Python dispatch, autograd bookkeeping, allocator calls that
 the GPU waits on) plus the step's work outside the layers (embedding, loss, optimizer),
 amortised per layer. It is 0 for spec-sheet profiles and fitted for calibrated software-stack
-profiles (``a100-sxm4-80gb-paper-stack``, :mod:`atpsim.calibration`); the step adds
-``layers · layer_overhead_s`` to compute and step time (:func:`atpsim.step.point.
+profiles (``a100-sxm4-80gb-paper-stack``, :mod:`atpsim.calibrate.paper`); the step adds
+``layers · layer_overhead_s`` to compute and step time (:func:`atpsim.engine.step.run.
 layer_overhead_s`).
 """
 
@@ -84,7 +84,7 @@ class HardwareProfile:
     efficiency model, and a fixed per-collective overhead (*collective_overhead_s*: the host
     and library cost of one collective call, kernel launch and synchronisation, that moves no
     bytes; 0 by default, set by calibrated software-stack profiles and added to every
-    collective by :mod:`atpsim.step.point`), and optionally a memory efficiency per class of
+    collective by :mod:`atpsim.engine.step.run`), and optionally a memory efficiency per class of
     memory-bound op (*memory_efficiency_by_class*, see :meth:`memory_efficiency_for`), and a
     fixed time per transformer layer outside the modelled ops (*layer_overhead_s*, seconds,
     >= 0; 0 by default; see the module docstring). Frozen and hashable, so timings can be
@@ -152,7 +152,7 @@ def _read_profile_text(name_or_path: str) -> tuple[str, str]:
         return path.read_text(), str(path)
     names = profile_names()
     if name_or_path not in names:
-        from atpsim.topology.registry import did_you_mean
+        from atpsim.errors import did_you_mean
 
         raise AtpsimError(
             f"unknown hardware profile {name_or_path!r}{did_you_mean(name_or_path, names)}"
@@ -295,7 +295,7 @@ def _mapping(value: Any, key: str) -> dict[str, Any]:
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], prefix: str) -> None:
-    from atpsim.topology.registry import did_you_mean
+    from atpsim.errors import did_you_mean
 
     for key in table:
         if key not in allowed:

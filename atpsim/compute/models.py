@@ -63,7 +63,7 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
 
 def model_preset(name: str) -> ModelConfig:
     """The preset called *name* (M1..M4)."""
-    from atpsim.topology.registry import did_you_mean
+    from atpsim.errors import did_you_mean
 
     if name not in MODEL_PRESETS:
         raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, MODEL_PRESETS)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from atpsim.compute.gemm import gemm_time_s
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.errors import AtpsimError
-from atpsim.parallel.program import ComputeOp
+from atpsim.program import ComputeOp
 
 #: Memory-bound op classes by a word of the op's name (first match wins; the layer program's
 #: names are those of :mod:`atpsim.parallel.atp`, e.g. ``l0.fc2_bias_dropout_add_bwd``).

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
-from atpsim.collectives.schedule import Step
+from atpsim.collectives.schedule import Steps
 from atpsim.topology.graph import Topology
 
 
@@ -48,14 +47,6 @@ class PairRoutes:
         return owner, self.links[np.repeat(starts, lens) + offsets]
 
 
-def distinct_arrays(steps: Iterable[Step], name: str) -> list[np.ndarray]:
-    seen: dict[int, np.ndarray] = {}
-    for s in steps:
-        array = getattr(s, name)
-        seen.setdefault(id(array), array)
-    return list(seen.values())
-
-
 def subset(routes: PairRoutes, keys: np.ndarray) -> PairRoutes:
     """The routes of the pairs *keys* (distinct, sorted, all in *routes*), without routing."""
     pairs = routes.index(keys // routes.n_gpus, keys % routes.n_gpus)
@@ -86,16 +77,12 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
     return PairRoutes(n, keys, src, dst, ptr, links, latency, bottleneck)
 
 
-def pair_routes(topology: Topology, steps: Iterable[Step], within: PairRoutes | None = None) -> PairRoutes:
-    """Route every distinct pair of *steps* once (steps sharing arrays are looked at once);
-    taken from *within* (routes of a superset of the pairs) when given."""
+def pair_routes(topology: Topology, steps: Steps, within: PairRoutes | None = None) -> PairRoutes:
+    """Route every distinct pair of *steps* once (each template looked at once); taken from
+    *within* (routes of a superset of the pairs) when given."""
     n = topology.n_gpus
-    by_id: dict[tuple[int, int], np.ndarray] = {}
-    for s in steps:
-        key = (id(s.src), id(s.dst))
-        if key not in by_id:
-            by_id[key] = s.src * n + s.dst
-    keys = np.unique(np.concatenate(list(by_id.values()))) if by_id else np.zeros(0, np.int64)
+    parts = [t.src * n + t.dst for t, _ in steps.in_use()]
+    keys = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
     if within is not None and len(within) and len(keys):
         found = np.minimum(np.searchsorted(within.keys, keys), len(within) - 1)
         if np.array_equal(within.keys[found], keys):

@@ -53,7 +53,7 @@ from typing import Literal
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.parallel.program import CommOp, ComputeOp, StepProgram, Task
+from atpsim.program import CommOp, ComputeOp, StepProgram, Task
 
 Role = Literal["chain", "dgrad", "wgrad"]
 Item = tuple[ComputeOp | CommOp, Role]

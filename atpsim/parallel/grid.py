@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from atpsim.errors import AtpsimError
+from atpsim.parallel.mesh import DeviceMesh
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,8 @@ class Grid:
 
     def dim_size(self, dim: int) -> int:
         return self.depth if dim == 3 else self.q
+
+    def layer_mesh(self) -> DeviceMesh:
+        """One depth layer as ``DeviceMesh(q, q)`` (row-major): the same dimension-1 and -2
+        groups as the grid's first layer. Results tables describe a grid by it (d1 = d2 = q)."""
+        return DeviceMesh(self.q, self.q)

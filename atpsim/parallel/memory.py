@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
 from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims, params_per_rank
+from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 
 #: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.
@@ -97,9 +98,14 @@ def transient_bytes(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> float:
 
 
 def memory_per_rank(
-    model: ModelConfig, mesh: DeviceMesh, chunks: int, profile: HardwareProfile
+    model: ModelConfig, tp: DeviceMesh | Grid, chunks: int, profile: HardwareProfile
 ) -> MemoryEstimate:
-    """Memory one rank needs to train *model* on *mesh* with the batch in *chunks*."""
+    """Memory one rank needs to train *model* on *tp* with the batch in *chunks*.
+
+    *tp* is ATP's mesh, or a SUMMA grid, estimated by ATP's formula on one layer of it,
+    ``DeviceMesh(q, q)``: exact for the weights (q² blocks, replicated over depth), an upper
+    bound for the activations (SUMMA also splits rows by q·depth)."""
+    mesh = tp.layer_mesh() if isinstance(tp, Grid) else tp
     dims = layer_dims(model, mesh, chunks)
     params = params_per_rank(model, mesh)
     return MemoryEstimate(

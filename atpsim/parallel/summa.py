@@ -57,7 +57,7 @@ from atpsim.parallel.atp import (
     _memory,
 )
 from atpsim.parallel.grid import Grid
-from atpsim.parallel.program import CommOp, StepProgram
+from atpsim.program import CommOp, StepProgram
 
 #: Grid dimensions of :class:`Grid`: columns (i varies), rows (j varies), depth.
 COLUMNS, ROWS, DEPTH = 1, 2, 3

@@ -2,20 +2,20 @@
 ``report.html``, and ``figures/*.png|svg``. :func:`rebuild_report` does it from a run folder
 alone (``results.csv`` + ``scenario.yaml``), which is what ``atpsim report DIR`` calls.
 
-The scenario's ``report:`` section chooses what is drawn and how (see
-:mod:`atpsim.report.options`); without ``figures`` the kinds are chosen from the table's
-columns.
+The scenario's ``report:`` section chooses what is drawn and how, and its ``reference:``
+section gives published numbers to compare with (both typed and checked by the scenario
+layer, :mod:`atpsim.scenario.report`); without ``figures`` the kinds are chosen from the
+table's columns.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-import yaml
+from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.report import chunk_table, figures, tables
 from atpsim.report.data import ok_rows, select_rows
@@ -28,9 +28,10 @@ from atpsim.report.document import (
     to_html,
     to_markdown,
 )
-from atpsim.report.options import FIGURE_KINDS, FigureSpec, ReportOptions
 from atpsim.report.panels import save_figure
 from atpsim.results.io import read_results
+from atpsim.scenario.loader import load_report_sections
+from atpsim.scenario.report import FIGURE_KINDS, FigureSpec, Reference, ReportOptions
 
 SCENARIO_COPY = "scenario.yaml"
 REPORT_MD, REPORT_HTML, FIGURES_DIR = "report.md", "report.html", "figures"
@@ -38,7 +39,7 @@ REPORT_MD, REPORT_HTML, FIGURES_DIR = "report.md", "report.html", "figures"
 __all__ = ["FIGURE_KINDS", "ReportOptions", "build_report", "rebuild_report", "auto_figures"]
 
 
-def auto_figures(frame: pd.DataFrame, reference: Mapping[str, Any] | None) -> tuple[str, ...]:
+def auto_figures(frame: pd.DataFrame, reference: Reference | None) -> tuple[str, ...]:
     """Figure kinds that suit the table: scaling when a topology has several device counts,
     bars when the ATP-i varies at one device count per topology, the chunk table when chunks
     vary or the scenario holds Table 3 reference cells."""
@@ -49,7 +50,7 @@ def auto_figures(frame: pd.DataFrame, reference: Mapping[str, Any] | None) -> tu
     one_size = (rows.groupby("topology")["n_devices"].nunique() <= 1).all()
     if rows["tflops_per_gpu"].notna().any() and rows["atp_i"].nunique() > 1 and one_size:
         kinds.append("atp_bars")
-    has_table3 = bool(chunk_table.reference_cells(reference))
+    has_table3 = bool(reference and reference.cells())
     if rows["tflops_per_gpu"].notna().any() and (rows["chunks"].nunique() > 1 or has_table3):
         kinds.append("chunk_table")
     return tuple(kinds)
@@ -58,20 +59,17 @@ def auto_figures(frame: pd.DataFrame, reference: Mapping[str, Any] | None) -> tu
 def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list[Path]:
     """Write the report of *frame* (the run's results) into *out_dir*, reading options from
     *scenario_text* (the scenario YAML, copied into the report). Returns the files written."""
-    source = str(out_dir / SCENARIO_COPY)
-    scenario = yaml.safe_load(scenario_text) or {}
-    options = ReportOptions.from_mapping(scenario.get("report"), source)
-    reference = scenario.get("reference")
-    chunk_table.reference_cells(reference, source)
-    specs = options.figures
+    scenario = load_report_sections(scenario_text, str(out_dir / SCENARIO_COPY))
+    options, reference = scenario.report, scenario.reference
+    specs = options.figure_specs()
     if specs is None:
         specs = tuple(options.default_spec(k) for k in auto_figures(frame, reference))
     shutil.rmtree(out_dir / FIGURES_DIR, ignore_errors=True)
-    name = str(scenario.get("name") or out_dir.name)
+    name = str(scenario.name or out_dir.name)
     document = Document(options.title or f"atpsim report: {name}")
-    _intro(document, scenario, frame, options)
+    _intro(document, scenario.description, frame, options)
     written = _figures(document, out_dir, frame, specs, options, reference)
-    _tables(document, frame, reference)
+    _tables(document, frame)
     document.add(
         Heading("Scenario"), Paragraph(f"`{SCENARIO_COPY}`, as run:"), Code(scenario_text, "yaml")
     )
@@ -91,10 +89,10 @@ def rebuild_report(out_dir: Path | str) -> list[Path]:
 
 
 def _intro(
-    document: Document, scenario: Mapping[str, Any], frame: pd.DataFrame, options: ReportOptions
+    document: Document, description: object, frame: pd.DataFrame, options: ReportOptions
 ) -> None:
-    if scenario.get("description"):
-        document.add(Paragraph(str(scenario["description"]).strip()))
+    if description:
+        document.add(Paragraph(str(description).strip()))
     ok = int((frame["status"] == "ok").sum())
     summary = f"{len(frame)} points: {ok} simulated, {len(frame) - ok} failed."
     document.add(Paragraph(summary))
@@ -109,7 +107,7 @@ def _figures(
     frame: pd.DataFrame,
     specs: Sequence[FigureSpec],
     options: ReportOptions,
-    reference: Mapping[str, Any] | None,
+    reference: Reference | None,
 ) -> list[Path]:
     written: list[Path] = []
     stems = _stems(specs)
@@ -165,7 +163,9 @@ _CAPTIONS = {
 }
 
 
-def _make_figure(spec: FigureSpec, frame: pd.DataFrame, options: ReportOptions):
+def _make_figure(
+    spec: FigureSpec, frame: pd.DataFrame, options: ReportOptions
+) -> PlotFigure | None:
     if spec.kind == "atp_bars":
         return figures.atp_bars(frame, options.tflops_unit, spec)
     if spec.kind == "scheme_bars":
@@ -188,7 +188,7 @@ def _chunk_section(
     document: Document,
     heading: Heading,
     frame: pd.DataFrame,
-    reference: Mapping[str, Any] | None,
+    reference: Reference | None,
 ) -> None:
     """Table 3 per mode (des, the prediction, first), each with its errors against the paper."""
     document.add(heading)
@@ -210,7 +210,7 @@ def _chunk_section(
             )
 
 
-def _tables(document: Document, frame: pd.DataFrame, reference: Mapping[str, Any] | None) -> None:
+def _tables(document: Document, frame: pd.DataFrame) -> None:
     failed = tables.failures(frame)
     if failed is not None:
         document.add(Heading("Failures"), failed)

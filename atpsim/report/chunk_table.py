@@ -13,12 +13,9 @@ chunk optimization"); its chunked rows use that mesh. A column is one topology, 
 device count, hardware, algorithm or batch/sequence when they vary within the topology; a row
 is one model.
 
-Reference cells (scenario key ``reference.table3``: model -> topology label -> chunks ->
-the paper's TFLOP/s per GPU in its 2^40 unit; topology labels match case-insensitively)::
-
-    reference:
-      table3:                     # ATP paper, Table 3
-        M2: {ic1: {1: 3.45, 2: 3.46, 4: 3.51}, ic2: {1: 42.82, 2: 43.59, 4: 43.73}}
+Reference cells come from the scenario's ``reference.table3`` (model -> topology label ->
+chunks -> the paper's TFLOP/s per GPU in its 2^40 unit; topology labels match
+case-insensitively), typed as :class:`~atpsim.scenario.report.Reference`.
 """
 
 from __future__ import annotations
@@ -28,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from atpsim.errors import ScenarioError
 from atpsim.report.data import ok_rows, ordered, value_labels, varying
 from atpsim.report.document import Table
+from atpsim.scenario.report import Reference
 
 METRIC = "tflops_per_gpu_paper_unit"
 COLUMN_KEYS = ("topology", "n_devices", "hardware", "algorithm", "batch", "seq", "dtype")
@@ -44,38 +41,9 @@ def chunk_label(chunks: int, baseline: int) -> str:
     return "Baseline" if chunks == baseline else f"Chunk={chunks}"
 
 
-def reference_cells(
-    reference: Mapping[str, Any] | None, source: str | None = None
-) -> dict[tuple[str, str, int], float]:
-    """(model, topology lower-cased, chunks) -> the paper's value from ``reference.table3``;
-    a malformed entry raises ScenarioError naming its key."""
-    cells: dict[tuple[str, str, int], float] = {}
-    table = (reference or {}).get("table3") or {}
-    for model, topos in _mapping(table, "reference.table3", source).items():
-        where = f"reference.table3.{model}"
-        for topo, by_chunks in _mapping(topos, where, source).items():
-            for chunks, value in _mapping(by_chunks, f"{where}.{topo}", source).items():
-                key = f"{where}.{topo}.{chunks}"
-                cells[(str(model), str(topo).lower(), _number(chunks, int, key, source))] = _number(
-                    value, float, key, source
-                )
-    return cells
-
-
-def _mapping(value: Any, key: str, source: str | None) -> Mapping[Any, Any]:
-    if not isinstance(value, Mapping):
-        raise ScenarioError(f"expected a mapping, got {value!r}", source=source, key=key)
-    return value
-
-
-def _number(value: Any, kind: type, key: str, source: str | None) -> Any:
-    try:
-        if isinstance(value, bool):
-            raise ValueError(value)
-        return kind(value)
-    except (TypeError, ValueError):
-        what = "a chunk count" if kind is int else "a number"
-        raise ScenarioError(f"expected {what}, got {value!r}", source=source, key=key) from None
+def reference_cells(reference: Reference | None) -> dict[tuple[str, str, int], float]:
+    """(model, topology lower-cased, chunks) -> the paper's value from *reference*'s Table 3."""
+    return reference.cells() if reference is not None else {}
 
 
 def modes(frame: pd.DataFrame) -> list[str]:
@@ -121,13 +89,13 @@ def cells(frame: pd.DataFrame, mode: str) -> pd.DataFrame:
     return best[[*keys, "model", "topology", "mesh_text", METRIC]].reset_index(drop=True)
 
 
-def chunk_tables(frame: pd.DataFrame, reference: Mapping[str, Any] | None = None) -> list[Table]:
+def chunk_tables(frame: pd.DataFrame, reference: Reference | None = None) -> list[Table]:
     """Table 3's layout, one table per mode (des first); empty without data."""
     return [t for t in (chunk_table(frame, reference, m) for m in modes(frame)) if t is not None]
 
 
 def chunk_table(
-    frame: pd.DataFrame, reference: Mapping[str, Any] | None = None, mode: str = "des"
+    frame: pd.DataFrame, reference: Reference | None = None, mode: str = "des"
 ) -> Table | None:
     """Table 3's layout for the rows of *mode* (see the module docstring); None without data."""
     table = cells(frame, mode)
@@ -159,7 +127,7 @@ def _cell_text(cell: Any, paper: Mapping[tuple[str, str, int], float]) -> str:
 
 
 def reference_errors(
-    frame: pd.DataFrame, reference: Mapping[str, Any] | None, mode: str = "des"
+    frame: pd.DataFrame, reference: Reference | None, mode: str = "des"
 ) -> list[float]:
     """Relative errors (value - paper) / paper of every cell of *mode* the paper has."""
     paper = reference_cells(reference)

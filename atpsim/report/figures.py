@@ -10,7 +10,7 @@
 - :func:`scheme_bars` (Figure 10): TFLOP/s per GPU by model, one bar per tensor-parallel
   scheme (Megatron-LM, ATP at its best mesh and chunk count, SUMMA 2D / 2.5D).
 
-Both take a :class:`~atpsim.report.options.FigureSpec`: the points to keep (*select*), the
+Both take a :class:`~atpsim.scenario.report.FigureSpec`: the points to keep (*select*), the
 panel columns and rows (default: topologies as columns, and as rows the combinations of any
 other parameter that varies: model, algorithm, chunks, placement, ...), and a log y axis.
 """
@@ -37,8 +37,8 @@ from atpsim.report.data import (
     ordered,
     select_rows,
 )
-from atpsim.report.options import FigureSpec
 from atpsim.report.panels import RC, color, legend, log_y_axis, panel_grid
+from atpsim.scenario.report import FigureSpec
 
 SCHEME_SERIES = ("Megatron-LM (ATP-1)", "ATP (best mesh, chunks)", "2D / 2.5D (SUMMA)")
 SCHEME_FACETS = ("hardware", "algorithm", "placement", "batch", "seq")

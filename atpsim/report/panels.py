@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter  # noqa: E402
@@ -128,13 +129,13 @@ def log_y_axis(ax: Axes) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def legend(figure: Figure, panels: Sequence[Panel], extra: Sequence[Any] = ()) -> None:
+def legend(figure: Figure, panels: Sequence[Panel], extra: Sequence[Artist] = ()) -> None:
     """One legend below the panels: each labelled artist once, then the *extra* handles."""
-    handles: dict[str, Any] = {}
+    handles: dict[str, Artist] = {}
     for panel in panels:
         for handle, name in zip(*panel.ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(name, handle)
-    handles.update({h.get_label(): h for h in extra})
+    handles.update({str(h.get_label()): h for h in extra})
     if handles:
         figure.legend(
             list(handles.values()),

@@ -7,11 +7,15 @@ switches with the first GPUs under them) and the figure title says so.
 from __future__ import annotations
 
 import math
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from atpsim.topology.graph import Topology
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 MAX_NODES = 512
 NODE_COLORS = {
@@ -37,7 +41,7 @@ LINK_COLORS = {
 }
 
 
-def draw_topology(topology: Topology, path: str) -> str:
+def draw_topology(topology: Topology, path: str | Path) -> str:
     """Write a PNG of *topology* to *path*; returns a note when only a sample was drawn."""
     import matplotlib
 
@@ -118,7 +122,7 @@ def _grid_position(coords: tuple[int, ...], dims: tuple[int, ...]) -> tuple[floa
     return float(col + offset), float(-row)
 
 
-def _draw_edges(ax: Any, graph: nx.Graph, positions: dict[Any, tuple[float, float]]) -> None:
+def _draw_edges(ax: Axes, graph: nx.Graph, positions: dict[Any, tuple[float, float]]) -> None:
     bandwidths = [d["bandwidth_Bps"] for _, _, d in graph.edges(data=True)] or [1.0]
     top = max(bandwidths)
     seen: set[str] = set()
@@ -154,7 +158,7 @@ def _arc(x0: float, y0: float, x1: float, y1: float) -> tuple[list[float], list[
     return xs, ys
 
 
-def _draw_nodes(ax: Any, graph: nx.Graph, positions: dict[Any, tuple[float, float]]) -> None:
+def _draw_nodes(ax: Axes, graph: nx.Graph, positions: dict[Any, tuple[float, float]]) -> None:
     labels = graph.number_of_nodes() <= 64
     for node, data in graph.nodes(data=True):
         x, y = positions[node]

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from atpsim.parallel.program import CommOp
-from atpsim.step.simulate import StepTimeline
+from atpsim.engine.step.scheduler import StepTimeline
+from atpsim.program import CommOp, Task
 
 _STREAM_TID = {"compute": 0, "comm": 1}
 
@@ -51,7 +51,7 @@ def _default_ranks(timeline: StepTimeline) -> list[int]:
     return ranks if critical in ranks else [*ranks, critical]
 
 
-def _task_event(timeline: StepTimeline, task: Any, rank: int, pid: int) -> dict[str, Any]:
+def _task_event(timeline: StepTimeline, task: Task, rank: int, pid: int) -> dict[str, Any]:
     start_s = float(timeline.start_s[task.id, rank])
     finish_s = float(timeline.finish_s[task.id, rank])
     op = task.op

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
-from atpsim.validate.compare import Comparison  # noqa: E402
+from atpsim.calibrate.compare import Comparison  # noqa: E402
 
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 

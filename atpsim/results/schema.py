@@ -1,7 +1,7 @@
 """The one declared results schema: every column of a results table, its dtype and its unit.
 
 A results table has one row per sweep point. The first columns describe the point (filled by
-the sweep runner from the :class:`~atpsim.scenario.point.SweepPoint`, so a failed point still
+the sweep runner from :func:`atpsim.scenario.point.point_columns`, so a failed point still
 shows what it was); the rest are what :func:`atpsim.api.simulate_point` measured. Units follow
 the house style: seconds, bytes, bytes/s; TFLOP/s in SI (10^12) and, for comparisons with the
 paper, in its 2^40 unit. ``comm_over_delta`` is the communication time in units of the paper's
@@ -16,12 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from atpsim.errors import AtpsimError
-
-if TYPE_CHECKING:
-    from atpsim.scenario.point import SweepPoint
 
 Dtype = Literal["string", "int", "float", "bool"]
 
@@ -84,7 +81,8 @@ COLUMNS: tuple[Column, ...] = (
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 _BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 
-#: Columns that describe the point (filled by :func:`point_columns`); the rest are results.
+#: Columns that describe the point (:func:`atpsim.scenario.point.point_columns`); the rest
+#: are results.
 POINT_COLUMNS: tuple[str, ...] = (
     "scenario", "point_key", "topology", "n_devices", "model", "hidden", "heads", "layers",
     "batch", "seq", "dtype", "d1", "d2", "mesh", "atp_i", "chunks", "algorithm", "mode",
@@ -100,42 +98,11 @@ class ResultsError(AtpsimError):
 
 def column(name: str) -> Column:
     """The declared :class:`Column` called *name*."""
-    from atpsim.topology.registry import did_you_mean
+    from atpsim.errors import did_you_mean
 
     if name not in _BY_NAME:
         raise ResultsError(f"unknown results column {name!r}{did_you_mean(name, _BY_NAME)}")
     return _BY_NAME[name]
-
-
-def point_columns(point: SweepPoint, index: int) -> dict[str, Any]:
-    """The columns that describe *point*, the *index*-th point of its sweep."""
-    model, mesh = point.model, point.mesh
-    return {
-        "scenario": point.scenario,
-        "point_key": point.key(),
-        "topology": point.topology_label,
-        "n_devices": point.n_devices,
-        "model": model.name,
-        "hidden": model.hidden,
-        "heads": model.heads,
-        "layers": model.layers,
-        "batch": model.batch,
-        "seq": model.seq,
-        "dtype": model.dtype,
-        "d1": mesh.d1,
-        "d2": mesh.d2,
-        "mesh": point.mesh_label,
-        "atp_i": mesh.d2,
-        "chunks": point.chunks,
-        "algorithm": point.algorithm,
-        "mode": point.mode,
-        "hardware": point.hardware,
-        "placement": mesh.placement,
-        "mesh_group": point.group,
-        "group_key": point.group_key(),
-        "point_index": index,
-        "scheme": point.scheme,
-    }
 
 
 def normalize_row(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from atpsim.compute.models import DTYPE_BYTES, MODEL_PRESETS, ModelConfig
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh, atp_mesh, factorizations
 from atpsim.scenario.fields import (
     MESH_SIZE,
@@ -35,7 +35,6 @@ from atpsim.scenario.fields import (
     resolve_file,
     show,
 )
-from atpsim.topology.registry import did_you_mean
 
 _ATP = re.compile(r"^atp-(\d+)$")
 

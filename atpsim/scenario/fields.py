@@ -23,10 +23,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names
 from atpsim.topology.params import bandwidth_param, time_param
-from atpsim.topology.registry import did_you_mean
 
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]

@@ -15,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from atpsim.errors import ScenarioError
+from atpsim.scenario.report import ReportSections
 from atpsim.scenario.schema import Scenario, render_key, show
 
 #: pydantic error type -> what was expected (the got-value is appended).
@@ -61,6 +62,12 @@ def read_yaml(path: Path, source: str) -> Any:
     except OSError as error:
         message = f"cannot read the scenario file: {error.strerror}"
         raise ScenarioError(message, source=source) from None
+    return parse_yaml(text, source)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """The YAML document *text* (read from *source*); a key written twice in one mapping or a
+    syntax error is a :class:`ScenarioError` naming its line and column."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as error:
@@ -120,3 +127,18 @@ def load_scenario(path: str | Path, *, expand: bool = True) -> Scenario:
 
         expand_sweep(scenario)
     return scenario
+
+
+def load_report_sections(text: str, source: str) -> ReportSections:
+    """The name, description and typed ``report:`` and ``reference:`` sections of the scenario
+    YAML *text* (a run folder's copy, named *source* in errors). Only these sections are read:
+    the rest was checked when the scenario ran."""
+    raw = parse_yaml(text, source)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"expected a mapping of scenario keys, got {show(raw)}", source=source)
+    try:
+        return ReportSections.model_validate(raw)
+    except ValidationError as error:
+        raise error_from_validation(error, raw, source) from None

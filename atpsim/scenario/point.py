@@ -10,9 +10,11 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 
 
@@ -36,27 +38,26 @@ class SweepPoint:
     the fastest mesh among the points sharing :meth:`group_key` as ATP-OPT. Points outside a
     group have ``group=None`` (and their :meth:`key` does not mention it).
 
-    *scheme* is the tensor parallelism: ``"atp"`` (the mesh is ATP's DeviceMesh(d1, d2)) or
-    ``"summa"`` (2D / 2.5D SUMMA, :mod:`atpsim.parallel.summa`: the mesh is the q x q grid,
-    ``d1 == d2 == q``, and *depth* the number of stacked grids, ``n_devices = q²·depth``;
-    depth 1 is 2D). Only a non-ATP point's :meth:`key` mentions scheme and depth, so the keys
-    of ATP points are what they were before the field existed.
+    *tp* is the tensor parallelism, and its type says which: ATP's
+    :class:`~atpsim.parallel.mesh.DeviceMesh` (d1, d2, placement), or the
+    :class:`~atpsim.parallel.grid.Grid` (q, depth) of 2D / 2.5D SUMMA
+    (:mod:`atpsim.parallel.summa`, ``n_devices = q²·depth``; depth 1 is 2D). :attr:`scheme`
+    and :attr:`mesh_label` are derived from it. Only a SUMMA point's :meth:`key` mentions the
+    scheme and depth, so the keys of ATP points are what they were before SUMMA existed.
     """
 
     scenario: str
-    topology: Mapping[str, Any]
+    topology: str | Mapping[str, Any]
     topology_label: str
     n_devices: int
     hardware: str
     model: ModelConfig
-    mesh: DeviceMesh
+    tp: DeviceMesh | Grid
     chunks: int = 1
     algorithm: str = "ring"
     mode: str = "des"
     calibration: Mapping[str, float] | None = field(default=None)
     group: str | None = None
-    scheme: str = "atp"
-    depth: int = 1
 
     def key(self) -> str:
         """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
@@ -80,7 +81,7 @@ class SweepPoint:
             "n_devices": self.n_devices,
             "hardware": self.hardware,
             "model": self.model.__dict__,
-            "mesh": [self.mesh.d1, self.mesh.d2, self.mesh.placement],
+            "mesh": [self.shape.d1, self.shape.d2, self.shape.placement],
             "chunks": self.chunks,
             "algorithm": self.algorithm,
             "mode": self.mode,
@@ -88,13 +89,65 @@ class SweepPoint:
         }
         if self.group is not None:
             fields["group"] = self.group
-        if self.scheme != "atp":
+        if isinstance(self.tp, Grid):
             fields["scheme"] = self.scheme
-            fields["depth"] = self.depth
+            fields["depth"] = self.tp.depth
         return fields
+
+    @property
+    def scheme(self) -> Literal["atp", "summa"]:
+        """The tensor-parallel scheme: 'atp' for a DeviceMesh, 'summa' for a Grid."""
+        return "summa" if isinstance(self.tp, Grid) else "atp"
+
+    @property
+    def mesh(self) -> DeviceMesh:
+        """ATP's mesh of an ATP point; a SUMMA point (a Grid) raises :class:`SimulationError`."""
+        if isinstance(self.tp, Grid):
+            raise SimulationError(f"a {self.scheme} point has {self.tp}, not an ATP DeviceMesh")
+        return self.tp
+
+    @property
+    def shape(self) -> DeviceMesh:
+        """The mesh the results table describes the point by: ATP's mesh, or one layer of a
+        SUMMA grid, ``DeviceMesh(q, q)``."""
+        return self.tp.layer_mesh() if isinstance(self.tp, Grid) else self.tp
 
     @property
     def mesh_label(self) -> str:
         """'d1xd2' for ATP; 'qxq' (2D) or 'qxqxd' (2.5D) for a SUMMA grid."""
-        label = f"{self.mesh.d1}x{self.mesh.d2}"
-        return label if self.scheme == "atp" or self.depth == 1 else f"{label}x{self.depth}"
+        label = f"{self.shape.d1}x{self.shape.d2}"
+        if isinstance(self.tp, Grid) and self.tp.depth > 1:
+            return f"{label}x{self.tp.depth}"
+        return label
+
+
+def point_columns(point: SweepPoint, index: int) -> dict[str, Any]:
+    """The results columns that describe *point*, the *index*-th point of its sweep (the
+    point columns of :mod:`atpsim.results.schema`)."""
+    model, mesh = point.model, point.shape
+    return {
+        "scenario": point.scenario,
+        "point_key": point.key(),
+        "topology": point.topology_label,
+        "n_devices": point.n_devices,
+        "model": model.name,
+        "hidden": model.hidden,
+        "heads": model.heads,
+        "layers": model.layers,
+        "batch": model.batch,
+        "seq": model.seq,
+        "dtype": model.dtype,
+        "d1": mesh.d1,
+        "d2": mesh.d2,
+        "mesh": point.mesh_label,
+        "atp_i": mesh.d2,
+        "chunks": point.chunks,
+        "algorithm": point.algorithm,
+        "mode": point.mode,
+        "hardware": point.hardware,
+        "placement": mesh.placement,
+        "mesh_group": point.group,
+        "group_key": point.group_key(),
+        "point_index": index,
+        "scheme": point.scheme,
+    }

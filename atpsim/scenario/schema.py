@@ -28,9 +28,9 @@ a list of one. The YAML form::
     cases:                       # optional: the sweep is the union of one product per case;
       - {topology: [ic1, ic2], parallelism: {devices: 8}}   # a case's keys (the axes above)
       - {topology: ic4, parallelism: {devices: 16}}         #   replace the scenario's
-    reference: {...}             # optional, free-form: published numbers for the report
-    report: {...}                # optional: figures and options of the report, checked before
-                                 #   the run (atpsim.report.options)
+    reference: {table3: {...}}   # optional: published numbers for the report
+    report: {...}                # optional: figures and options of the report
+                                 #   (both typed in atpsim.scenario.report)
     output: {formats: [csv, parquet]}
 
 Relative ``file:`` paths (topology, hardware profile) resolve against the scenario file's
@@ -46,6 +46,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
+from atpsim.errors import did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.entries import MeshChoice, ModelEntry, Parallelism, TopologyEntry
 from atpsim.scenario.fields import (
@@ -66,7 +67,7 @@ from atpsim.scenario.fields import (
     render_key,
     show,
 )
-from atpsim.topology.registry import did_you_mean
+from atpsim.scenario.report import Reference, ReportField, ReportOptions
 
 __all__ = [
     "DEFAULT_HARDWARE",
@@ -75,6 +76,8 @@ __all__ = [
     "ModelEntry",
     "Output",
     "Parallelism",
+    "Reference",
+    "ReportOptions",
     "Scenario",
     "TopologyEntry",
     "render_key",
@@ -162,8 +165,8 @@ class Scenario(Frozen):
     calibration: Annotated[
         dict[str, dict[str, dict[str, float]]], BeforeValidator(_calibration)
     ] = Field(default_factory=dict)
-    reference: dict[str, Any] | None = None
-    report: dict[str, Any] | None = None
+    reference: Reference | None = None
+    report: ReportField = ReportOptions()
     output: Output = Output()
 
     _source: str | None = PrivateAttr(default=None)

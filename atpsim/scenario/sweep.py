@@ -25,12 +25,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import AtpsimError, ScenarioError
+from atpsim.errors import AtpsimError, ScenarioError, did_you_mean
+from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
 from atpsim.topology.graph import Topology
-from atpsim.topology.registry import did_you_mean
 
 ATP_OPT = "atp-opt"
 
@@ -214,7 +214,7 @@ def _mesh_points(
                         )
                         yield SweepPoint(
                             **fields,
-                            mesh=placed,
+                            tp=placed,
                             chunks=chunks,
                             algorithm=algorithm,
                             mode=mode,
@@ -273,8 +273,8 @@ def _summa_points(
             for algorithm in scenario.algorithm:
                 for mode in scenario.mode:
                     yield SweepPoint(
-                        **fields, mesh=DeviceMesh(q, q), chunks=chunks, algorithm=algorithm,
-                        mode=mode, group=group, scheme="summa", depth=depth,
+                        **fields, tp=Grid(q, depth), chunks=chunks, algorithm=algorithm,
+                        mode=mode, group=group,
                     )  # fmt: skip
 
 

@@ -33,8 +33,8 @@ from atpsim.results.io import (
     to_frame,
     write_results,
 )
-from atpsim.results.schema import normalize_row, point_columns
-from atpsim.scenario.point import SweepPoint
+from atpsim.results.schema import normalize_row
+from atpsim.scenario.point import SweepPoint, point_columns
 from atpsim.sweep.progress import SweepProgress
 
 log = logging.getLogger(__name__)
@@ -57,19 +57,13 @@ class SweepInterrupted(KeyboardInterrupt):
         )
 
 
-def default_simulate(point: SweepPoint) -> Mapping[str, Any]:
-    from atpsim.api import simulate_point
-
-    return simulate_point(point)
-
-
 def run_sweep(
     points: Sequence[SweepPoint],
     out_dir: Path | str,
     *,
     jobs: int = 1,
     resume: bool = False,
-    simulate: Simulate = default_simulate,
+    simulate: Simulate,
     progress: bool = True,
     console: Console | None = None,
     parquet: bool = True,

@@ -23,9 +23,10 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from atpsim.errors import AtpsimError, TopologyError
+from atpsim.errors import AtpsimError, TopologyError, did_you_mean
 from atpsim.topology.graph import LINK_KINDS, NODE_KINDS, Topology
-from atpsim.topology.registry import did_you_mean, register_builder
+from atpsim.topology.params import BuilderParam
+from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import Router, ShortestPathRouter, UpDownRouter
 from atpsim.units import parse_bandwidth, parse_time
 
@@ -58,7 +59,19 @@ def load_custom(path: str | Path) -> Topology:
         raise TopologyError(error.message, source=source, key=error.key) from None
 
 
-@register_builder("custom")
+CUSTOM_PARAMS = (
+    BuilderParam("file", "path", "a YAML file of nodes and links; or give them inline:"),
+    BuilderParam("nodes", "list", "{name, kind, rank?, level?} each; GPU ranks in listed order"),
+    BuilderParam("links", "list", "{a, b, kind?, bandwidth, latency?} each, full duplex"),
+    BuilderParam(
+        "routing", "choice", "by shortest path or up-down by node level", tuple(ROUTERS), "shortest"
+    ),
+    BuilderParam("name", "text", "the topology's name (a file: its stem)", default="custom"),
+    BuilderParam("description", "text", "one line shown by topo show"),
+)
+
+
+@register_builder("custom", CUSTOM_PARAMS)
 def custom(file: str | None = None, **data: Any) -> Topology:
     """A topology from a YAML file of nodes and links, or from inline ``nodes`` and ``links``."""
     if file is not None:

@@ -14,9 +14,8 @@ from typing import Any
 
 import yaml
 
-from atpsim.errors import TopologyError
+from atpsim.errors import TopologyError, did_you_mean
 from atpsim.topology.graph import Topology
-from atpsim.topology.registry import did_you_mean
 
 
 @functools.cache

@@ -10,15 +10,17 @@ defaults unless given after a comma (``torus:4x4,link_bandwidth_Bps=50 GB/s``).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from atpsim.errors import AtpsimError, TopologyError
+from atpsim.errors import AtpsimError, TopologyError, did_you_mean
 from atpsim.topology.graph import Topology
-from atpsim.topology.registry import builder_names, did_you_mean, get_builder
+from atpsim.topology.registry import builder_info, builder_names
+
+#: What names a topology: a preset, builder spec or YAML path, or a mapping (see load_topology).
+TopologySpec = str | Mapping[str, Any]
 
 _CACHE: dict[str, Topology] = {}
 
@@ -87,7 +89,9 @@ SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def load_topology(spec: Any, *, n_gpus: int | None = None, source: str | None = None) -> Topology:
+def load_topology(
+    spec: TopologySpec, *, n_gpus: int | None = None, source: str | None = None
+) -> Topology:
     """The topology *spec* names: a preset ('ic1', 'dgx-a100'), a builder spec string
     ('torus:32x32'), a custom YAML path, or a mapping ``{"preset": name, **overrides}`` |
     ``{"builder": name, **params}`` | ``{"file": path}``. *n_gpus* sizes a scalable preset or
@@ -100,7 +104,7 @@ def load_topology(spec: Any, *, n_gpus: int | None = None, source: str | None = 
         raise TopologyError(error.message, source=error.source or source, key=error.key) from None
 
 
-def _load(spec: Any, n_gpus: int | None) -> Topology:
+def _load(spec: TopologySpec, n_gpus: int | None) -> Topology:
     kind, name, params = _normalize(spec)
     key = json.dumps([kind, name, params, n_gpus], sort_keys=True, default=str)
     topology = _CACHE.get(key)
@@ -110,7 +114,7 @@ def _load(spec: Any, n_gpus: int | None) -> Topology:
     return topology
 
 
-def _normalize(spec: Any) -> tuple[str, str, dict[str, Any]]:
+def _normalize(spec: TopologySpec) -> tuple[str, str, dict[str, Any]]:
     """('preset'|'builder'|'file', name, parameters) for any accepted form of *spec*."""
     if isinstance(spec, Topology):
         raise TopologyError("a Topology object is not a spec; use it directly")
@@ -194,27 +198,27 @@ def _build(kind: str, name: str, params: dict[str, Any], n_gpus: int | None) -> 
 
 def build_from_builder(name: str, params: dict[str, Any], *, n_gpus: int | None = None) -> Topology:
     """Call builder *name* with *params*, sized to *n_gpus* when no size parameter is given."""
-    builder = get_builder(name)
+    builder = builder_info(name)
     params = dict(params)
     if n_gpus is not None and name in SIZE_FROM_GPUS:
         sized = SIZE_FROM_GPUS[name](n_gpus, params)
         if not any(k in params for k in sized):
             params.update(sized)
     try:
-        topology = builder(**params)
+        topology = builder.build(**params)
     except TypeError as error:
-        unknown = [k for k in params if k not in inspect.signature(builder).parameters]
+        unknown = [k for k in params if k not in builder.param_names()]
         if unknown:
             raise TopologyError(
                 f"unknown parameter for builder {name!r}"
-                f"{did_you_mean(unknown[0], inspect.signature(builder).parameters)}",
+                f"{did_you_mean(unknown[0], builder.param_names())}",
                 key=unknown[0],
             ) from None
         raise TopologyError(f"bad parameters for builder {name!r}: {error}") from None
     return topology
 
 
-def topology_label(spec: Any) -> str:
+def topology_label(spec: TopologySpec) -> str:
     """A short label for tables: the preset name, the builder spec string, or the file stem."""
     kind, name, params = _normalize(spec)
     if kind == "file":

@@ -19,7 +19,7 @@ GB = 1e9
 
 def at_spec(name):
     """Preset *name* with its spec-sheet values (presets.yaml ``spec``) in place of the
-    calibrated ones that ic1-ic4 carry (atpsim.calibration; tests/calibration checks those)."""
+    calibrated ones that ic1-ic4 carry (atpsim.calibrate.paper; tests/calibrate/paper checks those)."""
     return load_topology({"preset": name, **preset_info(name).get("spec", {})})
 
 

@@ -71,7 +71,7 @@ def test_mesh_groups_and_first_gpus():
     result = run("-t", "torus:4x4", "--groups", "dim1:4x4", "--bytes", "1M", "--csv")
     assert result.exit_code == 0, result.output
     assert rows(result)[0]["p"] == "4"
-    first = run("-t", "nvswitch:8", "--gpus", "4", "--bytes", "1M")
+    first = run("-t", "nvswitch:8", "--devices", "4", "--bytes", "1M")
     assert "all (4 GPUs), p = 4" in first.output
 
 
@@ -87,7 +87,7 @@ def test_all_to_all_defaults_to_pairwise():
         (["-t", "dgx-a100", "-a", "rign"], "did you mean 'ring'"),
         (["-t", "dgx-a100", "--groups", "dim3:2x4"], "--groups"),
         (["-t", "dgx-a100", "--groups", "dim1:4x4"], "needs 16 GPUs"),
-        (["-t", "dgx-a100", "--gpus", "9"], "--gpus"),
+        (["-t", "dgx-a100", "--devices", "9"], "--devices"),
         (["-t", "dgx-a100", "--bytes", "lots"], "expected a size"),
         (["-t", "dgx-a101"], "did you mean"),
         (["-t", "dgx-a100", "-d", "floot"], "did you mean 'float'"),

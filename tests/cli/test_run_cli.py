@@ -20,7 +20,7 @@ chunks: [1, 2]
 
 
 def fake_simulate(point):
-    d1, d2 = point.mesh.d1, point.mesh.d2
+    d1, d2 = point.shape.d1, point.shape.d2
     return {
         "step_time_s": 0.01 * d1 / d2 / point.chunks,
         "tflops_per_gpu": 100.0 * d2 / d1,
@@ -31,7 +31,7 @@ def fake_simulate(point):
 
 @pytest.fixture
 def fake_simulator(monkeypatch):
-    monkeypatch.setattr("atpsim.api.simulate_point", fake_simulate)
+    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_run_says_plainly_when_nothing_can_be_simulated_yet(scenario, tmp_path, 
     def not_yet(point):
         raise SimulationError("simulating a point is not implemented yet (issue 4)")
 
-    monkeypatch.setattr("atpsim.api.simulate_point", not_yet)
+    monkeypatch.setattr("atpsim.api.scenario.simulate_point", not_yet)
     result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
     assert result.exit_code == 1
     assert (
@@ -107,7 +107,7 @@ def test_some_failed_points_exit_1_after_writing_everything(scenario, tmp_path, 
             raise ValueError("no chunks today")
         return fake_simulate(point)
 
-    monkeypatch.setattr("atpsim.api.simulate_point", half)
+    monkeypatch.setattr("atpsim.api.scenario.simulate_point", half)
     result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
     assert result.exit_code == 1
     assert "atpsim: 2 of 4 points failed" in result.stderr

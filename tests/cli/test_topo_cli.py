@@ -47,9 +47,21 @@ def test_show_every_preset_and_builder(spec):
     assert "links (full duplex" in result.output
 
 
-def test_show_scalable_preset_with_gpus():
-    result = run("show", "ic6", "--gpus", "32")
+@pytest.mark.parametrize("option", ["-n", "--devices"])
+def test_show_scalable_preset_with_devices(option):
+    result = run("show", "ic6", option, "32")
     assert result.exit_code == 0 and "GPUs: 32" in result.output
+
+
+def test_route_sizes_with_devices():
+    result = run("route", "ic6", "0", "31", "-n", "32")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("ic6:32: GPU 0 -> GPU 31")
+
+
+def test_gpu_count_is_spelled_devices_not_gpus():
+    """One spelling per concept: the GPU count is -n/--devices in every command."""
+    assert run("show", "ic6", "--gpus", "32").exit_code == 2
 
 
 def test_route_ic1_through_the_sockets():
@@ -69,6 +81,46 @@ def test_list():
     result = run("list")
     assert result.exit_code == 0
     assert "ic1" in result.output and "nvlink-network-switch" in result.output
+
+
+def _builder_sections(output):
+    """{builder: {parameter: its line's words}} from `topo list`: a builder line is indented
+    two spaces, its parameter lines six (click writes each line whole, whatever the width)."""
+    sections, current = {}, None
+    for line in output.split("builders (", 1)[1].splitlines()[2:]:
+        if line.startswith("      "):
+            words = line.split()
+            sections[current][words[0]] = words[1:]
+        else:
+            current = line.split()[0]
+            sections[current] = {}
+    return sections
+
+
+def test_list_shows_every_builder_parameter_with_type_and_default():
+    from atpsim.topology.registry import builder_info, builder_names
+
+    sections = _builder_sections(run("list").output)
+    assert sorted(sections) == builder_names()
+    for name, params in sections.items():
+        assert list(params) == builder_info(name).param_names()
+
+
+@pytest.mark.parametrize(
+    "builder, param, words",
+    [
+        ("ib-cluster", "generation", ["a100", "|", "h100", "a100", "NVLink"]),
+        ("ib-cluster", "nic_bandwidth_Bps", ["bandwidth", "[B/s]", "25", "GB/s"]),
+        ("ib-cluster", "ib_latency_s", ["time", "[s]", "0.3", "us"]),
+        ("torus", "dims", ["list", "of", "int", "4x4"]),
+        ("pcie-tree", "p2p", ["bool", "true"]),
+        ("nvswitch", "gpu_bandwidth_Bps", ["bandwidth", "[B/s]", "none"]),
+        ("custom", "routing", ["shortest", "|", "up-down", "shortest"]),
+    ],
+)
+def test_list_shows_units_and_defaults(builder, param, words):
+    line = _builder_sections(run("list").output)[builder][param]
+    assert line[: len(words)] == words
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from atpsim.calibrate.fit.gemm_curve import fit_gemm_curve, rms_log_error
 from atpsim.compute.gemm import (
     gemm_efficiency,
     gemm_flops,
     gemm_kernel_time_s,
     gemm_time_s,
 )
-from atpsim.compute.gemm_fit import fit_gemm_curve, rms_log_error
 from atpsim.compute.hardware import load_profile
 
 A100 = load_profile("a100-sxm4-80gb")

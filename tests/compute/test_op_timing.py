@@ -6,7 +6,7 @@ from atpsim.compute.gemm import gemm_time_s
 from atpsim.compute.hardware import load_profile
 from atpsim.compute.timing import compute_time_s, memory_time_s
 from atpsim.errors import AtpsimError
-from atpsim.parallel.program import ComputeOp
+from atpsim.program import ComputeOp
 
 A100 = load_profile("a100-sxm4-80gb")
 

@@ -8,14 +8,14 @@ import math
 
 import pytest
 
-from atpsim.engine.runner import run_collective
+from atpsim.engine.collective import run_collective
 
 B, LINK_LAT = 100e9, 1e-6
 ALPHA = 2 * LINK_LAT
 N = 2**30
 
 
-@pytest.mark.parametrize("engine", ["auto", "event"])
+@pytest.mark.parametrize("engine", ["auto", "reference"])
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 16])
 def test_ring_all_reduce_on_a_switch(make_star, p, engine):
     """Ring all-reduce: 2(p-1) steps of n/p, each alpha + n/(pB), so
@@ -26,7 +26,7 @@ def test_ring_all_reduce_on_a_switch(make_star, p, engine):
     assert result.time_s == pytest.approx(expected, rel=1e-9)
 
 
-@pytest.mark.parametrize("engine", ["auto", "event"])
+@pytest.mark.parametrize("engine", ["auto", "reference"])
 @pytest.mark.parametrize("p", [2, 4, 8, 16, 32])
 def test_rabenseifner_all_reduce_on_a_switch(make_star, p, engine):
     """Rabenseifner, power-of-two p: halving sends n/2 + n/4 + ... + n/p = (p-1)/p * n in
@@ -35,7 +35,7 @@ def test_rabenseifner_all_reduce_on_a_switch(make_star, p, engine):
     expected = 2 * (p - 1) / p * N / B + 2 * math.log2(p) * ALPHA
     assert result.time_s == pytest.approx(expected, rel=1e-9)
     # a GPU's links carry several partners' flows, one at a time: the sweep checks and is exact
-    assert result.engine == ("vectorized" if engine == "auto" else "event")
+    assert result.path == ("symmetry+longest-path" if engine == "auto" else "reference")
 
 
 def test_rabenseifner_non_power_of_two_folds(make_star):
@@ -45,7 +45,7 @@ def test_rabenseifner_non_power_of_two_folds(make_star):
     assert result.time_s == pytest.approx(3.5 * N / B + 6 * ALPHA, rel=1e-9)
 
 
-@pytest.mark.parametrize("engine", ["auto", "event"])
+@pytest.mark.parametrize("engine", ["auto", "reference"])
 def test_two_flows_on_one_link_each_get_half(make_two_switches, engine):
     """Groups {0, 2} and {1, 3} on two switches joined by one 100 GB/s uplink: both groups'
     transfers A->B cross it together (and B->A on the other direction), so each moves at
@@ -55,7 +55,7 @@ def test_two_flows_on_one_link_each_get_half(make_two_switches, engine):
     result = run_collective(topo, "all_reduce", "ring", [[0, 2], [1, 3]], N, engine=engine)
     expected = 2 * (3 * LINK_LAT + N / B)
     assert result.group_time_s == pytest.approx((expected, expected), rel=1e-9)
-    assert result.engine == ("symmetric" if engine == "auto" else "event")  # swap the switches
+    assert result.path == ("symmetry+event" if engine == "auto" else "reference")  # swap the switches
 
 
 def test_two_groups_share_an_uplink_each_get_half_of_it(make_two_switches):
@@ -68,7 +68,7 @@ def test_two_groups_share_an_uplink_each_get_half_of_it(make_two_switches):
     assert together.time_s == pytest.approx(2 * (3e-6 + N / 2 / 50e9), rel=1e-9)
 
 
-@pytest.mark.parametrize("engine", ["auto", "event"])
+@pytest.mark.parametrize("engine", ["auto", "reference"])
 def test_a_ring_with_one_slow_hop_runs_at_that_link_rate(make_star, engine):
     """GPU 3's link at 10 GB/s (the others 100): the hop 3 -> 4 (up at 10) and 2 -> 3 (down
     at 10) are slow; every step waits for them (rendezvous), so each of the 2(p-1) steps
@@ -81,7 +81,7 @@ def test_a_ring_with_one_slow_hop_runs_at_that_link_rate(make_star, engine):
 
 @pytest.mark.parametrize("op,algorithm", [("all_reduce", "ring"), ("all_reduce", "rabenseifner"),
                                           ("broadcast", "binomial"), ("all_to_all", "pairwise")])
-@pytest.mark.parametrize("engine", ["auto", "event"])
+@pytest.mark.parametrize("engine", ["auto", "reference"])
 def test_bytes_delivered_equal_bytes_sent(make_tree, op, algorithm, engine):
     """Every flow delivers its bytes: sum over flows, and per link (bytes x route length)."""
     topo = make_tree(3, 3, [100e9, 50e9, 25e9])
@@ -112,15 +112,15 @@ def test_a_group_of_one_and_zero_bytes_cost_nothing(make_star):
 def test_identical_link_disjoint_groups_are_simulated_once(algorithm, dim):
     """DeviceMesh(4, 4) on a 4x4 torus: each dimension's groups are the torus' rows or
     columns, link-disjoint and alike, so auto simulates one and replicates it; the plain
-    event engine simulating all four jointly agrees, link by link."""
+    reference run simulating all four jointly agrees, link by link."""
     from atpsim.parallel.mesh import DeviceMesh
     from atpsim.topology.spec import load_topology
 
     topo = load_topology("torus:4x4")
     groups = DeviceMesh(4, 4).groups(dim)
     fast = run_collective(topo, "all_reduce", algorithm, groups, N)
-    plain = run_collective(topo, "all_reduce", algorithm, groups, N, engine="event")
-    assert fast.engine.endswith("+replicated") and plain.engine == "event"
+    plain = run_collective(topo, "all_reduce", algorithm, groups, N, engine="reference")
+    assert fast.path.startswith("replicated+") and plain.path == "reference"
     assert fast.group_time_s == pytest.approx(plain.group_time_s, rel=1e-9)
     assert fast.link_bytes == pytest.approx(plain.link_bytes, rel=1e-9)
     one = run_collective(topo, "all_reduce", algorithm, groups[:1], N)
@@ -132,21 +132,28 @@ def test_a_repeat_is_memoized(make_star):
     topo = make_star(8)
     first = run_collective(topo, "all_reduce", "ring", [list(range(8))], N)
     assert run_collective(topo, "all_reduce", "ring", [tuple(range(8))], N) is first
-    assert run_collective(topo, "all_reduce", "ring", [list(range(8))], N, engine="event") is not first
+    assert run_collective(topo, "all_reduce", "ring", [list(range(8))], N, engine="reference") is not first
 
 
-def test_the_vectorized_engine_refuses_when_links_are_shared(make_two_switches):
+def test_the_longest_path_engine_refuses_when_links_are_shared(make_two_switches):
     from atpsim.errors import SimulationError
 
     with pytest.raises(SimulationError, match="not exact"):
-        run_collective(make_two_switches(2), "all_reduce", "ring", [[0, 2], [1, 3]], N, engine="vectorized")
+        run_collective(make_two_switches(2), "all_reduce", "ring", [[0, 2], [1, 3]], N, engine="longest-path")
+
+
+def test_an_unknown_engine_names_the_nearest(make_star):
+    from atpsim.errors import SimulationError
+
+    with pytest.raises(SimulationError, match="did you mean 'reference'"):
+        run_collective(make_star(4), "all_reduce", "ring", [[0, 1, 2, 3]], N, engine="referense")
 
 
 def test_the_memo_is_bounded(make_star, monkeypatch):
-    from atpsim.engine import runner
+    from atpsim.engine import collective
 
-    monkeypatch.setattr(runner, "MEMO_ENTRIES", 3)
+    monkeypatch.setattr(collective, "MEMO_ENTRIES", 3)
     topo = make_star(4)
     for size in range(1, 10):
         run_collective(topo, "all_reduce", "ring", [[0, 1, 2, 3]], float(size))
-    assert len(runner._MEMO[topo]) <= 3
+    assert len(collective._MEMO[topo]) <= 3

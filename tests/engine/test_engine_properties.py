@@ -1,4 +1,4 @@
-"""Invariants on random small cases (hypothesis): the fast paths give the event engine's
+"""Invariants on random small cases (hypothesis): the auto engine gives the reference run's
 answer, bytes are conserved, reduce-scatter + all-gather = all-reduce, time grows with bytes,
 bus bandwidth never exceeds the bottleneck."""
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import atpsim.engine.flow_network as flow_network
+import atpsim.engine.solvers.flow_network as flow_network
 from atpsim.collectives.registry import algorithm_names
-from atpsim.engine.runner import run_collective
+from atpsim.engine.collective import run_collective
 from tests.engine.conftest import star, tree
 
 TOPOLOGIES = {
@@ -35,10 +35,10 @@ def cases(draw):
 
 @settings(max_examples=120, deadline=None, derandomize=True)
 @given(cases())
-def test_fast_paths_equal_the_event_engine(case):
+def test_fast_paths_equal_the_reference_run(case):
     topo, op, alg, groups, nbytes = case
     fast = run_collective(topo, op, alg, groups, nbytes, engine="auto")
-    plain = run_collective(topo, op, alg, groups, nbytes, engine="event")
+    plain = run_collective(topo, op, alg, groups, nbytes, engine="reference")
     assert fast.group_time_s == pytest.approx(plain.group_time_s, rel=1e-9, abs=1e-15)
     assert fast.link_bytes == pytest.approx(plain.link_bytes, rel=1e-9, abs=1e-3)
     assert fast.n_flows == plain.n_flows
@@ -51,13 +51,13 @@ def test_fast_paths_equal_the_event_engine(case):
 def test_lazy_rate_updates_equal_full_recomputes(case):
     """Solving only the touched component gives the same rates as solving everything."""
     topo, op, alg, groups, nbytes = case
-    lazy = run_collective(topo, op, alg, groups, nbytes + 1, engine="event")
+    lazy = run_collective(topo, op, alg, groups, nbytes + 1, engine="reference")
     saved = flow_network.MAX_EXPAND_ROUNDS
     flow_network.MAX_EXPAND_ROUNDS = 0
     try:
-        from atpsim.engine import runner
+        from atpsim.engine import collective
 
-        full = runner._run(topo, op, alg, tuple(map(tuple, groups)), nbytes + 1, "event")
+        full = collective._run(topo, op, alg, tuple(map(tuple, groups)), nbytes + 1, "reference")
     finally:
         flow_network.MAX_EXPAND_ROUNDS = saved
     assert lazy.group_time_s == pytest.approx(full.group_time_s, rel=1e-9)

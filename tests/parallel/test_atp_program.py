@@ -6,11 +6,11 @@ import dataclasses
 import pytest
 
 from atpsim.compute.models import MODEL_PRESETS, ModelConfig, model_preset
+from atpsim.engine.step.scheduler import CommTiming, simulate_step
 from atpsim.errors import AtpsimError
 from atpsim.parallel.atp import FLAG_UNEVEN_HEADS, build_step_program, program_summary
 from atpsim.parallel.mesh import DeviceMesh, factorizations
-from atpsim.parallel.program import CommOp
-from atpsim.step.simulate import CommTiming, simulate_step
+from atpsim.program import CommOp
 
 TABLE2_TFLOPS_2_40 = {"M1": 2.625, "M2": 9.75, "M3": 37.5, "M4": 83.25}
 

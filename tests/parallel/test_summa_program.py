@@ -7,13 +7,13 @@ import pytest
 
 from atpsim.collectives.closed_form import collective_time_s
 from atpsim.compute.models import MODEL_PRESETS, ModelConfig, model_preset
+from atpsim.engine.step.run import _comm_timer
+from atpsim.engine.step.scheduler import simulate_step
 from atpsim.errors import AtpsimError
 from atpsim.parallel.atp import program_summary
 from atpsim.parallel.grid import Grid
-from atpsim.parallel.program import CommOp
 from atpsim.parallel.summa import build_summa_program
-from atpsim.step.point import _comm_timer
-from atpsim.step.simulate import simulate_step
+from atpsim.program import CommOp
 from atpsim.topology.graph import Topology
 
 TABLE2_TFLOPS_2_40 = {"M1": 2.625, "M2": 9.75, "M3": 37.5, "M4": 83.25}

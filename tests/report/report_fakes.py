@@ -19,7 +19,7 @@ def fake(point: SweepPoint) -> dict[str, Any]:
     TFLOP/s = 100 * hidden/2048 / (1 + comm_over_delta / (4 * chunks)), chunks hiding a little.
     To rank meshes differently, analytic rows take the closed form of the transposed mesh
     (d2, d1) without the 0.1, and rabenseifner rows the transposed form + 0.1."""
-    d1, d2 = point.mesh.d1, point.mesh.d2
+    d1, d2 = point.shape.d1, point.shape.d2
     if point.mode == "analytic":
         ratio = closed_form_units(d2, d1)
     elif point.algorithm == "rabenseifner":

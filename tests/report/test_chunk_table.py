@@ -22,8 +22,9 @@ from report_fakes import algorithms_frame, modes_frame
 from test_report_build import build
 
 from atpsim.report.chunk_table import chunk_table, chunk_tables, reference_errors
+from atpsim.scenario.report import Reference
 
-REFERENCE = {"table3": {"M2": {"ic4": {1: 100.0}}}}
+REFERENCE = Reference(table3={"M2": {"ic4": {1: 100.0}}})
 
 
 def test_des_rows_are_the_prediction_per_device_count():

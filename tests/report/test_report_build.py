@@ -6,15 +6,14 @@ from __future__ import annotations
 import base64
 import re
 
-import pytest
 from report_fakes import fig11_frame, fig12_frame, table3_frame
 
 from atpsim.analytic.model import closed_form_units
-from atpsim.errors import ScenarioError
-from atpsim.report.build import ReportOptions, auto_figures, build_report, rebuild_report
+from atpsim.report.build import auto_figures, build_report, rebuild_report
 from atpsim.report.chunk_table import chunk_table, reference_cells, reference_errors
 from atpsim.report.data import best_per_group
 from atpsim.results.io import read_results, write_results
+from atpsim.scenario.report import Reference
 
 TABLE3_YAML = """name: t3
 description: Table 3 in miniature.
@@ -104,7 +103,7 @@ def test_fig11_bars(tmp_path):
 
 
 def test_table3_layout_with_paper_values_and_errors(tmp_path):
-    reference = {"table3": {"M2": {"ic1": {1: 3.45, 2: 3.46, 4: 3.51}, "IC3": {1: 97.45}}}}
+    reference = Reference(table3={"M2": {"ic1": {1: 3.45, 2: 3.46, 4: 3.51}, "IC3": {1: 97.45}}})
     assert reference_cells(reference)[("M2", "ic3", 1)] == 97.45
     table = chunk_table(table3_frame(), reference)
     assert list(table.header) == ["model", "", "ic1", "ic3"]
@@ -145,36 +144,3 @@ def test_notes_and_title_come_from_the_scenario(tmp_path):
     build(tmp_path, fig12_frame(), text)
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# Scaling\n") and "## What the results show\n\nFirst.\n\nSecond." in md
-
-
-@pytest.mark.parametrize(
-    ("raw", "text"),
-    [
-        ({"figure": ["atp_bars"]}, "report: unknown key 'figure' (did you mean 'figures'?)"),
-        ({"figures": ["table"]}, "report.figures[0]: unknown figure 'table'; expected one of"),
-        ({"tflops_unit": "tera"}, "report.tflops_unit: expected 'si' or 'paper'"),
-        ({"atp": [1, 0]}, "report.atp: expected a list of positive integers"),
-        ({"notes": 3}, "report.notes: expected a string, got 3"),
-    ],
-)
-def test_bad_report_options_name_the_key(raw, text):
-    with pytest.raises(ScenarioError) as info:
-        ReportOptions.from_mapping(raw, "s.yaml")
-    assert str(info.value).startswith("s.yaml: " + text)
-
-
-@pytest.mark.parametrize(
-    ("reference", "text"),
-    [
-        ({"table3": {"M2": [3.45]}}, "reference.table3.M2: expected a mapping, got [3.45]"),
-        (
-            {"table3": {"M2": {"ic1": {"two": 3.4}}}},
-            "reference.table3.M2.ic1.two: expected a chunk",
-        ),
-        ({"table3": {"M2": {"ic1": {1: "fast"}}}}, "reference.table3.M2.ic1.1: expected a number"),
-    ],
-)
-def test_bad_reference_cells_name_the_key(reference, text):
-    with pytest.raises(ScenarioError) as info:
-        reference_cells(reference, "s.yaml")
-    assert str(info.value).startswith("s.yaml: " + text)

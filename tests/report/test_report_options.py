@@ -3,78 +3,17 @@ the panels they give."""
 
 from __future__ import annotations
 
-import pytest
 from report_fakes import fig12_frame, modes_frame, placements_frame
 from test_report_build import build
 
-from atpsim.errors import ScenarioError
 from atpsim.report.data import panel_labels
 from atpsim.report.figures import SCALING_FACETS, atp_bars, comm_scaling
-from atpsim.report.options import FigureSpec, ReportOptions
 from atpsim.report.panels import _legend_columns
+from atpsim.scenario.report import FigureSpec
 
 
 def visible_axes(figure):
     return [ax for ax in figure.axes if ax.get_visible()]
-
-
-def test_figure_entries_take_their_own_options_over_the_reports():
-    raw = {
-        "log_y": True,
-        "rows": ["model"],
-        "figures": [
-            "atp_bars",
-            {"comm_scaling": {"select": {"chunks": 1, "model": ["M4", "h16384"]}, "log_y": False}},
-            {"comm_scaling": {"columns": "algorithm"}},
-        ],
-    }
-    bars, first, second = ReportOptions.from_mapping(raw, "s.yaml").figures
-    assert bars == FigureSpec("atp_bars", log_y=True, rows=("model",))
-    assert first == FigureSpec(
-        "comm_scaling",
-        log_y=False,
-        rows=("model",),
-        select=(("chunks", ("1",)), ("model", ("M4", "h16384"))),
-    )
-    assert second == FigureSpec("comm_scaling", log_y=True, columns=("algorithm",), rows=("model",))
-
-
-@pytest.mark.parametrize(
-    ("raw", "text"),
-    [
-        ("log", "report: expected a mapping, got 'log'"),
-        ({"log_y": "yes"}, "report.log_y: expected true or false, got 'yes'"),
-        ({"rows": ["modle"]}, "report.rows[0]: unknown results column 'modle' (did you mean"),
-        ({"columns": 3}, "report.columns: expected a list of results columns, got 3"),
-        (
-            {"figures": [{"comm_scaling": {"logy": True}}]},
-            "report.figures[0].comm_scaling: unknown key 'logy' (did you mean 'log_y'?)",
-        ),
-        (
-            {"figures": [{"comm_scaling": {"log_y": 1}}]},
-            "report.figures[0].comm_scaling.log_y: expected true or false, got 1",
-        ),
-        (
-            {"figures": [{"chunk_table": {"log_y": True}}]},
-            "report.figures[0].chunk_table: unknown key 'log_y'",
-        ),
-        (
-            {"figures": ["atp_bars", {"comm_scaling": {"select": {"chunk": 1}}}]},
-            "report.figures[1].comm_scaling.select: unknown results column 'chunk'",
-        ),
-        (
-            {"figures": [{"comm_scaling": {"select": {"chunks": {"a": 1}}}}]},
-            "report.figures[0].comm_scaling.select.chunks: expected a value or a list",
-        ),
-        ({"figures": [{"a": 1, "b": 2}]}, "report.figures[0]: expected a figure kind or {kind"),
-        ({"figures": [{"pie": {}}]}, "report.figures[0]: unknown figure 'pie'"),
-        ({"figures": "atp_bars"}, "report.figures: expected a list of figure kinds"),
-    ],
-)
-def test_bad_figure_options_name_the_key(raw, text):
-    with pytest.raises(ScenarioError) as info:
-        ReportOptions.from_mapping(raw, "s.yaml")
-    assert str(info.value).startswith("s.yaml: " + text)
 
 
 def test_placement_is_a_facet_of_its_own():
@@ -147,3 +86,10 @@ def test_legend_wraps_to_the_columns_that_fit():
     labels = ["ATP-1", "ATP-2", "ATP-4", "ATP-8", "bars: simulated (des)", "ticks: analytic model"]
     assert _legend_columns(labels, 5.2) == 3
     assert _legend_columns(labels, 7.4) == 6
+
+
+def test_every_tflops_unit_of_the_schema_has_a_column():
+    from atpsim.report.data import TFLOPS_COLUMNS
+    from atpsim.scenario.report import TFLOPS_UNITS
+
+    assert tuple(TFLOPS_COLUMNS) == TFLOPS_UNITS

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from report_fakes import frame_of, point
 
+from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import build_report
 from atpsim.report.data import mesh_rows
@@ -15,7 +16,7 @@ from atpsim.results.io import read_results, write_results
 def fig10_frame():
     atp = [point("ic4", 16, m, DeviceMesh(16 // i, i), chunks=c)
            for m in ("M1", "M2") for i in (1, 4) for c in (1, 2)]
-    summa = [point("ic4", 16, m, DeviceMesh(4, 4), scheme="summa") for m in ("M1", "M2")]
+    summa = [point("ic4", 16, m, Grid(4)) for m in ("M1", "M2")]
     return frame_of(atp + summa)
 
 

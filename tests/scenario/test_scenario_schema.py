@@ -7,7 +7,14 @@ from pydantic import ValidationError
 
 from atpsim.compute.models import ModelConfig
 from atpsim.scenario.loader import load_scenario
-from atpsim.scenario.schema import MeshChoice, Scenario, TopologyEntry, render_key
+from atpsim.scenario.schema import (
+    MeshChoice,
+    Reference,
+    ReportOptions,
+    Scenario,
+    TopologyEntry,
+    render_key,
+)
 
 GOOD = Path(__file__).parent / "data" / "good"
 
@@ -39,8 +46,8 @@ def test_full_file_keeps_every_key():
         "*": {"2x4": {"B1_Bps": 1.2e9, "B2_Bps": 4.95e9}},
         "ic3": {"8x1": {"B1_Bps": 0.97e9}},
     }
-    assert scenario.reference == {"table3": {"M2": {"ic1": {1: 54.5}}}}
-    assert scenario.report == {"figures": ["table"]}
+    assert scenario.reference == Reference(table3={"M2": {"ic1": {1: 54.5}}})
+    assert scenario.report == ReportOptions(figures=["chunk_table"])
     assert scenario.output.formats == ("csv",)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from atpsim.api import simulate_point
 from atpsim.errors import ScenarioError, SimulationError
+from atpsim.parallel.grid import Grid
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.sweep import expand_sweep
 
@@ -22,8 +23,9 @@ def _load(tmp_path, parallelism: str):
 
 def test_summa_grids_expand_with_depth(tmp_path):
     summa = _load(tmp_path, "{devices: 8, meshes: [[2, 2]], scheme: summa}")
-    assert [(p.mesh.d1, p.mesh.d2, p.depth, p.mesh_label) for p in summa] == [(2, 2, 2, "2x2x2")]
-    assert summa[0].as_dict()["scheme"] == "summa"
+    assert [(p.tp, p.scheme, p.mesh_label) for p in summa] == [(Grid(2, 2), "summa", "2x2x2")]
+    assert summa[0].as_dict()["scheme"] == "summa" and summa[0].as_dict()["depth"] == 2
+    assert summa[0].as_dict()["mesh"] == [2, 2, "row-major"]
     atp = _load(tmp_path, "{devices: 8, meshes: [atp-2], scheme: [atp]}")
     assert "scheme" not in atp[0].as_dict() and "depth" not in atp[0].as_dict()
 
@@ -31,7 +33,7 @@ def test_summa_grids_expand_with_depth(tmp_path):
 def test_all_takes_every_square_grid_the_batch_splits_over(tmp_path):
     """16 GPUs: 2 x 2 x 4 would split M1's batch of 4 over q·depth = 8 rows; only 4 x 4 fits."""
     points = _load(tmp_path, "{devices: 16, scheme: summa}")
-    assert [(p.mesh.d1, p.depth) for p in points] == [(4, 1)]
+    assert [p.tp for p in points] == [Grid(4, 1)]
 
 
 @pytest.mark.parametrize(
@@ -56,3 +58,23 @@ def test_summa_point_runs_des_and_refuses_analytic(tmp_path):
     assert row["step_time_s"] > row["compute_time_s"] > 0
     with pytest.raises(SimulationError, match="analytic mode is defined for scheme 'atp' only"):
         simulate_point(replace(point, mode="analytic"))
+
+
+def test_point_keys_are_those_of_the_committed_fig10_results():
+    """The point's parallelism is one tagged field (DeviceMesh | Grid); its key is still the
+    JSON it was when the point carried mesh + scheme + depth (reports/fig10/results.csv)."""
+    from atpsim.compute.models import model_preset
+    from atpsim.parallel.mesh import DeviceMesh
+    from atpsim.scenario.point import SweepPoint
+
+    def point(tp, model, group=None):
+        return SweepPoint("fig10", {"preset": "ic1"}, "ic1", 8, "a100-sxm4-80gb-paper-stack",
+                          model_preset(model), tp, group=group)  # fmt: skip
+
+    assert point(Grid(2, 2), "M1").key() == "2b510960cd4693ea"
+    assert point(Grid(2, 2), "M2").key() == "30bba0def39f4b8e"
+    atp = point(DeviceMesh(8, 1), "M1", group="atp-opt")
+    assert (atp.key(), atp.group_key()) == ("118ac9ee987eb030", "4d92b9d07cdb49f2")
+    assert point(Grid(2, 2), "M1").mesh_label == "2x2x2" and atp.mesh_label == "8x1"
+    with pytest.raises(SimulationError, match="not an ATP DeviceMesh"):
+        _ = point(Grid(2, 2), "M1").mesh

@@ -25,7 +25,7 @@ def make_points(n_devices: int = 8, models: tuple[str, ...] = ("M1", "M2"), chun
             n_devices=n_devices,
             hardware="a100-sxm4-80gb",
             model=MODEL_PRESETS[m],
-            mesh=mesh,
+            tp=mesh,
             chunks=c,
         )
         for m in models

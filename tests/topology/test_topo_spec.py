@@ -54,7 +54,7 @@ def test_fixed_preset_overrides_go_to_the_builder():
 
 
 def test_preset_hardware():
-    """The paper's machines run the calibrated paper-stack A100 profile (atpsim.calibration);
+    """The paper's machines run the calibrated paper-stack A100 profile (atpsim.calibrate.paper);
     generic presets the spec-sheet profiles."""
     assert load_topology("ic3").meta["hardware"] == "a100-sxm4-80gb-paper-stack"
     assert load_topology("dgx-a100").meta["hardware"] == "a100-sxm4-80gb"

@@ -12,8 +12,8 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from atpsim.calibrate.measurements.folder import read_measurements
 from atpsim.compute.models import ModelConfig
-from atpsim.validate.measurements import read_measurements
 from validation.bench import collectives, gemm, layer, memory_ops
 from validation.bench.common import mesh_list, parse_bytes
 

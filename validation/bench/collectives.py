@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from atpsim.api import bus_factor
 from validation.bench.common import (
     DTYPES,
     base_parser,
@@ -34,7 +35,9 @@ COLUMNS = (
     "time_s", "time_s_mean", "time_s_min", "time_s_max", "time_s_std", "run_delay_s_fastest",
     "run_delay_s_median", "algbw_Bps", "busbw_Bps",
 )  # fmt: skip
-_BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n}
+
+#: The collectives this benchmark times (each has nccl-tests' bus factor in atpsim).
+OPS = ("all_reduce", "all_gather")
 
 
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
@@ -72,7 +75,7 @@ def measure(
         "op": op, "dim": dim, "d1": mesh.d1, "d2": mesh.d2, "group_size": n,
         "n_groups": dist.get_world_size() // n, "bytes": actual, "dtype": args.dtype,
         "backend": dist.get_backend(), "reps": args.reps, **stats, "algbw_Bps": algbw,
-        "busbw_Bps": algbw * _BUS_FACTOR[op](n),
+        "busbw_Bps": algbw * bus_factor(op, n),
     }  # fmt: skip
 
 
@@ -104,10 +107,10 @@ def parser():
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = parser().parse_args(argv)
-    unknown = set(args.ops) - set(_BUS_FACTOR)
+    unknown = set(args.ops) - set(OPS)
     if unknown:
         raise SystemExit(
-            f"--ops: unknown {sorted(unknown)}; expected some of {sorted(_BUS_FACTOR)}"
+            f"--ops: unknown {sorted(unknown)}; expected some of {sorted(OPS)}"
         )
     device = init_distributed()
     rows = run(args, device)

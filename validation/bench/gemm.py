@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 
-from atpsim.compute.models import ModelConfig
-from atpsim.parallel.atp import build_step_program
-from atpsim.parallel.mesh import factorizations
+from atpsim.api import ModelConfig, build_step_program, factorizations
 from validation.bench.common import (
     DTYPES,
     add_flush_option,

@@ -17,7 +17,7 @@ on every mesh of the world size) and times, in this process, the function of
 Each row is a distinct (op, shape); ``uses`` names the (mesh, chunks) that run it. ``elements``,
 ``bytes_moved`` and ``op_class`` are atpsim's (:func:`atpsim.compute.timing.memory_op_class`),
 so ``atpsim validate`` fits each class's bandwidth from this file
-(:mod:`atpsim.validate.memory_fit`).
+(:mod:`atpsim.calibrate.fit.memory`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,14 @@ from typing import Any
 
 import torch
 
-from atpsim.compute.models import ModelConfig
-from atpsim.compute.timing import memory_op_class
-from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims
-from atpsim.parallel.mesh import factorizations
+from atpsim.api import (
+    LayerDims,
+    ModelConfig,
+    build_step_program,
+    factorizations,
+    layer_dims,
+    memory_op_class,
+)
 from validation import ops
 from validation.bench.common import (
     DTYPES,

@@ -30,9 +30,19 @@ import networkx as nx
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link, add_switch
 from atpsim.topology.builders.pcie import PCIE_LINK_LATENCY_S, PCIE_X16_BPS
-from atpsim.topology.builders.switch import NVLINK_BANDWIDTH_BPS, NVLINK_HOP_LATENCY_S
+from atpsim.topology.builders.switch import (
+    GENERATION_PARAM,
+    NVLINK_BANDWIDTH_BPS,
+    NVLINK_HOP_LATENCY_S,
+)
 from atpsim.topology.graph import Topology
-from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
+from atpsim.topology.params import (
+    BuilderParam,
+    bandwidth_param,
+    choice_param,
+    count_param,
+    time_param,
+)
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
@@ -40,6 +50,25 @@ HDR_BPS = 25e9
 IB_LINK_LATENCY_S = 0.3e-6
 NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
+
+CLUSTER_PARAMS = (
+    BuilderParam("nodes", "count", "nodes"),
+    BuilderParam("gpus_per_node", "count", "GPUs per node"),
+    BuilderParam(
+        "intra", "choice", "the node's fabric (nvlink-mesh: paper Fig. 7(a))", INTRA_FABRICS
+    ),
+    GENERATION_PARAM,
+    BuilderParam(
+        "links_per_pair", "count", "NVLink3 links (25 GB/s) per GPU pair of an nvlink-mesh"
+    ),
+    BuilderParam(
+        "nics_per_node", "count", "none: one per GPU on nvswitch (DGX A100), one on nvlink-mesh"
+    ),
+    BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (HDR 200 Gb/s)"),
+    BuilderParam("ib_latency_s", "time", "each InfiniBand link (NIC-leaf-NIC ~0.6 us)"),
+    BuilderParam("leaf_size", "count", "NIC ports per leaf switch"),
+    BuilderParam("oversubscription", "ratio", "leaf down-ports per up-port (1: non-blocking)"),
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +101,7 @@ def _node_shape(
     (a DGX A100) and one per node on 'nvlink-mesh' (the paper's Figure 7(a))."""
     gpus = count_param(gpus_per_node, "gpus_per_node")
     intra = choice_param(intra, "intra", INTRA_FABRICS)
-    generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
+    generation = choice_param(generation, "generation", GENERATION_PARAM.choices)
     links_per_pair = count_param(links_per_pair, "links_per_pair")
     if nics_per_node is None:
         nics_per_node = gpus if intra == "nvswitch" else 1
@@ -141,7 +170,7 @@ def _add_fat_tree(graph: nx.Graph, nics: list[str], tree: _FatTree) -> tuple[int
     return n_leaves, n_spines
 
 
-@register_builder("ib-cluster")
+@register_builder("ib-cluster", CLUSTER_PARAMS)
 def ib_cluster(
     nodes: int = 4,
     gpus_per_node: int = 8,
@@ -154,7 +183,8 @@ def ib_cluster(
     leaf_size: int = 20,
     oversubscription: float = 1.0,
 ) -> Topology:
-    """Nodes of GPUs with an intra-node fabric and NICs on a leaf/spine InfiniBand fat tree.
+    """Nodes of GPUs with an intra-node fabric and NICs on a leaf/spine InfiniBand fat tree
+    (by default DGX A100-class nodes: NVSwitch, NVLink3, one HDR NIC per GPU).
 
     *nodes* nodes of *gpus_per_node* GPUs on an *intra* fabric ('nvswitch' or 'nvlink-mesh'),
     *nics_per_node* NICs each (default: one per GPU on 'nvswitch' as in a DGX A100, one per node

@@ -43,7 +43,13 @@ import networkx as nx
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link
 from atpsim.topology.graph import Topology
-from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
+from atpsim.topology.params import (
+    BuilderParam,
+    bandwidth_param,
+    choice_param,
+    count_param,
+    time_param,
+)
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import HostStagedRouter, UpDownRouter
 
@@ -55,6 +61,46 @@ HOST_STAGING_BANDWIDTH_BPS = 26.3e9
 HOST_LATENCY_S = 1e-6
 NV12_BANDWIDTH_BPS = 300e9
 NVLINK_LATENCY_S = 0.6e-6  # NCCL's NVLink per-step latency, LL [C]
+PCIE_GENERATIONS = ("4", "5")
+
+#: The tree's shape and links, shared by ``pcie-tree`` and ``nvlink-pairs``.
+_GPUS = BuilderParam("gpus", "count", "GPUs, filling switches and sockets in rank order")
+_SHAPE = (
+    BuilderParam("gpus_per_switch", "count", "GPUs per PCIe switch"),
+    BuilderParam("switches_per_socket", "count", "PCIe switches per CPU socket"),
+    BuilderParam("sockets", "count", "CPU sockets; none: as many as the GPUs need"),
+    BuilderParam("pcie_gen", "choice", "PCIe generation of the x16 links", PCIE_GENERATIONS),
+)
+_PCIE_LATENCY = BuilderParam("pcie_latency_s", "time", "each PCIe link")
+_SOCKET = (
+    BuilderParam("socket_bandwidth_Bps", "bandwidth", "the socket bridge, per direction"),
+    BuilderParam("socket_latency_s", "time", "the socket bridge"),
+)
+_PCIE_BANDWIDTH = BuilderParam(
+    "pcie_bandwidth_Bps", "bandwidth", "every PCIe link; none: the x16 rate of pcie_gen"
+)
+PCIE_TREE_PARAMS = (
+    _GPUS,
+    *_SHAPE,
+    BuilderParam("p2p", "flag", "false: copies staged through host memory (NCCL_P2P_DISABLE=1)"),
+    _PCIE_LATENCY,
+    *_SOCKET,
+    BuilderParam("host_staging_bandwidth_Bps", "bandwidth", "socket to host memory, per direction"),
+    BuilderParam("host_latency_s", "time", "socket to host memory"),
+    _PCIE_BANDWIDTH,
+    BuilderParam(
+        "cross_socket_gpu_bandwidth_Bps", "bandwidth", "per-GPU cross-socket lane; none: no lanes"
+    ),
+)
+NVLINK_PAIRS_PARAMS = (
+    _GPUS,
+    BuilderParam("nvlink_bandwidth_Bps", "bandwidth", "each pair's NV12 bridge, per direction"),
+    BuilderParam("nvlink_latency_s", "time", "each pair's NVLink"),
+    *_SHAPE,
+    _PCIE_LATENCY,
+    *_SOCKET,
+    _PCIE_BANDWIDTH,
+)
 
 
 class TreeShape(NamedTuple):
@@ -148,7 +194,7 @@ def _add_remote_lanes(
 
 def _pcie_Bps(pcie_gen: Any, pcie_bandwidth_Bps: Any) -> float:
     """Per-direction PCIe link rate: *pcie_bandwidth_Bps* if given, else Gen *pcie_gen* x16."""
-    gen = PCIE_X16_BPS[int(choice_param(str(pcie_gen), "pcie_gen", ("4", "5")))]
+    gen = PCIE_X16_BPS[int(choice_param(str(pcie_gen), "pcie_gen", PCIE_GENERATIONS))]
     if pcie_bandwidth_Bps is None:
         return gen
     return bandwidth_param(pcie_bandwidth_Bps, "pcie_bandwidth_Bps")
@@ -179,7 +225,7 @@ def _links(
     )
 
 
-@register_builder("pcie-tree")
+@register_builder("pcie-tree", PCIE_TREE_PARAMS)
 def pcie_tree(
     gpus: int = 8,
     gpus_per_switch: int = 2,
@@ -223,7 +269,7 @@ def pcie_tree(
     )
 
 
-@register_builder("nvlink-pairs")
+@register_builder("nvlink-pairs", NVLINK_PAIRS_PARAMS)
 def nvlink_pairs(
     gpus: int = 8,
     nvlink_bandwidth_Bps: Any = NV12_BANDWIDTH_BPS,

@@ -19,7 +19,13 @@ import networkx as nx
 
 from atpsim.topology.builders._common import add_gpu, add_switch
 from atpsim.topology.graph import Topology
-from atpsim.topology.params import bandwidth_param, choice_param, count_param, time_param
+from atpsim.topology.params import (
+    BuilderParam,
+    bandwidth_param,
+    choice_param,
+    count_param,
+    time_param,
+)
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
@@ -29,6 +35,15 @@ NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9}
 #: Half of NCCL's NVLink per-step latency (LL, 0.6 us) per GPU-switch link [C].
 NVLINK_HOP_LATENCY_S = 0.3e-6
 
+
+#: The NVLink generation parameter, shared with the nodes of ``ib-cluster``.
+GENERATION_PARAM = BuilderParam(
+    "generation",
+    "choice",
+    "NVLink generation: a100 = NVLink3 300 GB/s, h100 = NVLink4 450 GB/s per GPU and direction",
+    tuple(NVLINK_BANDWIDTH_BPS),
+)
+_LATENCY_PARAM = BuilderParam("latency_s", "time", "each GPU-switch link (half an NVLink step)")
 
 #: (switch node, its kind, the GPU links' kind) of each single-switch fabric.
 NVSWITCH_FABRIC = ("nvswitch0", "nvswitch", "nvlink")
@@ -58,7 +73,17 @@ def _single_switch(
     )
 
 
-@register_builder("nvswitch")
+@register_builder(
+    "nvswitch",
+    (
+        BuilderParam("gpus", "count", "GPUs on the switch"),
+        GENERATION_PARAM,
+        BuilderParam(
+            "gpu_bandwidth_Bps", "bandwidth", "per GPU and direction; none: by generation"
+        ),
+        _LATENCY_PARAM,
+    ),
+)
 def nvswitch(
     gpus: int = 8,
     generation: str = "a100",
@@ -70,7 +95,7 @@ def nvswitch(
     *gpus* GPUs; *generation* 'a100' (NVLink3, 300 GB/s per
     direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure."""
     gpus = count_param(gpus, "gpus")
-    generation = choice_param(generation, "generation", tuple(NVLINK_BANDWIDTH_BPS))
+    generation = choice_param(generation, "generation", GENERATION_PARAM.choices)
     bandwidth = bandwidth_param(
         NVLINK_BANDWIDTH_BPS[generation] if gpu_bandwidth_Bps is None else gpu_bandwidth_Bps,
         "gpu_bandwidth_Bps",
@@ -85,7 +110,14 @@ def nvswitch(
     return _single_switch("nvswitch", gpus, NVSWITCH_FABRIC, link, description, meta)
 
 
-@register_builder("nvlink-network-switch")
+@register_builder(
+    "nvlink-network-switch",
+    (
+        BuilderParam("gpus", "count", "GPUs on the fabric"),
+        BuilderParam("gpu_bandwidth_Bps", "bandwidth", "per GPU and direction (NVLink4, H100)"),
+        _LATENCY_PARAM,
+    ),
+)
 def nvlink_network_switch(
     gpus: int = 256,
     gpu_bandwidth_Bps: Any = NVLINK_BANDWIDTH_BPS["h100"],

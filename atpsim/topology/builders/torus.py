@@ -15,7 +15,7 @@ import networkx as nx
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link
 from atpsim.topology.graph import Topology
-from atpsim.topology.params import bandwidth_param, count_param, time_param
+from atpsim.topology.params import BuilderParam, bandwidth_param, count_param, time_param
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import DimensionOrderRouter, rank_of
 
@@ -54,7 +54,14 @@ def _check_dims(dims: Any) -> tuple[int, ...]:
     return tuple(count_param(d, f"dims[{i}]") for i, d in enumerate(dims))
 
 
-@register_builder("torus")
+TORUS_PARAMS = (
+    BuilderParam("dims", "dims", "the shape, e.g. 32x32 or 16x16x16; GPU rank = row-major index"),
+    BuilderParam("link_bandwidth_Bps", "bandwidth", "every link, per direction (paper Fig. 7(b))"),
+    BuilderParam("link_latency_s", "time", "every hop (an assumption; the paper gives none)"),
+)
+
+
+@register_builder("torus", TORUS_PARAMS)
 def torus(
     dims: Any = (4, 4),
     link_bandwidth_Bps: Any = DEFAULT_LINK_BANDWIDTH_BPS,

@@ -1,0 +1,218 @@
+"""The public API: the one place the stages are chained, and the one thing the command line,
+the validation harness and the benchmarks import from the package.
+
+Each entry point takes plain values (names, sizes, tuples) or the package's own types and
+returns a typed result:
+
+- :func:`simulate` one training step of a model on a mesh -> :class:`StepPrediction`
+- :func:`collective` an nccl-tests-style sweep of one collective -> :class:`CollectiveSweep`
+- :func:`plan` every mesh and chunk count ranked -> :class:`Plan`
+- :func:`run_scenario` a scenario file's sweep, results table and report -> :class:`RunSummary`
+- :func:`rebuild_report` a report from a saved results table
+- :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
+- :func:`validate` / :func:`fit_nccl_log` calibrate against measurements
+
+Names are resolved on first use (PEP 562), so ``import atpsim.api`` costs nothing until a
+function is called: ``atpsim topo show`` does not pay for pandas and matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> submodule of atpsim.api that defines (or re-exports) it.
+_EXPORTS: dict[str, str] = {
+    # one step
+    "simulate": "step",
+    "StepPrediction": "step",
+    "write_trace": "step",
+    "simulate_point": "point",
+    "topology_for": "point",
+    "hardware_profile": "point",
+    "serial_compute_time_s": "point",
+    # collectives
+    "collective": "collective_sweep",
+    "CollectiveSweep": "collective_sweep",
+    "CollectiveRow": "collective_sweep",
+    # plans
+    "plan": "planner",
+    "Plan": "planner",
+    "PlanEntry": "planner",
+    "CALIBRATIONS": "planner",
+    # scenarios and reports
+    "run_scenario": "scenario",
+    "rebuild_report": "scenario",
+    "RunSummary": "scenario",
+    "SweepInterrupted": "scenario",
+    "load_scenario": "scenario",
+    "expand_sweep": "scenario",
+    # topology
+    "load_topology": "topology",
+    "topology_summary": "topology",
+    "route": "topology",
+    "hcm": "topology",
+    "format_hcm": "topology",
+    "hcm_as_dict": "topology",
+    "Topology": "topology",
+    "Builder": "topology",
+    "builders": "topology",
+    "presets": "topology",
+    "draw_topology": "topology",
+    "format_bandwidth": "topology",
+    "format_time": "topology",
+    # calibration against measurements
+    "validate": "calibrate",
+    "Validation": "calibrate",
+    "fit_folder": "calibrate",
+    "FolderFit": "calibrate",
+    "fit_nccl_log": "calibrate",
+    "NcclLogFit": "calibrate",
+    "LinkFit": "calibrate",
+    "Comparison": "calibrate",
+    # types and helpers the validation harness builds programs with
+    "ModelConfig": "harness",
+    "model_preset": "harness",
+    "DeviceMesh": "harness",
+    "factorizations": "harness",
+    "build_step_program": "harness",
+    "layer_dims": "harness",
+    "LayerDims": "harness",
+    "memory_op_class": "harness",
+    "bus_factor": "harness",
+    "build_schedule": "harness",
+    "run_collective": "harness",
+    # errors
+    "AtpsimError": "harness",
+    "SimulationError": "harness",
+}
+
+__all__ = [
+    "AtpsimError",
+    "Builder",
+    "CALIBRATIONS",
+    "CollectiveRow",
+    "CollectiveSweep",
+    "Comparison",
+    "DeviceMesh",
+    "FolderFit",
+    "LayerDims",
+    "LinkFit",
+    "ModelConfig",
+    "NcclLogFit",
+    "Plan",
+    "PlanEntry",
+    "RunSummary",
+    "SimulationError",
+    "StepPrediction",
+    "SweepInterrupted",
+    "Topology",
+    "Validation",
+    "build_schedule",
+    "build_step_program",
+    "builders",
+    "bus_factor",
+    "collective",
+    "draw_topology",
+    "expand_sweep",
+    "factorizations",
+    "fit_folder",
+    "fit_nccl_log",
+    "format_bandwidth",
+    "format_hcm",
+    "format_time",
+    "hardware_profile",
+    "hcm",
+    "hcm_as_dict",
+    "layer_dims",
+    "load_scenario",
+    "load_topology",
+    "memory_op_class",
+    "model_preset",
+    "plan",
+    "presets",
+    "rebuild_report",
+    "route",
+    "run_collective",
+    "run_scenario",
+    "serial_compute_time_s",
+    "simulate",
+    "simulate_point",
+    "topology_for",
+    "topology_summary",
+    "validate",
+    "write_trace",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'atpsim.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"atpsim.api.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:
+    from atpsim.api.calibrate import (
+        Comparison,
+        FolderFit,
+        LinkFit,
+        NcclLogFit,
+        Validation,
+        fit_folder,
+        fit_nccl_log,
+        validate,
+    )
+    from atpsim.api.collective_sweep import CollectiveRow, CollectiveSweep, collective
+    from atpsim.api.harness import (
+        AtpsimError,
+        DeviceMesh,
+        LayerDims,
+        ModelConfig,
+        SimulationError,
+        build_schedule,
+        build_step_program,
+        bus_factor,
+        factorizations,
+        layer_dims,
+        memory_op_class,
+        model_preset,
+        run_collective,
+    )
+    from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
+    from atpsim.api.point import (
+        hardware_profile,
+        serial_compute_time_s,
+        simulate_point,
+        topology_for,
+    )
+    from atpsim.api.scenario import (
+        RunSummary,
+        SweepInterrupted,
+        expand_sweep,
+        load_scenario,
+        rebuild_report,
+        run_scenario,
+    )
+    from atpsim.api.step import StepPrediction, simulate, write_trace
+    from atpsim.api.topology import (
+        Builder,
+        Topology,
+        builders,
+        draw_topology,
+        format_bandwidth,
+        format_hcm,
+        format_time,
+        hcm,
+        hcm_as_dict,
+        load_topology,
+        presets,
+        route,
+        topology_summary,
+    )

@@ -1,0 +1,144 @@
+"""`atpsim.collective`: an nccl-tests-like sweep of one collective, one row per buffer size.
+
+Columns follow nccl-tests (PERFORMANCE.md): size (bytes), count (elements of *dtype*), time,
+algbw = size / time, busbw = algbw x the op's factor (2(p-1)/p for all-reduce, (p-1)/p for
+reduce-scatter, all-gather and all-to-all, 1 for broadcast). GB/s are 10^9 bytes/s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from atpsim.collectives.registry import check_algorithm, default_algorithm
+from atpsim.engine.collective import run_collective
+from atpsim.errors import SimulationError, did_you_mean
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.topology.graph import Topology
+from atpsim.topology.spec import load_topology
+from atpsim.units import parse_bytes, parse_size_range
+
+#: Element sizes of nccl-tests' ``-d`` types (bytes).
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
+               "int32": 4, "uint32": 4, "float": 4, "fp32": 4, "int64": 8, "uint64": 8,
+               "double": 8, "fp64": 8}
+
+_MESH = re.compile(r"^dim([12]):(\d+)x(\d+)$")
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """One buffer size: nccl-tests' columns plus the engine's path and flow count."""
+
+    size_bytes: int
+    count: int
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    path: str
+    n_flows: int
+
+
+@dataclass(frozen=True)
+class CollectiveSweep:
+    """What the sweep ran on and one :class:`CollectiveRow` per size, smallest first."""
+
+    topology: str
+    op: str
+    algorithm: str
+    p: int
+    groups: str
+    dtype: str
+    engine: str
+    n_gpus: int
+    rows: tuple[CollectiveRow, ...]
+
+
+def parse_groups(text: str, n_available: int) -> tuple[list[list[int]], str]:
+    """Groups from ``all`` (one group of the first *n_available* GPUs) or ``dimD:D1xD2`` (the
+    groups of DeviceMesh(D1, D2) on mesh dimension D, placed row-major on the first GPUs)."""
+    if text == "all":
+        return [list(range(n_available))], f"all ({n_available} GPUs)"
+    match = _MESH.match(text)
+    if not match:
+        raise SimulationError(f"expected 'all', 'dim1:D1xD2' or 'dim2:D1xD2', got {text!r}", key="--groups")
+    dim, d1, d2 = (int(x) for x in match.groups())
+    if d1 * d2 > n_available:
+        raise SimulationError(
+            f"DeviceMesh({d1}, {d2}) needs {d1 * d2} GPUs, only {n_available} available", key="--groups"
+        )
+    groups = DeviceMesh(d1, d2).groups(dim)
+    return groups, f"{len(groups)} x {len(groups[0])} (dimension {dim} of DeviceMesh({d1}, {d2}))"
+
+
+def mesh_size(groups: str) -> int | None:
+    """GPUs a ``dimD:D1xD2`` spec asks for, to size a scalable topology (None for ``all``)."""
+    match = _MESH.match(groups)
+    return int(match.group(2)) * int(match.group(3)) if match else None
+
+
+def collective(
+    topology: str | Mapping[str, Any],
+    op: str = "all_reduce",
+    sizes: str | float | Sequence[float] = "8:1G",
+    *,
+    algorithm: str | None = None,
+    devices: int | None = None,
+    groups: str = "all",
+    dtype: str = "float",
+    engine: str = "auto",
+) -> CollectiveSweep:
+    """Simulate *op* by *algorithm* (default: the op's default, ring for all-reduce) on
+    *topology* for every buffer size in *sizes* (bytes per rank, nccl-tests' convention): a
+    number, a size string (``"1 GiB"``, ``"64MB"``, nccl-tests' ``"1G"`` = 2^30), a doubling
+    range ``"MIN:MAX"`` or a sequence of sizes. *devices* uses the first N GPUs (and sizes a
+    scalable topology); *groups* is ``"all"`` or ``"dimD:D1xD2"`` (the groups of mesh
+    dimension D of DeviceMesh(D1, D2)); *engine* is ``"auto"`` (every exact shortcut that
+    applies), ``"reference"`` (the plain event run) or ``"longest-path"`` (an error where
+    that solver is not exact).
+
+    >>> import atpsim
+    >>> sweep = atpsim.collective("ib-cluster:4x8", "all_reduce", "1 GiB")
+    >>> round(sweep.rows[0].busbw_Bps / 1e9, 1) > 0
+    True
+    """
+    algorithm = algorithm or default_algorithm(op)
+    check_algorithm(op, algorithm)
+    if dtype not in DTYPE_BYTES:
+        raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", key="--dtype")
+    spec = topology if isinstance(topology, str) else dict(topology)
+    topo = load_topology(spec, n_gpus=devices or mesh_size(groups), source="--topology")
+    if devices is not None and not 1 <= devices <= topo.n_gpus:
+        raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", key="--devices")
+    group_list, described = parse_groups(groups, devices or topo.n_gpus)
+    p = len(group_list[0])
+    rows = tuple(_row(topo, op, algorithm, group_list, size, DTYPE_BYTES[dtype], engine)
+                 for size in buffer_sizes(sizes))  # fmt: skip
+    return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus, rows)
+
+
+def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
+    """Sizes in bytes from a number, a size string, a ``MIN:MAX`` doubling range or a list."""
+    if isinstance(sizes, str):
+        return parse_size_range(sizes)
+    if isinstance(sizes, (int, float)):
+        return [int(sizes)]
+    return [int(parse_bytes(s)) for s in sizes]
+
+
+def _row(topo: Topology, op: str, algorithm: str, groups: list[list[int]], size: int,
+         element_bytes: int, engine: str) -> CollectiveRow:
+    result = run_collective(topo, op, algorithm, groups, float(size), engine=engine)
+    p = len(groups[0])
+    moved = result.time_s > 0
+    return CollectiveRow(
+        size_bytes=int(size),
+        count=int(size) // element_bytes,
+        time_s=result.time_s,
+        algbw_Bps=result.algbw_Bps(size) if moved else 0.0,
+        busbw_Bps=result.busbw_Bps(op, p, size) if moved else 0.0,
+        path=result.path,
+        n_flows=result.n_flows,
+    )

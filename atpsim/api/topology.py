@@ -1,0 +1,94 @@
+"""The link graph through the API: build a topology, summarize it, trace a route, derive the
+paper's hierarchical communication matrix, list what can be built.
+
+Every function takes a topology *spec* as the command line and scenario files do: a preset
+(``"ic1"``, ``"dgx-a100"``), a builder spec (``"torus:32x32"``, ``"ib-cluster:4x8"``), a YAML
+path, or a mapping (``{"builder": "torus", "dims": [4, 4]}``); *devices* sizes a scalable
+preset or builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from atpsim.analytic.hcm import HierarchicalCommMatrix
+from atpsim.topology.graph import Topology
+from atpsim.topology.registry import Builder
+from atpsim.topology.summary import RouteSummary, TopologySummary
+from atpsim.units import format_bandwidth, format_time
+
+TopologySpec = str | Mapping[str, Any]
+
+__all__ = ["Builder", "Topology", "builders", "draw_topology", "format_hcm", "hcm", "hcm_as_dict", "load_topology",
+           "format_bandwidth", "format_time", "presets", "route", "topology_summary"]
+
+
+def load_topology(spec: TopologySpec | Topology, devices: int | None = None) -> Topology:
+    """The :class:`Topology` *spec* names, sized to *devices* GPUs where it leaves size open
+    (a Topology passes through, so every function here takes either)."""
+    from atpsim.topology.spec import load_topology as load
+
+    if isinstance(spec, Topology):
+        return spec
+    source = spec if isinstance(spec, str) else None
+    return load(spec if isinstance(spec, str) else dict(spec), n_gpus=devices, source=source)
+
+
+def topology_summary(spec: TopologySpec | Topology, devices: int | None = None) -> TopologySummary:
+    """GPUs, switches, links grouped by kind and bandwidth, the router and the wiring."""
+    from atpsim.topology.summary import summarize
+
+    return summarize(load_topology(spec, devices))
+
+
+def route(spec: TopologySpec | Topology, src: int, dst: int, devices: int | None = None) -> RouteSummary:
+    """The hops a transfer from GPU rank *src* to GPU rank *dst* crosses, with its latency
+    (seconds) and bottleneck bandwidth (bytes/s)."""
+    from atpsim.topology.summary import describe_route
+
+    return describe_route(load_topology(spec, devices), src, dst)
+
+
+def hcm(spec: TopologySpec | Topology, devices: int | None = None) -> HierarchicalCommMatrix:
+    """The paper's hierarchical communication matrix (Section 3.4) derived from the graph."""
+    from atpsim.analytic.hcm import derive_hcm
+
+    return derive_hcm(load_topology(spec, devices))
+
+
+def format_hcm(matrix: HierarchicalCommMatrix) -> str:
+    """The matrix as text: per layer its ranks, the P2P matrix and group bandwidth (GB/s)."""
+    from atpsim.analytic.render import format_hcm as render
+
+    return render(matrix)
+
+
+def hcm_as_dict(matrix: HierarchicalCommMatrix) -> dict[str, Any]:
+    """The matrix as JSON-able data (bytes/s)."""
+    from atpsim.analytic.render import hcm_to_dict
+
+    return hcm_to_dict(matrix)
+
+
+def presets() -> list[tuple[str, str]]:
+    """Every topology preset's name and description."""
+    from atpsim.topology.presets import preset_info, preset_names
+
+    return [(name, str(preset_info(name).get("description", ""))) for name in preset_names()]
+
+
+def builders() -> list[Builder]:
+    """Every registered topology builder with its declared parameters (name, type, unit,
+    default, description), as ``atpsim topo list`` prints them."""
+    from atpsim.topology.registry import builder_info, builder_names
+
+    return [builder_info(name) for name in builder_names()]
+
+
+def draw_topology(topology: Topology, path: str | Path) -> str:
+    """Draw *topology* to *path* (PNG); returns a note on what was left out, or ''."""
+    from atpsim.report.topology_plot import draw_topology as draw
+
+    return draw(topology, path) or ""

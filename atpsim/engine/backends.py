@@ -1,0 +1,98 @@
+"""Collective timer backends: one interface, chosen by name, for the step scheduler and tests.
+
+A backend is a function ``(topology, op, algorithm, groups, nbytes) -> group times (s)``: how
+long each group of one collective call takes when all the groups run at once. Two are
+registered (ASTRA-sim's analytical and congestion-aware network backends behind one API):
+
+- ``event``: the link-level engine (:func:`atpsim.engine.collective.run_collective`, engine
+  ``auto``): every transfer a flow over the topology's directed links at max-min fair rates.
+  Its shortcuts are exact, so its answer is the event-driven simulation's.
+- ``closed-form``: each algorithm's closed form
+  (:func:`atpsim.collectives.closed_form.collective_time_s`) per group. It assumes no
+  contention: no link is shared, within the group or with other groups, and every transfer
+  costs ``alpha + bytes / B`` with ``B`` the lowest bottleneck bandwidth and ``alpha`` the
+  highest path latency over the (src, dst) pairs the algorithm's schedule uses in that group
+  (routed on the topology). Where every such path is alike and nothing is shared (one group on
+  a non-blocking switch, a ring on a torus ring) it equals ``event``; elsewhere they differ
+  (shared links make ``event`` slower, uneven paths make every transfer here as slow as the
+  worst). The bidirectional ring's form assumes its two directions use different links (a
+  torus); on a switch they share each GPU's link and ``event`` gives the plain ring's time.
+
+:func:`register_backend` adds one; :func:`get_backend` fails with the valid names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from atpsim.errors import SimulationError, did_you_mean
+from atpsim.topology.graph import Topology
+
+CollectiveTimer = Callable[[Topology, str, str, Sequence[Sequence[int]], float], tuple[float, ...]]
+
+_BACKENDS: dict[str, CollectiveTimer] = {}
+
+
+def register_backend(name: str, timer: CollectiveTimer) -> CollectiveTimer:
+    """Register *timer* as backend *name* (replacing one of that name); returns *timer*."""
+    _BACKENDS[name] = timer
+    return timer
+
+
+def backend_names() -> list[str]:
+    """The registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+def get_backend(name: str) -> CollectiveTimer:
+    """The backend called *name*; a SimulationError naming the valid ones otherwise."""
+    if name not in _BACKENDS:
+        hint = did_you_mean(name, _BACKENDS)
+        valid = "" if hint.startswith(";") else f"; expected one of {backend_names()}"
+        raise SimulationError(f"unknown collective backend {name!r}{hint}{valid}")
+    return _BACKENDS[name]
+
+
+def event_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
+                nbytes: float) -> tuple[float, ...]:
+    """Group times from the link-level engine (engine ``auto``)."""
+    from atpsim.engine.collective import run_collective
+
+    return run_collective(topology, op, algorithm, groups, nbytes).group_time_s
+
+
+def closed_form_times(topology: Topology, op: str, algorithm: str,
+                      groups: Sequence[Sequence[int]], nbytes: float) -> tuple[float, ...]:
+    """Group times from the closed forms, on each group's worst path (module docstring)."""
+    from atpsim.collectives.closed_form import collective_time_s
+
+    times = []
+    for group in groups:
+        bandwidth_Bps, latency_s = _worst_path(topology, op, algorithm, group, nbytes)
+        times.append(collective_time_s(op, algorithm, len(group), nbytes, bandwidth_Bps, latency_s))
+    return tuple(times)
+
+
+def _worst_path(topology: Topology, op: str, algorithm: str, group: Sequence[int],
+                nbytes: float) -> tuple[float, float]:
+    """(lowest bottleneck bandwidth in bytes/s, highest path latency in s) over the pairs the
+    algorithm's pattern uses in *group*; ``(inf, 0)`` for a group with no transfer."""
+    from atpsim.collectives.registry import pattern
+    from atpsim.engine.reductions.replicate import local_pairs
+    from atpsim.engine.routes import route_pairs
+
+    if len(group) < 2:
+        return float("inf"), 0.0
+    src, dst = local_pairs(pattern(op, algorithm, len(group), float(nbytes)))
+    ranks = np.asarray(group, dtype=np.int64)
+    keys = np.unique(ranks[src] * topology.n_gpus + ranks[dst])
+    routes = route_pairs(topology, keys)
+    if not len(routes):
+        return float("inf"), 0.0
+    return float(routes.bottleneck_Bps.min()), float(routes.latency_s.max())
+
+
+register_backend("event", event_times)
+register_backend("closed-form", closed_form_times)

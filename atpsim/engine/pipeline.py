@@ -1,0 +1,88 @@
+"""Time one cluster of groups: shrink the problem by symmetry where it holds, then ask the
+solvers in order until one is exact, and expand the answer.
+
+A solver is anything with a *name* and ``solve(problem) -> Solution | None`` (None: its answer
+would not be exact here). :data:`SOLVERS` is the order the auto engine tries them in:
+
+1. :class:`~atpsim.engine.solvers.longest_path.LongestPath`, one vectorized pass over the
+   steps, exact when no link carries two flows at once;
+2. :class:`~atpsim.engine.reductions.periodic.Periodic`, the event-driven max-min solver
+   behind the periodic extension of schedules declared as one step repeated; always exact.
+
+:func:`solve_reference` is the plain run with no reduction: every flow of every group in one
+event-driven simulation. Every shortcut is tested against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from atpsim.collectives.registry import build_schedule
+from atpsim.engine.problem import Problem, Solution
+from atpsim.engine.reductions.periodic import Periodic
+from atpsim.engine.reductions.symmetry import find_symmetry
+from atpsim.engine.result import CollectiveResult
+from atpsim.engine.routes import PairRoutes, pair_routes
+from atpsim.engine.solvers.event import EventDriven
+from atpsim.engine.solvers.longest_path import LongestPath
+from atpsim.topology.graph import Topology
+
+#: The path label of the plain run (:func:`solve_reference`).
+REFERENCE = "reference"
+
+
+class Solver(Protocol):
+    """Times a problem; answers None where its answer would not be exact."""
+
+    name: str
+
+    def solve(self, problem: Problem) -> Solution | None: ...
+
+
+SOLVERS: tuple[Solver, ...] = (LongestPath(), Periodic())
+
+
+def solve(problem: Problem, solvers: Sequence[Solver] = SOLVERS) -> Solution | None:
+    """The first exact answer of *solvers*, on the symmetry quotient where a rank shift maps
+    the run onto itself; None when no solver is exact."""
+    symmetry = find_symmetry(problem)
+    small = symmetry.shrink(problem) if symmetry is not None else problem
+    for solver in solvers:
+        solution = solver.solve(small)
+        if solution is not None:
+            return symmetry.expand(solution) if symmetry is not None else solution
+    return None
+
+
+def solve_cluster(topology: Topology, op: str, algorithm: str, groups: list[tuple[int, ...]],
+                  nbytes: float, solvers: Sequence[Solver] = SOLVERS,
+                  routed: PairRoutes | None = None) -> CollectiveResult | None:
+    """*op* by *algorithm* on *groups* (sizes >= 2, sharing links) through :func:`solve`;
+    *routed* holds routes of (at least) their pairs. None when no solver is exact."""
+    schedule = build_schedule(op, algorithm, groups, nbytes)
+    routes = pair_routes(topology, schedule.steps, routed)
+    solution = solve(Problem.of(schedule.steps, routes, topology.links), solvers)
+    if solution is None:
+        return None
+    return CollectiveResult.of(group_times(solution.done_s, groups), schedule.n_transfers,
+                               schedule.bytes_total, solution.delivered_bytes, solution.path,
+                               solution.link_bytes)
+
+
+def solve_reference(topology: Topology, op: str, algorithm: str, groups: list[tuple[int, ...]],
+                    nbytes: float) -> CollectiveResult:
+    """Every flow of every group in one event-driven run: no reduction, no other solver."""
+    schedule = build_schedule(op, algorithm, groups, nbytes)
+    routes = pair_routes(topology, schedule.steps)
+    solution = EventDriven().solve(Problem.of(schedule.steps, routes, topology.links))
+    return CollectiveResult.of(group_times(solution.done_s, groups), schedule.n_transfers,
+                               schedule.bytes_total, solution.delivered_bytes, REFERENCE,
+                               solution.link_bytes)
+
+
+def group_times(done_s: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """Each group's finish: the last of its ranks' (s)."""
+    return np.array([done_s[list(g)].max() for g in groups])

@@ -1,0 +1,133 @@
+"""Time one training step: a program on every rank's streams, collectives by a backend.
+
+Chains the stages for one point: the program of the model on the mesh or grid (ATP,
+:mod:`atpsim.parallel.atp`; SUMMA, :mod:`atpsim.parallel.summa`), compute durations from the
+hardware profile (:mod:`atpsim.compute.timing`), collective durations from a collective timer
+backend (:mod:`atpsim.engine.backends`: the link-level engine by default, every group of a
+mesh dimension at once, or the closed forms), and the two-stream list scheduler
+(:func:`atpsim.engine.step.scheduler.simulate_step`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.models import ModelConfig
+from atpsim.engine.backends import get_backend
+from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
+from atpsim.parallel.grid import Grid
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.program import CommOp, ComputeOp, StepProgram
+from atpsim.topology.graph import Topology
+
+#: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default
+#: for all-gather and reduce-scatter); a scenario's `algorithm` applies to all-reduce.
+_FALLBACK_ALGORITHM = "ring"
+#: The collective timer backend a step uses unless told otherwise: the link-level engine.
+DEFAULT_BACKEND = "event"
+
+
+class GroupSource(Protocol):
+    """What the comm timer needs of a mesh or grid: its size and each dimension's groups."""
+
+    @property
+    def size(self) -> int: ...
+
+    def groups(self, dim: int) -> list[list[int]]: ...
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Times of one simulated step on its critical rank (the one that finishes last), in s."""
+
+    timeline: StepTimeline
+    step_time_s: float
+    compute_time_s: float
+    comm_time_s: float
+    exposed_comm_s: float
+
+
+def simulate_des_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
+                      mesh: DeviceMesh, chunks: int, algorithm: str, *,
+                      backend: str = DEFAULT_BACKEND) -> StepResult:
+    """Run *model* on *mesh* over *topology* (first ``mesh.size`` GPUs) and time the step."""
+    from atpsim.parallel.atp import build_step_program
+
+    program: StepProgram = build_step_program(model, mesh, chunks)
+    return simulate_program(topology, profile, model, program, mesh, algorithm, backend=backend)
+
+
+def simulate_summa_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
+                        grid: Grid, chunks: int, algorithm: str, *,
+                        backend: str = DEFAULT_BACKEND) -> StepResult:
+    """Run *model* with SUMMA linears on *grid* (:mod:`atpsim.parallel.summa`) and time it."""
+    from atpsim.parallel.summa import build_summa_program
+
+    program = build_summa_program(model, grid.q, grid.depth, chunks)
+    return simulate_program(topology, profile, model, program, grid, algorithm, backend=backend)
+
+
+def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelConfig,
+                     program: StepProgram, grid: GroupSource, algorithm: str, *,
+                     backend: str = DEFAULT_BACKEND) -> StepResult:
+    """Time *program* on the first ``grid.size`` GPUs of *topology*; *grid* (a DeviceMesh or
+    a Grid) names the GPUs of each communication dimension's groups, and *backend* (a name
+    of :func:`atpsim.engine.backends.backend_names`) times the collectives."""
+    compute_timer = _compute_timer(profile, model.dtype)
+    overhead_s = float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
+    comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend)
+    timeline = simulate_step(program, grid.size, compute_timer, comm_timer)
+    rank = timeline.critical_rank()
+    overhead_s = model.layers * layer_overhead_s(profile)
+    return StepResult(
+        timeline=timeline,
+        step_time_s=timeline.step_time_s + overhead_s,
+        compute_time_s=timeline.busy_s(rank, "compute") + overhead_s,
+        comm_time_s=timeline.busy_s(rank, "comm"),
+        exposed_comm_s=timeline.exposed_comm_s(rank),
+    )
+
+
+def layer_overhead_s(profile: HardwareProfile) -> float:
+    """The profile's fixed time per layer outside the modelled ops (``layer_overhead_s``, 0
+    unless a profile sets it): the framework's per-layer host work and the step's work outside
+    the transformer layers (embedding, loss, optimizer), amortised per layer. It runs on the
+    compute stream after the layer's ops, so it adds to compute and step time alike."""
+    return float(getattr(profile, "layer_overhead_s", 0.0) or 0.0)
+
+
+def _compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp], float]:
+    from atpsim.compute.timing import compute_time_s
+
+    @cache
+    def timer(op: ComputeOp) -> float:
+        return float(compute_time_s(op, profile, dtype))
+
+    return timer
+
+
+def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_s: float = 0.0,
+                backend: str = DEFAULT_BACKEND) -> Callable[[CommOp], CommTiming]:
+    """Durations of each collective per group: the *backend*'s time plus the profile's fixed
+    per-collective cost (kernel launch and the library's synchronisation, which moves no
+    bytes; ``collective_overhead_s``, 0 unless a profile sets it). A broadcast or reduce runs
+    from (to) position ``op.root`` of each group: the group is rotated to start there."""
+    from atpsim.collectives.registry import algorithm_names
+
+    group_times = get_backend(backend)
+
+    @cache
+    def timer(op: CommOp) -> CommTiming:
+        groups = grid.groups(op.dim)
+        if len(groups[0]) == 1:
+            return CommTiming.of(groups, [0.0] * len(groups))
+        rotated = [g[op.root:] + g[: op.root] for g in groups]
+        chosen = algorithm if algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
+        times = group_times(topology, op.collective, chosen, rotated, op.bytes)
+        return CommTiming.of(rotated, [t + overhead_s for t in times])
+
+    return timer
