@@ -33,7 +33,9 @@ from atpsim.calibrate.measurements.description import comm_overlaps_compute, cpu
 from atpsim.calibrate.measurements.folder import REPORT_PREFIX, read_measurements
 from atpsim.calibrate.measurements.samples import LayerPoint
 from atpsim.calibrate.measurements.settings import TOLERANCE_FILE, read_settings
+from atpsim.compute.hardware import HardwareProfile
 from atpsim.errors import AtpsimError
+from atpsim.topology.graph import Topology
 
 REPORT_COLUMNS = ("label", "d1", "d2", "chunks", "hidden", "heads", "batch", "seq", "dtype",
                   "measured_s", "predicted_s", "compute_s", "comm_s", "exposed_comm_s",
@@ -127,14 +129,16 @@ def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
     return Comparison(Path(folder), results, tolerance, fit, settings.statistic)
 
 
-def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Any, Any]:
+def _load_fitted(topology_path: Path, profile_path: Path) -> tuple[Topology, HardwareProfile]:
     from atpsim.compute.hardware import load_profile
     from atpsim.topology.spec import load_topology
 
     return load_topology(str(topology_path)), load_profile(profile_path)
 
 
-def _predict(point: LayerPoint, topology: Any, profile: Any, machine: dict) -> CheckResult:
+def _predict(
+    point: LayerPoint, topology: Topology, profile: HardwareProfile, machine: dict[str, Any]
+) -> CheckResult:
     """:func:`predict_layer` on this machine: CPU ranks get their share of the cores and, with
     no spare core, take turns between compute and communication."""
     ranks = point.d1 * point.d2
@@ -147,7 +151,7 @@ def _predict(point: LayerPoint, topology: Any, profile: Any, machine: dict) -> C
 
 
 def predict_layer(
-    point: LayerPoint, topology: Any, profile: Any, cpu_share: float = 1.0
+    point: LayerPoint, topology: Topology, profile: HardwareProfile, cpu_share: float = 1.0
 ) -> CheckResult:
     """Simulate one layer of *point*'s model on its mesh and chunks (ring collectives);
     *profile* is already slowed to the *cpu_share* each rank gets (recorded, not applied)."""

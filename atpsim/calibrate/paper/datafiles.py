@@ -11,11 +11,14 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from atpsim.calibrate.paper import parameters as params
 from atpsim.calibrate.paper.record import write_record
 from atpsim.errors import AtpsimError
+
+if TYPE_CHECKING:
+    from atpsim.calibrate.paper.fit import FitResult
 
 FITTED = (
     "fitted by python -m atpsim.calibrate.paper to Table 3 M2/M3 baselines "
@@ -52,7 +55,7 @@ def _block_span(text: str, block: str | None) -> tuple[int, int]:
     return head.end(), head.end() + following.start() if following else len(text)
 
 
-def preset_lines(result: Any) -> list[tuple[str, str, str, str]]:
+def preset_lines(result: FitResult) -> list[tuple[str, str, str, str]]:
     """(preset, key, value text, comment) of every preset line the fit writes."""
     from atpsim.calibrate.paper.fit import group_rms
 
@@ -70,7 +73,7 @@ def preset_lines(result: Any) -> list[tuple[str, str, str, str]]:
     return lines
 
 
-def profile_lines(result: Any) -> list[tuple[str, str, str]]:
+def profile_lines(result: FitResult) -> list[tuple[str, str, str]]:
     """(key, value text, comment) of every profile line the fit writes."""
     measured = params.measured_collective()
     spec = {p.name: p.spec for p in params.PARAMETERS}
@@ -91,7 +94,7 @@ def profile_lines(result: Any) -> list[tuple[str, str, str]]:
     ]
 
 
-def write_all(result: Any) -> list[Path]:
+def write_all(result: FitResult) -> list[Path]:
     """Write presets.yaml, the paper-stack profile and the record; return the paths."""
     presets = data_path("data", "presets.yaml")
     text = presets.read_text()
