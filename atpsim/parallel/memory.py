@@ -76,16 +76,28 @@ def optimizer_bytes_per_param(dtype_bytes: int) -> int:
     return 8 if dtype_bytes >= 4 else 12
 
 
+def activation_terms(dims: LayerDims) -> dict[str, float]:
+    """Bytes one layer keeps for backward on one rank for one chunk, by what they are (the
+    terms of the module docstring): ``hidden_sharded`` (LayerNorm, QKV and FC1 inputs and the
+    two dropout masks, ``[T, h/d2]``), ``qkv``, ``gathered``, ``mlp``, ``attention`` (the
+    attention core's softmax and dropout, the term selective recomputation drops) and
+    ``ln_stats``."""
+    t, b = dims.tokens, dims.dtype_bytes
+    return {
+        "hidden_sharded": t * dims.hidden / dims.d2 * (4 * b + 2),
+        "qkv": 3 * b * t * dims.hidden / (dims.d1 * dims.d2),
+        "gathered": b * t * dims.hidden / dims.d1,
+        "mlp": 2 * b * t * dims.ffn / dims.d1,
+        "attention": (2 * b + 1) * dims.head_batches * dims.seq * dims.seq,
+        "ln_stats": LN_SAVED_BYTES_PER_TOKEN * t,
+    }
+
+
 def activation_bytes_per_layer(dims: LayerDims, chunks: int) -> float:
     """Bytes one layer keeps for backward on one rank, all *chunks* of the batch together."""
-    t, b = dims.tokens, dims.dtype_bytes
-    hidden_sharded = t * dims.hidden / dims.d2 * (4 * b + 2)
-    qkv = 3 * b * t * dims.hidden / (dims.d1 * dims.d2)
-    gathered = b * t * dims.hidden / dims.d1
-    mlp = 2 * b * t * dims.ffn / dims.d1
-    attention = (2 * b + 1) * dims.head_batches * dims.seq * dims.seq
-    ln_stats = LN_SAVED_BYTES_PER_TOKEN * t
-    return chunks * (hidden_sharded + qkv + gathered + mlp + attention + ln_stats)
+    terms = activation_terms(dims)
+    return chunks * (terms["hidden_sharded"] + terms["qkv"] + terms["gathered"] + terms["mlp"]
+                     + terms["attention"] + terms["ln_stats"])  # fmt: skip
 
 
 def transient_bytes(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> float:

@@ -1,0 +1,132 @@
+"""Device memory per rank of a whole training job: DP x PP x TP, ZeRO, recomputation,
+sequence parallelism, and the micro-batches a pipeline schedule keeps in flight.
+
+The busiest rank is a rank of the first pipeline stage: it holds the most micro-batches'
+activations (a 1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards).
+
+* **Model state** (Rajbhandari et al., ZeRO, SC 2020, Section 3.1): mixed-precision Adam keeps
+  2 + 2 bytes of weights and gradients and 12 of fp32 optimizer state per parameter
+  (:func:`~atpsim.parallel.memory.optimizer_bytes_per_param`); ZeRO stage 1 (Megatron-LM's
+  distributed optimizer) shards the optimizer state over the ``dp`` replicas, stage 2 the
+  gradients too, stage 3 the weights too. A stage holds ``L / p`` layers' parameters of its TP
+  shard (:func:`~atpsim.parallel.atp.params_per_rank`).
+* **Activations** per layer and micro-batch are :func:`~atpsim.parallel.memory.activation_terms`
+  (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022):
+  ``selective`` recomputation drops the attention core's softmax and dropout (Section 5);
+  ``full`` keeps only each layer's input ``[T, h/d2]``; sequence parallelism (Section 4.2.2,
+  1D TP only: DeviceMesh(t, 1)) shards the LayerNorm and dropout part ``[T, h]`` over ``t``.
+* **In flight**: the peak, over the first stage's op order, of forwards run minus backwards
+  run, each counting the layers of its model chunk (``L / (p·v)``): ``p`` micro-batches of
+  ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers' worth interleaved.
+
+Not counted: the embedding and LM head, transient buffers, the CUDA context, fragmentation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+from atpsim.parallel.atp import layer_dims, params_per_rank
+from atpsim.parallel.layout import ParallelLayout
+from atpsim.parallel.memory import activation_terms, optimizer_bytes_per_param
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.pipeline import PipelineShape, stage_orders
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class JobMemory:
+    """Bytes one rank of the first pipeline stage needs."""
+
+    params_per_rank: float
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    layers_in_flight: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+
+def job_memory_per_rank(
+    model: ModelConfig,
+    layout: ParallelLayout,
+    *,
+    micro_batch: int,
+    n_microbatches: int,
+    schedule: str = "1f1b",
+    virtual_stages: int = 1,
+    zero: int = 0,
+    recompute: Recompute = "none",
+    sequence_parallel: bool = False,
+) -> JobMemory:
+    """Memory of the busiest rank when *model* (``model.layers`` in all) trains on *layout*
+    with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline."""
+    mesh = _mesh(layout, sequence_parallel)
+    if model.layers % (layout.pp * virtual_stages):
+        raise SimulationError(f"{model.layers} layers do not split into {layout.pp} stages x "
+                              f"{virtual_stages} virtual stages", key="pp")  # fmt: skip
+    if zero not in (0, 1, 2, 3):
+        raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
+    params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
+    state = params * optimizer_bytes_per_param(model.dtype_bytes)
+    shard = layout.dp
+    in_flight = layers_in_flight(model.layers, PipelineShape(layout.pp, n_microbatches,
+                                 virtual_stages), schedule)  # fmt: skip
+    per_layer = activation_bytes_per_microbatch(replace(model, batch=micro_batch), mesh,
+                                                recompute, sequence_parallel)  # fmt: skip
+    return JobMemory(
+        params_per_rank=params,
+        weights_bytes=params * model.dtype_bytes / (shard if zero >= 3 else 1),
+        gradients_bytes=params * model.dtype_bytes / (shard if zero >= 2 else 1),
+        optimizer_bytes=state / (shard if zero >= 1 else 1),
+        activations_bytes=in_flight * per_layer,
+        layers_in_flight=in_flight,
+    )
+
+
+def activation_bytes_per_microbatch(
+    model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool
+) -> float:
+    """Bytes one layer keeps for one micro-batch (``model.batch`` samples) on one rank."""
+    if recompute not in RECOMPUTE:
+        raise SimulationError(f"expected recompute one of {list(RECOMPUTE)}, got {recompute!r}",
+                              key="recompute")  # fmt: skip
+    dims = layer_dims(model, mesh, 1)
+    split = mesh.d1 if sequence_parallel else 1
+    if recompute == "full":
+        return dims.tokens * dims.hidden / dims.d2 * dims.dtype_bytes / split
+    terms = activation_terms(dims)
+    terms["hidden_sharded"] /= split
+    terms["ln_stats"] /= split
+    if recompute == "selective":
+        terms["attention"] = 0.0
+    return sum(terms.values())
+
+
+def layers_in_flight(n_layers: int, shape: PipelineShape, schedule: str) -> float:
+    """Peak layers' worth of micro-batch activations the first stage holds: forwards run
+    minus backwards run, each weighted by its chunk's ``L / (p·v)`` layers."""
+    chunk_layers = n_layers / shape.n_virtual_stages
+    held = peak = 0
+    for op in stage_orders(schedule, shape)[0]:
+        held += 1 if op.kind == "F" else -1
+        peak = max(peak, held)
+    return peak * chunk_layers
+
+
+def _mesh(layout: ParallelLayout, sequence_parallel: bool) -> DeviceMesh:
+    if not isinstance(layout.tp, DeviceMesh):
+        raise SimulationError("job memory is defined for ATP meshes (SUMMA grids: not yet)",
+                              key="tp")  # fmt: skip
+    if sequence_parallel and layout.tp.d2 != 1:
+        raise SimulationError(f"sequence parallelism is Megatron-LM's, for 1D TP (DeviceMesh(t, 1)),"
+                              f" not {layout.tp}", key="sequence_parallel")  # fmt: skip
+    return layout.tp
