@@ -7,6 +7,7 @@ returns a typed result:
 - :func:`simulate` one training step of a model on a mesh -> :class:`StepPrediction`
 - :func:`collective` an nccl-tests-style sweep of one collective -> :class:`CollectiveSweep`
 - :func:`plan` every mesh and chunk count ranked -> :class:`Plan`
+- :func:`simulate_job` one iteration of a DP x PP x TP job -> :class:`JobPrediction`
 - :func:`run_scenario` a scenario file's sweep, results table and report -> :class:`RunSummary`
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
@@ -31,6 +32,10 @@ _EXPORTS: dict[str, str] = {
     "topology_for": "point",
     "hardware_profile": "point",
     "serial_compute_time_s": "point",
+    # a whole training job
+    "simulate_job": "job",
+    "JobPrediction": "job",
+    "JobConfig": "job",
     # collectives
     "collective": "collective_sweep",
     "CollectiveSweep": "collective_sweep",
@@ -96,6 +101,8 @@ __all__ = [
     "Comparison",
     "DeviceMesh",
     "FolderFit",
+    "JobConfig",
+    "JobPrediction",
     "LayerDims",
     "LinkFit",
     "ModelConfig",
@@ -137,6 +144,7 @@ __all__ = [
     "run_scenario",
     "serial_compute_time_s",
     "simulate",
+    "simulate_job",
     "simulate_point",
     "topology_for",
     "topology_summary",
@@ -185,6 +193,7 @@ if TYPE_CHECKING:
         model_preset,
         run_collective,
     )
+    from atpsim.api.job import JobConfig, JobPrediction, simulate_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
     from atpsim.api.point import (
         hardware_profile,

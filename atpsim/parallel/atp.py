@@ -282,14 +282,34 @@ def build_step_program(
     *optimizer_step*, the Adam update of each layer's parameters follows (memory-bound)."""
     dims = layer_dims(model, mesh, chunks)
     issuer = _Issuer(chunks)
-    issuer.issue([i for layer in range(model.layers) for i in forward_items(dims, layer)], "fwd")
-    issuer.issue(
-        [i for layer in reversed(range(model.layers)) for i in backward_items(dims, layer)], "bwd"
-    )
+    _issue_pass(issuer, dims, model.layers, "fwd")
+    _issue_pass(issuer, dims, model.layers, "bwd")
     if optimizer_step:
         issuer.finish([_adam_op(model, mesh, layer) for layer in range(model.layers)])
-    flags = (FLAG_UNEVEN_HEADS,) if model.heads % mesh.size else ()
-    return StepProgram(tasks=tuple(issuer.tasks), flags=flags)
+    return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
+
+
+def build_pass_program(
+    model: ModelConfig, mesh: DeviceMesh, chunks: int, phase: Literal["fwd", "bwd"]
+) -> StepProgram:
+    """One pass of :func:`build_step_program` alone: the forward (``"fwd"``) or the backward
+    (``"bwd"``) of *model*'s layers, as a pipeline stage runs it for one micro-batch
+    (``model.batch`` samples). The two passes' tasks are exactly those of the whole program."""
+    issuer = _Issuer(chunks)
+    _issue_pass(issuer, layer_dims(model, mesh, chunks), model.layers, phase)
+    return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
+
+
+def _issue_pass(issuer: _Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"]) -> None:
+    """Issue the forward of layers 0, 1, ... or the backward of the last layer first."""
+    if phase == "fwd":
+        issuer.issue([i for layer in range(layers) for i in forward_items(dims, layer)], "fwd")
+    else:
+        issuer.issue([i for layer in reversed(range(layers)) for i in backward_items(dims, layer)], "bwd")
+
+
+def _flags(model: ModelConfig, mesh: DeviceMesh) -> tuple[str, ...]:
+    return (FLAG_UNEVEN_HEADS,) if model.heads % mesh.size else ()
 
 
 def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:

@@ -72,10 +72,21 @@ class ParallelLayout:
         return [[self.rank(r, s, t) for r in range(self.dp)]
                 for s in range(self.pp) for t in range(self.tp.size)]  # fmt: skip
 
-    def stage_pairs(self, stage: int) -> list[tuple[int, int]]:
-        """(sender, receiver) GPU pairs from *stage* to ``stage + 1``, every replica: each TP
-        position sends its part of the activations to the same position of the next stage."""
-        if not 0 <= stage < self.pp - 1:
-            raise SimulationError(f"stage {stage} has no next stage in a {self.pp}-stage pipeline")
-        return [(self.rank(r, stage, t), self.rank(r, stage + 1, t))
+    def send_pairs(self, src_stage: int, dst_stage: int) -> list[tuple[int, int]]:
+        """(sender, receiver) GPU pairs from *src_stage* to *dst_stage*, every replica: each TP
+        position sends its part of the activations to the same position of the other stage."""
+        for stage in (src_stage, dst_stage):
+            if not 0 <= stage < self.pp:
+                raise SimulationError(f"stage {stage} is not one of the {self.pp} pipeline stages")
+        return [(self.rank(r, src_stage, t), self.rank(r, dst_stage, t))
                 for r in range(self.dp) for t in range(self.tp.size)]  # fmt: skip
+
+    def stage_of(self, rank: int) -> int:
+        """The pipeline stage GPU *rank* belongs to."""
+        scale = 1
+        for name in self.order:
+            radix = {"tp": self.tp.size, "pp": self.pp, "dp": self.dp}[name]
+            if name == "pp":
+                return (rank // scale) % radix
+            scale *= radix
+        raise SimulationError("the layout's order has no pp")  # unreachable: order is checked

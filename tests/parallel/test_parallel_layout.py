@@ -35,7 +35,8 @@ def test_default_order_keeps_tp_groups_consecutive_then_stages_then_replicas():
     assert layout.stage_ranks(1, 0) == list(range(16, 24))
     assert layout.tp_groups(1)[0] == list(range(8))
     assert layout.dp_groups()[3] == [3, 19]
-    assert layout.stage_pairs(0)[:2] == [(0, 8), (1, 9)]
+    assert layout.send_pairs(0, 1)[:2] == [(0, 8), (1, 9)]
+    assert [layout.stage_of(r) for r in (0, 7, 8, 15, 16, 31)] == [0, 0, 1, 1, 0, 1]
 
 
 def test_dp_innermost_puts_replicas_side_by_side():
@@ -66,6 +67,9 @@ def test_bad_layouts_name_their_key(kwargs, key):
     assert caught.value.key == key
 
 
-def test_the_last_stage_sends_nowhere():
-    with pytest.raises(SimulationError, match="no next stage"):
-        ParallelLayout(DeviceMesh(2, 1), pp=2).stage_pairs(1)
+def test_sends_go_between_stages_of_the_pipeline():
+    layout = ParallelLayout(DeviceMesh(2, 1), pp=2, dp=2, order=("pp", "tp", "dp"))
+    assert layout.send_pairs(1, 0) == [(1, 0), (3, 2), (5, 4), (7, 6)]
+    assert [layout.stage_of(r) for r in range(8)] == [0, 1] * 4
+    with pytest.raises(SimulationError, match="not one of the 2 pipeline stages"):
+        layout.send_pairs(1, 2)

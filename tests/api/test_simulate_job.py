@@ -1,0 +1,84 @@
+"""simulate_job: a DP x PP x TP iteration whose breakdown adds up, whose bubble is the
+pipeline's, and whose data-parallel time behaves as overlap says."""
+
+from __future__ import annotations
+
+import pytest
+
+from atpsim.api.job import DEFAULT_BUCKET_BYTES, simulate_job
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+
+MODEL = ModelConfig("gpt-1.3b", hidden=2048, heads=16, layers=24, batch=1, seq=2048)
+
+
+def job(**kwargs):
+    args = {"topology": "ib-cluster:4x8", "model": MODEL, "micro_batch": 1} | kwargs
+    return simulate_job(**args)
+
+
+def parts(p):
+    return p.compute_s + p.exposed_tp_comm_s + p.pipeline_bubble_s + p.exposed_dp_comm_s + p.other_s
+
+
+@pytest.mark.parametrize("layout", [dict(tp=(8, 1), pp=2, dp=2), dict(tp=(4, 2), pp=4, dp=1),
+                                    dict(tp=(2, 2), pp=1, dp=8)])  # fmt: skip
+def test_the_breakdown_adds_up_to_the_iteration(layout):
+    p = job(global_batch=32, **layout)
+    assert parts(p) == pytest.approx(p.iteration_time_s, rel=1e-12)
+    assert min(p.compute_s, p.exposed_tp_comm_s, p.pipeline_bubble_s, p.exposed_dp_comm_s) >= 0
+    assert p.samples_per_s == pytest.approx(32 / p.iteration_time_s)
+
+
+def test_the_bubble_is_close_to_the_1f1b_closed_form_on_fast_links():
+    """TP 2, 4 stages, all in one DGX A100: a send of 8 MB over NVLink (~30 us) is about 0.3%
+    of a stage's pass, so the bubble is (p - 1)/(m + p - 1) of the pipeline within a few %.
+    (Over InfiniBand the sends stretch every steady-state round, and the bubble grows.)"""
+    p, m = 4, 12
+    pred = job(topology="dgx-a100", tp=(2, 1), pp=p, dp=1, global_batch=m)
+    pipeline_s = pred.timeline.stages[pred.timeline.critical_stage()].backward_end_s
+    assert pred.pipeline_bubble_s / pipeline_s == pytest.approx((p - 1) / (m + p - 1), rel=0.03)
+
+
+def test_dp_exposed_time_is_the_whole_all_reduce_without_overlap_and_shrinks_with_it():
+    """DP only (TP 8 in each node, 4 replicas): with overlap off every bucket starts after the
+    backward, so the exposed time is the sum of the bucket all-reduces; with overlap on the
+    buckets of the last backward's first layers run under the rest of it."""
+    off = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=False)
+    on = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=True)
+    sync = off.timeline.stages[0]
+    assert off.exposed_dp_comm_s == pytest.approx(sync.sync_end_s - sync.backward_end_s)
+    assert off.exposed_dp_comm_s > 0
+    assert on.exposed_dp_comm_s < off.exposed_dp_comm_s
+    assert on.iteration_time_s < off.iteration_time_s
+
+
+def test_buckets_split_the_gradients():
+    one = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=False,
+              bucket_bytes=10 * DEFAULT_BUCKET_BYTES)  # fmt: skip
+    many = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=False)
+    assert many.exposed_dp_comm_s >= one.exposed_dp_comm_s  # more calls, each paying its latency
+
+
+def test_recomputation_adds_forward_work_to_backward():
+    none = job(tp=(8, 1), pp=2, dp=2, global_batch=8)
+    selective = job(tp=(8, 1), pp=2, dp=2, global_batch=8, recompute="selective")
+    full = job(tp=(8, 1), pp=2, dp=2, global_batch=8, recompute="full")
+    assert none.iteration_time_s < selective.iteration_time_s < full.iteration_time_s
+    assert full.hardware_tflops_per_gpu == pytest.approx(full.tflops_per_gpu * 4 / 3)
+
+
+@pytest.mark.parametrize(
+    "kwargs,key",
+    [
+        ({"tp": (8, 1), "pp": 2, "dp": 2, "global_batch": 7}, "global_batch"),
+        ({"tp": (8, 1), "pp": 5, "dp": 1}, "pp"),
+        ({"tp": (8, 1), "pp": 2, "dp": 4}, "dp"),
+        ({"tp": (8, 1), "zero": 3}, "zero"),
+        ({"tp": (8, 1), "recompute": "half"}, "recompute"),
+    ],
+)
+def test_bad_jobs_name_their_key(kwargs, key):
+    with pytest.raises(SimulationError) as caught:
+        job(**kwargs)
+    assert caught.value.key == key
