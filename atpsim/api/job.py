@@ -16,8 +16,7 @@ The stages are chained as for one step, one level up:
    all-gathers the parameters after the optimizer, with ZeRO-1), overlapping the last
    backward if asked (:mod:`atpsim.engine.step.job`).
 
-Not yet modelled (issue 12 continues): the embedding and LM head, sequence parallelism's
-changed collectives, traffic of different streams sharing links (each collective is timed with
+Not yet modelled (issue 12 continues): the embedding and LM head, traffic of different streams sharing links (each collective is timed with
 its own call's groups only), SUMMA grids.
 """
 
@@ -67,6 +66,7 @@ class JobConfig:
     overlap_grad_reduce: bool = True
     zero: int = 0
     recompute: str = "none"
+    sequence_parallel: bool = False
 
     @property
     def n_microbatches(self) -> int:
@@ -122,7 +122,7 @@ def simulate_job(
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
     on *topology*; *order* names the layout's dimensions innermost first. *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
-    overlap_grad_reduce, zero, recompute). *global_batch* defaults to one micro-batch per
+    overlap_grad_reduce, zero, recompute, sequence_parallel). *global_batch* defaults to one micro-batch per
     replica and stage (``micro_batch · dp · pp``)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
@@ -195,7 +195,9 @@ def _passes(topology: Topology, profile: HardwareProfile, config: JobConfig
     if not isinstance(mesh, DeviceMesh):
         raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
     source = _AllTensorGroups(config.layout)
-    forward, backward = (build_pass_program(model, mesh, config.chunks, phase) for phase in ("fwd", "bwd"))
+    forward, backward = (build_pass_program(model, mesh, config.chunks, phase,
+                                            sequence_parallel=config.sequence_parallel)
+                         for phase in ("fwd", "bwd"))  # fmt: skip
     return (simulate_program(topology, profile, model, forward, source, config.algorithm),
             simulate_program(topology, profile, model, backward, source, config.algorithm))  # fmt: skip
 

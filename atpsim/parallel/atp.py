@@ -290,22 +290,34 @@ def build_step_program(
 
 
 def build_pass_program(
-    model: ModelConfig, mesh: DeviceMesh, chunks: int, phase: Literal["fwd", "bwd"]
+    model: ModelConfig,
+    mesh: DeviceMesh,
+    chunks: int,
+    phase: Literal["fwd", "bwd"],
+    *,
+    sequence_parallel: bool = False,
 ) -> StepProgram:
     """One pass of :func:`build_step_program` alone: the forward (``"fwd"``) or the backward
     (``"bwd"``) of *model*'s layers, as a pipeline stage runs it for one micro-batch
-    (``model.batch`` samples). The two passes' tasks are exactly those of the whole program."""
+    (``model.batch`` samples). The two passes' tasks are exactly those of the whole program;
+    *sequence_parallel* runs Megatron-LM's sequence parallelism (:mod:`atpsim.parallel.sequence`)."""
     issuer = _Issuer(chunks)
-    _issue_pass(issuer, layer_dims(model, mesh, chunks), model.layers, phase)
+    _issue_pass(issuer, layer_dims(model, mesh, chunks), model.layers, phase, sequence_parallel)
     return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
 
 
-def _issue_pass(issuer: _Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"]) -> None:
+def _issue_pass(issuer: _Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"],
+                sequence_parallel: bool = False) -> None:
     """Issue the forward of layers 0, 1, ... or the backward of the last layer first."""
+    forward, backward = forward_items, backward_items
+    if sequence_parallel:
+        from atpsim.parallel.sequence import sp_backward_items, sp_forward_items
+
+        forward, backward = sp_forward_items, sp_backward_items
     if phase == "fwd":
-        issuer.issue([i for layer in range(layers) for i in forward_items(dims, layer)], "fwd")
+        issuer.issue([i for layer in range(layers) for i in forward(dims, layer)], "fwd")
     else:
-        issuer.issue([i for layer in reversed(range(layers)) for i in backward_items(dims, layer)], "bwd")
+        issuer.issue([i for layer in reversed(range(layers)) for i in backward(dims, layer)], "bwd")
 
 
 def _flags(model: ModelConfig, mesh: DeviceMesh) -> tuple[str, ...]:

@@ -68,6 +68,13 @@ def test_recomputation_adds_forward_work_to_backward():
     assert full.hardware_tflops_per_gpu == pytest.approx(full.tflops_per_gpu * 4 / 3)
 
 
+def test_sequence_parallelism_runs_and_moves_the_same_forward_bytes():
+    plain = job(tp=(8, 1), pp=2, dp=2, global_batch=8)
+    sp = job(tp=(8, 1), pp=2, dp=2, global_batch=8, sequence_parallel=True)
+    assert sp.compute_s < plain.compute_s  # LayerNorm and dropout on 1/8 of the tokens
+    assert parts(sp) == pytest.approx(sp.iteration_time_s, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "kwargs,key",
     [
@@ -76,6 +83,7 @@ def test_recomputation_adds_forward_work_to_backward():
         ({"tp": (8, 1), "pp": 2, "dp": 4}, "dp"),
         ({"tp": (8, 1), "zero": 3}, "zero"),
         ({"tp": (8, 1), "recompute": "half"}, "recompute"),
+        ({"tp": (4, 2), "sequence_parallel": True}, "sequence_parallel"),
     ],
 )
 def test_bad_jobs_name_their_key(kwargs, key):

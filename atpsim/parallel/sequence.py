@@ -1,0 +1,110 @@
+"""Megatron-LM sequence parallelism on 1D tensor parallelism (DeviceMesh(t, 1)).
+
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
+Section 4.2.2: the LayerNorms and the dropout-adds, which 1D TP runs on every rank over the
+whole ``[T, h]``, run on ``T / t`` tokens each; the all-reduce after each row-parallel linear
+becomes a reduce-scatter along the sequence, and an all-gather brings the sequence back before
+each column-parallel linear. A reduce-scatter and an all-gather of a buffer move what its
+all-reduce moves, so the forward's traffic is unchanged. In the backward the conjugates
+swap (the gradient is all-gathered before the row-parallel dgrads, reduce-scattered after the
+column-parallel ones), and the sharded LayerNorm output each column-parallel wgrad needs is
+all-gathered again (it is kept sharded to save memory, Section 4.2.2): two all-gathers more.
+
+ATP's dimension 2 has no analogue here: on a 2D mesh the LayerNorm input is already split
+over d2 along the hidden dimension, and splitting it along the sequence as well would need
+the attention's all-gather on dimension 2 to carry the sequence too; not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from atpsim.errors import SimulationError
+from atpsim.parallel.atp import (
+    LN_BWD_PASSES,
+    LN_FWD_PASSES,
+    Item,
+    LayerDims,
+    _attention_core_bwd,
+    _attention_core_fwd,
+    _chain,
+    _comm,
+    _gemm,
+    _layernorm,
+    _memory,
+)
+
+
+def sequence_dims(d: LayerDims) -> LayerDims:
+    """This rank's share of the tokens for the sequence-parallel ops (checked: 1D TP, and the
+    tokens split evenly)."""
+    if d.d2 != 1:
+        raise SimulationError("sequence parallelism is for 1D TP (DeviceMesh(t, 1)), not a 2D mesh",
+                              key="sequence_parallel")  # fmt: skip
+    if d.tokens % d.d1:
+        raise SimulationError(f"{d.tokens} tokens do not split over {d.d1} ranks",
+                              key="sequence_parallel")  # fmt: skip
+    return replace(d, tokens=d.tokens // d.d1)
+
+
+def sp_forward_items(d: LayerDims, layer: int) -> list[Item]:
+    """One layer's forward with sequence parallelism, for one chunk, in order."""
+    p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
+    h1, f1 = d.hidden // d.d1, d.ffn // d.d1
+    full = t * d.hidden * b
+    return [
+        *_layernorm(f"{p}ln1", s, LN_FWD_PASSES),
+        *_comm(f"{p}sp_gather1", "all_gather", 1, full, d),
+        *_chain(_gemm(f"{p}qkv", t, 3 * h1, d.hidden, d)),
+        *_attention_core_fwd(p, d),
+        *_chain(_gemm(f"{p}proj", t, d.hidden, h1, d)),
+        *_comm(f"{p}f2", "reduce_scatter", 1, full, d),
+        *_chain(_memory(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
+        *_layernorm(f"{p}ln2", s, LN_FWD_PASSES),
+        *_comm(f"{p}sp_gather2", "all_gather", 1, full, d),
+        *_chain(_gemm(f"{p}fc1", t, f1, d.hidden, d)),
+        *_chain(_memory(f"{p}fc1_bias_gelu", t * f1, 2 * b)),
+        *_chain(_gemm(f"{p}fc2", t, d.hidden, f1, d)),
+        *_comm(f"{p}f4", "reduce_scatter", 1, full, d),
+        *_chain(_memory(f"{p}fc2_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
+    ]
+
+
+def _column_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims) -> list[Item]:
+    """A column-parallel linear's backward: the all-gather of the sharded input the wgrad
+    needs, dgrad, its reduce-scatter, then wgrad. (Megatron-LM overlaps that all-gather with
+    the dgrad; here the dgrad waits for it, so this is an upper bound.)"""
+    full = m * k * d.dtype_bytes
+    return [
+        *_comm(f"{name}_input_gather", "all_gather", 1, full, d),
+        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        *_comm(conjugate, "reduce_scatter", 1, full, d),
+        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+    ]
+
+
+def _row_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims) -> list[Item]:
+    """A row-parallel linear's backward: all-gather the sequence-sharded gradient, dgrad, wgrad."""
+    return [
+        *_comm(conjugate, "all_gather", 1, m * n * d.dtype_bytes, d),
+        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+    ]
+
+
+def sp_backward_items(d: LayerDims, layer: int) -> list[Item]:
+    """One layer's backward with sequence parallelism, for one chunk, in order."""
+    p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
+    h1, f1 = d.hidden // d.d1, d.ffn // d.d1
+    return [
+        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+        *_row_bwd(f"{p}fc2", f"{p}f4_bwd", t, f1, d.hidden, d),
+        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", t * f1, 3 * b)),
+        *_column_bwd(f"{p}fc1", f"{p}sp_gather2_bwd", t, d.hidden, f1, d),
+        *_layernorm(f"{p}ln2_bwd", s, LN_BWD_PASSES),
+        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+        *_row_bwd(f"{p}proj", f"{p}f2_bwd", t, h1, d.hidden, d),
+        *_attention_core_bwd(p, d),
+        *_column_bwd(f"{p}qkv", f"{p}sp_gather1_bwd", t, d.hidden, 3 * h1, d),
+        *_layernorm(f"{p}ln1_bwd", s, LN_BWD_PASSES),
+    ]
