@@ -16,14 +16,16 @@ The stages are chained as for one step, one level up:
    all-gathers the parameters after the optimizer, with ZeRO-1), overlapping the last
    backward if asked (:mod:`atpsim.engine.step.job`).
 
-Not yet modelled (issue 12 continues): the embedding and LM head, traffic of different streams sharing links (each collective is timed with
+With a *vocab*, the embedding runs on the first virtual stage and the LM head with the loss on
+the last (:mod:`atpsim.parallel.head`), and their tied gradients are all-reduced between those
+stages. Not yet modelled (issue 12 continues): traffic of different streams sharing links (each collective is timed with
 its own call's groups only), SUMMA grids.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -67,6 +69,7 @@ class JobConfig:
     zero: int = 0
     recompute: str = "none"
     sequence_parallel: bool = False
+    vocab: int = 0
 
     @property
     def n_microbatches(self) -> int:
@@ -122,7 +125,7 @@ def simulate_job(
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
     on *topology*; *order* names the layout's dimensions innermost first. *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
-    overlap_grad_reduce, zero, recompute, sequence_parallel). *global_batch* defaults to one micro-batch per
+    overlap_grad_reduce, zero, recompute, sequence_parallel, vocab). *global_batch* defaults to one micro-batch per
     replica and stage (``micro_batch · dp · pp``)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
@@ -145,6 +148,9 @@ def check_job(config: JobConfig) -> None:
                               "pipeline stages", key="pp")  # fmt: skip
     if config.zero not in (0, 1):
         raise SimulationError(f"expected zero 0 or 1, got {config.zero}", key="zero")
+    if config.vocab < 0 or config.vocab % config.layout.tp.size:
+        raise SimulationError(f"vocab {config.vocab} does not split over the {config.layout.tp.size} "
+                              "TP ranks (pad it, as Megatron-LM does)", key="vocab")  # fmt: skip
     if config.recompute not in ("none", "selective", "full"):
         raise SimulationError(f"expected recompute none, selective or full, got {config.recompute!r}",
                               key="recompute")  # fmt: skip
@@ -160,19 +166,75 @@ def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
     return topo, hardware_profile(hardware or topo.meta.get("hardware", DEFAULT_HARDWARE))
 
 
+@dataclass(frozen=True)
+class PassCost:
+    """One op of a stage: its *time_s*, of which *compute_s* computing on the critical rank and
+    *exposed_s* TP communication not hidden under compute (the rest: waiting for peers)."""
+
+    time_s: float
+    compute_s: float
+    exposed_s: float
+
+    @classmethod
+    def of(cls, result: StepResult, with_overhead: bool = True) -> PassCost:
+        time_s = result.step_time_s if with_overhead else result.timeline.step_time_s
+        extra = result.step_time_s - result.timeline.step_time_s
+        compute_s = result.compute_time_s - (0.0 if with_overhead else extra)
+        return cls(time_s, compute_s, result.exposed_comm_s)
+
+    def __add__(self, other: PassCost) -> PassCost:
+        return PassCost(self.time_s + other.time_s, self.compute_s + other.compute_s,
+                        self.exposed_s + other.exposed_s)  # fmt: skip
+
+
+NO_COST = PassCost(0.0, 0.0, 0.0)
+
+
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile."""
-    forward, backward = _passes(topology, profile, config)
-    extra_s = _recompute_s(profile, config, forward)
+    cost = _op_costs(topology, profile, config)
     orders = stage_orders(config.schedule, config.shape)
-
-    def op_time(stage: int, op: PipelineOp) -> float:
-        return forward.step_time_s if op.kind == "F" else backward.step_time_s + extra_s
-
     transfer = _transfer_timer(topology, profile, config)
     syncs = [_gradient_sync(topology, profile, config, s) for s in range(config.layout.pp)]
-    timeline = simulate_iteration(orders, config.shape, op_time, transfer, syncs)
-    return _prediction(config, profile, timeline, forward, backward, extra_s)
+    timeline = simulate_iteration(orders, config.shape, lambda s, op: cost(s, op).time_s, transfer, syncs)
+    return _prediction(config, profile, timeline, cost)
+
+
+def _op_costs(topology: Topology, profile: HardwareProfile, config: JobConfig
+              ) -> Callable[[int, PipelineOp], PassCost]:
+    """``cost(stage, op)``: the layers' pass, recomputation in backward, the embedding on the
+    first virtual stage and the LM head on the last."""
+    forward, backward = _passes(topology, profile, config)
+    layers = {"F": PassCost.of(forward), "B": PassCost.of(backward) + _recompute(profile, config, forward)}
+    ends = _model_ends(topology, profile, config)
+    last = config.shape.n_virtual_stages - 1
+
+    def cost(stage: int, op: PipelineOp) -> PassCost:
+        k = op.virtual_stage(stage, config.layout.pp)
+        total = layers[op.kind]
+        total = total + ends[("embedding", op.kind)] if k == 0 else total
+        return total + ends[("head", op.kind)] if k == last else total
+
+    return cost
+
+
+def _model_ends(topology: Topology, profile: HardwareProfile, config: JobConfig
+                ) -> dict[tuple[str, str], PassCost]:
+    """What the embedding and the LM head add to the first and last virtual stage's passes
+    (:mod:`atpsim.parallel.head`; nothing without a vocabulary)."""
+    from atpsim.parallel.head import build_head_program
+
+    costs = {(part, kind): NO_COST for part in ("embedding", "head") for kind in ("F", "B")}
+    mesh = config.layout.tp
+    if config.vocab == 0 or not isinstance(mesh, DeviceMesh):
+        return costs
+    model, source = config.chunk_model, _AllTensorGroups(config.layout)
+    for part, kind in costs:
+        program = build_head_program(config.vocab, model, mesh, part,  # type: ignore[arg-type]
+                                     "fwd" if kind == "F" else "bwd")  # fmt: skip
+        result = simulate_program(topology, profile, model, program, source, config.algorithm)
+        costs[(part, kind)] = PassCost.of(result, with_overhead=False)  # not a layer
+    return costs
 
 
 class _AllTensorGroups:
@@ -202,18 +264,19 @@ def _passes(topology: Topology, profile: HardwareProfile, config: JobConfig
             simulate_program(topology, profile, model, backward, source, config.algorithm))  # fmt: skip
 
 
-def _recompute_s(profile: HardwareProfile, config: JobConfig, forward: StepResult) -> float:
-    """Seconds recomputation adds to each backward: the whole forward (full) or the attention
+def _recompute(profile: HardwareProfile, config: JobConfig, forward: StepResult) -> PassCost:
+    """What recomputation adds to each backward: the whole forward (full) or the attention
     core's forward compute (selective)."""
     if config.recompute == "full":
-        return forward.step_time_s
+        return PassCost.of(forward)
     if config.recompute == "none":
-        return 0.0
+        return NO_COST
     from atpsim.compute.timing import compute_time_s
 
     ops = forward.timeline.program.compute_ops()
     core = [op for op in ops if op.name.split(".")[-1] in ATTENTION_CORE]
-    return sum(compute_time_s(op, profile, config.model.dtype) for op in core)
+    seconds = sum(compute_time_s(op, profile, config.model.dtype) for op in core)
+    return PassCost(seconds, seconds, 0.0)
 
 
 def _transfer_timer(topology: Topology, profile: HardwareProfile, config: JobConfig
@@ -241,11 +304,11 @@ def _activation_bytes(config: JobConfig) -> float:
 def _gradient_sync(topology: Topology, profile: HardwareProfile, config: JobConfig,
                    stage: int) -> GradientSync:
     layout, model = config.layout, config.model
-    mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
-    params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
+    params = stage_params_per_rank(config, stage)
     optimizer_s = _optimizer_s(profile, config, params / (layout.dp if config.zero else 1))
+    tied_s = _tied_embedding_s(topology, profile, config, stage)
     if layout.dp == 1:
-        return GradientSync(optimizer_s=optimizer_s)
+        return GradientSync((tied_s,), (1.0,), False, optimizer_s) if tied_s else GradientSync(optimizer_s=optimizer_s)
     groups = [g for g in layout.dp_groups() if layout.stage_of(g[0]) == stage]
     grad_bytes = params * model.dtype_bytes
     sizes = _buckets(grad_bytes, config.bucket_bytes)
@@ -253,7 +316,36 @@ def _gradient_sync(topology: Topology, profile: HardwareProfile, config: JobConf
     bucket_s = tuple(_collective_s(topology, profile, op, config.algorithm, groups, n) for n in sizes)
     ready = tuple(min(1.0, sum(sizes[: k + 1]) / grad_bytes) for k in range(len(sizes)))
     gather_s = _collective_s(topology, profile, "all_gather", "ring", groups, grad_bytes) if config.zero else 0.0
+    if tied_s:
+        bucket_s, ready = bucket_s + (tied_s,), ready + (1.0,)
     return GradientSync(bucket_s, ready, config.overlap_grad_reduce, optimizer_s, gather_s)
+
+
+def stage_params_per_rank(config: JobConfig, stage: int) -> float:
+    """Parameters one TP rank of *stage* holds: its ``L/p`` layers' shard, and the vocabulary
+    shard of the embedding (first stage) and of the tied LM head (last stage)."""
+    from atpsim.parallel.head import head_params_per_rank
+
+    layout, model = config.layout, config.model
+    mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
+    params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
+    ends = (stage == 0) + (stage == layout.pp - 1)
+    return params + ends * head_params_per_rank(config.vocab, model, mesh)
+
+
+def _tied_embedding_s(topology: Topology, profile: HardwareProfile, config: JobConfig,
+                      stage: int) -> float:
+    """The all-reduce of the tied embedding's gradient between the first and last stage
+    (Megatron-LM's embedding group), on those two stages; 0 elsewhere or with one stage."""
+    from atpsim.parallel.head import head_params_per_rank
+
+    layout = config.layout
+    if config.vocab == 0 or layout.pp == 1 or stage not in (0, layout.pp - 1):
+        return 0.0
+    mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
+    nbytes = head_params_per_rank(config.vocab, config.model, mesh) * config.model.dtype_bytes
+    pairs = [list(pair) for pair in layout.send_pairs(0, layout.pp - 1)]
+    return _collective_s(topology, profile, "all_reduce", "ring", pairs, nbytes)
 
 
 def _buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
@@ -285,14 +377,17 @@ def _optimizer_s(profile: HardwareProfile, config: JobConfig, params: float) -> 
 
 
 def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeline,
-                forward: StepResult, backward: StepResult, extra_s: float) -> JobPrediction:
+                cost: Callable[[int, PipelineOp], PassCost]) -> JobPrediction:
+    from atpsim.parallel.head import head_flops
+
     stage = timeline.critical_stage()
     end, t = timeline.stages[stage], timeline.step_time_s
-    passes = config.n_microbatches * config.virtual_stages
-    compute = passes * (forward.compute_time_s + backward.compute_time_s + extra_s)
-    exposed_tp = passes * (forward.exposed_comm_s + backward.exposed_comm_s)
+    spent = sum((cost(stage, op) for op in timeline.pipeline.orders[stage]), NO_COST)
+    compute, exposed_tp = spent.compute_s, spent.exposed_s
     bubble = end.backward_end_s - timeline.pipeline.busy_s(stage)
-    model_flops = replace(config.model, batch=config.global_batch).step_flops()
+
+    whole = replace(config.model, batch=config.global_batch)
+    model_flops = whole.step_flops() + (head_flops(config.vocab, whole) if config.vocab else 0.0)
     hardware_flops = model_flops * (4 / 3 if config.recompute == "full" else 1.0)
     per_gpu = t * config.layout.size
     peak = profile.peak_flops_for(config.model.dtype)

@@ -19,7 +19,8 @@ activations (a 1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards).
   run, each counting the layers of its model chunk (``L / (p·v)``): ``p`` micro-batches of
   ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers' worth interleaved.
 
-Not counted: the embedding and LM head, transient buffers, the CUDA context, fragmentation.
+Not counted: the embedding's and the logits' activations, transient buffers, the CUDA context,
+fragmentation.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Literal
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import layer_dims, params_per_rank
+from atpsim.parallel.head import head_params_per_rank
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.memory import activation_terms, optimizer_bytes_per_param
 from atpsim.parallel.mesh import DeviceMesh
@@ -66,9 +68,11 @@ def job_memory_per_rank(
     zero: int = 0,
     recompute: Recompute = "none",
     sequence_parallel: bool = False,
+    vocab: int = 0,
 ) -> JobMemory:
     """Memory of the busiest rank when *model* (``model.layers`` in all) trains on *layout*
-    with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline."""
+    with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline;
+    with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``)."""
     mesh = _mesh(layout, sequence_parallel)
     if model.layers % (layout.pp * virtual_stages):
         raise SimulationError(f"{model.layers} layers do not split into {layout.pp} stages x "
@@ -76,6 +80,7 @@ def job_memory_per_rank(
     if zero not in (0, 1, 2, 3):
         raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
     params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
+    params += head_params_per_rank(vocab, model, mesh)
     state = params * optimizer_bytes_per_param(model.dtype_bytes)
     shard = layout.dp
     in_flight = layers_in_flight(model.layers, PipelineShape(layout.pp, n_microbatches,

@@ -75,6 +75,19 @@ def test_sequence_parallelism_runs_and_moves_the_same_forward_bytes():
     assert parts(sp) == pytest.approx(sp.iteration_time_s, rel=1e-12)
 
 
+def test_the_vocabulary_adds_the_head_on_the_last_stage_and_its_flops():
+    """GPT-2's 50,257 tokens padded to 51,200 (a multiple of 8·128, as Megatron-LM pads): the LM
+    head makes the last stage the slowest, and its 6·b·s·h·V FLOPs join the layers'
+    72·b·s·l·h²·(1 + s/6h), a ratio of V/(12·l·h·(1 + s/6h)) (Megatron-LM's V/(16·l·h) term,
+    whose 96 already counts recomputation)."""
+    plain = job(tp=(8, 1), pp=2, dp=2, global_batch=32)
+    head = job(tp=(8, 1), pp=2, dp=2, global_batch=32, vocab=51200)
+    assert head.iteration_time_s > plain.iteration_time_s
+    flops_ratio = (head.tflops_per_gpu * head.iteration_time_s) / (plain.tflops_per_gpu * plain.iteration_time_s)
+    assert flops_ratio == pytest.approx(1 + 51200 / (12 * 24 * 2048 * (1 + 2048 / (6 * 2048))), rel=1e-12)
+    assert parts(head) == pytest.approx(head.iteration_time_s, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "kwargs,key",
     [
@@ -84,6 +97,7 @@ def test_sequence_parallelism_runs_and_moves_the_same_forward_bytes():
         ({"tp": (8, 1), "zero": 3}, "zero"),
         ({"tp": (8, 1), "recompute": "half"}, "recompute"),
         ({"tp": (4, 2), "sequence_parallel": True}, "sequence_parallel"),
+        ({"tp": (8, 1), "vocab": 50257}, "vocab"),
     ],
 )
 def test_bad_jobs_name_their_key(kwargs, key):

@@ -38,6 +38,10 @@ def test_hand_count_of_one_configuration():
     assert got.total_bytes == 4 * 12_614_656 + 3 * 12_614_656 + 8 * 27_279_360
 
 
+def test_the_embedding_shard_sits_on_the_first_stage():
+    assert memory(vocab=32768).params_per_rank == 12_614_656 + 32768 * 1024 / 4
+
+
 def test_activations_are_korthikantis_sbh_formula():
     """sbh(10 + 24/t + 5as/(ht)) plus the LayerNorm statistics, per layer and micro-batch."""
     s, b, h, a, t = 512, 2, 1024, 16, 4
