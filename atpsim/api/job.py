@@ -40,6 +40,7 @@ from atpsim.engine.step.pipeline import TransferTime
 from atpsim.engine.step.run import StepResult, simulate_program
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import build_pass_program, params_per_rank
+from atpsim.parallel.job_memory import JobMemory
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineOp, PipelineShape, stage_orders
@@ -105,6 +106,8 @@ class JobPrediction:
     pipeline_bubble_s: float
     other_s: float
     n_microbatches: int
+    memory_per_rank_bytes: float
+    fits_memory: bool
     timeline: JobTimeline
 
 
@@ -376,6 +379,20 @@ def _optimizer_s(profile: HardwareProfile, config: JobConfig, params: float) -> 
     return compute_time_s(op, profile, config.model.dtype)
 
 
+def job_memory(config: JobConfig) -> JobMemory:
+    """The busiest rank's memory for *config* (weights, gradients, optimizer state with ZeRO,
+    activations of the micro-batches in flight with recomputation and sequence parallelism)."""
+    from atpsim.parallel.job_memory import job_memory_per_rank
+
+    return job_memory_per_rank(
+        config.model, config.layout, micro_batch=config.micro_batch,
+        n_microbatches=config.n_microbatches, schedule=config.schedule,
+        virtual_stages=config.virtual_stages, zero=config.zero,
+        recompute=config.recompute,  # type: ignore[arg-type]
+        sequence_parallel=config.sequence_parallel, vocab=config.vocab,
+    )  # fmt: skip
+
+
 def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeline,
                 cost: Callable[[int, PipelineOp], PassCost]) -> JobPrediction:
     from atpsim.parallel.head import head_flops
@@ -392,6 +409,7 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
     per_gpu = t * config.layout.size
     peak = profile.peak_flops_for(config.model.dtype)
     other = t - compute - exposed_tp - bubble - end.exposed_sync_s
+    memory = job_memory(config).total_bytes
     return JobPrediction(
         iteration_time_s=t,
         samples_per_s=config.global_batch / t,
@@ -404,5 +422,7 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
         pipeline_bubble_s=bubble,
         other_s=other,
         n_microbatches=config.n_microbatches,
+        memory_per_rank_bytes=memory,
+        fits_memory=memory <= profile.memory_capacity_bytes,
         timeline=timeline,
     )

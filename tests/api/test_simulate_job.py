@@ -30,6 +30,17 @@ def test_the_breakdown_adds_up_to_the_iteration(layout):
     assert p.samples_per_s == pytest.approx(32 / p.iteration_time_s)
 
 
+def test_memory_is_the_job_memory_of_the_first_stage():
+    from atpsim.api.job import JobConfig, job_memory
+    from atpsim.parallel.layout import ParallelLayout
+    from atpsim.parallel.mesh import DeviceMesh
+
+    p = job(tp=(8, 1), pp=2, dp=2, global_batch=32, zero=1, recompute="selective")
+    config = JobConfig(MODEL, ParallelLayout(DeviceMesh(8, 1), 2, 2), 1, 32, zero=1, recompute="selective")
+    assert p.memory_per_rank_bytes == job_memory(config).total_bytes
+    assert p.fits_memory  # 1.3B on 32 A100-80GB
+
+
 def test_the_bubble_is_close_to_the_1f1b_closed_form_on_fast_links():
     """TP 2, 4 stages, all in one DGX A100: a send of 8 MB over NVLink (~30 us) is about 0.3%
     of a stage's pass, so the bubble is (p - 1)/(m + p - 1) of the pipeline within a few %.
