@@ -43,7 +43,8 @@ class CommOp:
     reduce's destination (0 for the other collectives)."""
 
     name: str
-    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"]
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                        "all_to_all"]
     dim: int
     bytes: float
     root: int = 0
