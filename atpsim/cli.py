@@ -7,10 +7,13 @@ matplotlib imports that ``atpsim run`` needs.
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
 import click
 
 from atpsim import __version__
+from atpsim.commands._common import EXIT_INTERRUPTED, exit_codes_help, reader_gone
 
 #: command name -> module in atpsim.commands whose ``command`` attribute is the click command.
 COMMAND_MODULES = {
@@ -25,7 +28,31 @@ COMMAND_MODULES = {
 
 
 class LazyGroup(click.Group):
-    """A click group that imports a command's module only when the command is asked for."""
+    """A click group that imports a command's module only when the command is asked for, and
+    whose usage errors (a bad option value, a missing argument) read as one line, exit 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        main: Any = super().main
+        if not kwargs.pop("standalone_mode", True):
+            return main(*args, standalone_mode=False, **kwargs)
+        try:
+            result = main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as error:
+            error.show()  # bare `atpsim` or `atpsim topo`: the help, as click prints it
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            ctx = getattr(error, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx else ""
+            hint = f" (see '{ctx.command_path} --help')" if ctx else ""
+            message = " ".join(error.format_message().split())
+            click.echo(f"atpsim: error: {where}{message}{hint}", err=True)
+            sys.exit(error.exit_code)
+        except BrokenPipeError:
+            reader_gone()
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("atpsim: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(result if isinstance(result, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
@@ -36,10 +63,24 @@ class LazyGroup(click.Group):
             return None
         module = importlib.import_module(f"atpsim.commands.{module_name}")
         command: click.Command = module.command
+        _add_exit_codes(command)
         return command
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _add_exit_codes(command: click.Command) -> None:
+    """Every command's ``--help`` ends with the exit statuses (a group's subcommands too)."""
+    if not command.epilog:
+        command.epilog = exit_codes_help()
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _add_exit_codes(sub)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_codes_help(),
+)
 @click.version_option(__version__, prog_name="atpsim")
 def main() -> None:
     """Simulate adaptive tensor parallelism (ATP) on GPU interconnects."""

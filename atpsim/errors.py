@@ -8,10 +8,36 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
+
+#: The exit statuses of every command, as ``atpsim --help`` lists them.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_WORKER_DIED = 4
+EXIT_OUT_OF_MEMORY = 5
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "success"),
+    (EXIT_FAILED, "ran, but some sweep points failed or a validation missed its tolerance"),
+    (EXIT_BAD_INPUT, "bad input: a file, key or option (also a request over a size limit)"),
+    (EXIT_INTERNAL, "internal error (a bug; ATPSIM_TRACEBACK=1 shows the traceback)"),
+    (EXIT_WORKER_DIED, "a worker process died (killed or out of memory); --resume continues"),
+    (EXIT_OUT_OF_MEMORY, "this machine ran out of memory"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); `run --resume` continues"),
+)
 
 
 class AtpsimError(Exception):
-    """Bad input: a *source* (file or argument), a *key* path inside it, and what was *expected*."""
+    """Bad input: a *source* (file or argument), a *key* path inside it, and what was *expected*.
+
+    *exit_code* is the command's exit status for it: 2 (bad input) unless a subclass says
+    otherwise.
+    """
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, message: str, *, source: str | None = None, key: str | None = None):
         self.message = message
@@ -41,6 +67,21 @@ class SimulationError(AtpsimError):
     """A request the simulator cannot carry out (e.g. an algorithm that does not fit the group)."""
 
 
+class SizeLimitError(AtpsimError):
+    """A request larger than a limit (GPUs, links, flows, sweep points): the message says how
+    big it is and which option or scenario key raises the limit."""
+
+
+class WorkerDiedError(SimulationError):
+    """A sweep's worker process died (killed, out of memory): not bad input, exit 4."""
+
+    exit_code = EXIT_WORKER_DIED
+
+
+class OutputLockedError(AtpsimError):
+    """Another run holds the output folder's lock."""
+
+
 def did_you_mean(name: object, choices: Iterable[object]) -> str:
     """' (did you mean 'x'?)' for the nearest of *choices* to *name*, else the list of valid names.
 
@@ -52,3 +93,41 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     if close:
         return f" (did you mean {close[0]!r}?)"
     return f"; expected one of {sorted(names)}"
+
+
+def describe_os_error(error: OSError | UnicodeError, path: object = None) -> str:
+    """One line for a file-system or decoding *error*: the file, then what went wrong in words
+    (e.g. ``/proc/x: cannot write here (read-only file system)``)."""
+    if isinstance(error, UnicodeError):
+        where = f"{path}: " if path is not None else ""
+        return f"{where}not a UTF-8 text file ({type(error).__name__} at byte {_byte(error)})"
+    name = path if path is not None else (error.filename or "")
+    what = error.strerror or type(error).__name__
+    hint = {
+        "IsADirectoryError": "expected a file, found a folder",
+        "NotADirectoryError": "expected a folder, found a file",
+        "PermissionError": "permission denied",
+        "FileNotFoundError": "no such file or folder",
+    }.get(type(error).__name__, what)
+    return f"{name}: {hint}" + (f" ({what})" if hint != what else "") if name else hint
+
+
+def _byte(error: UnicodeError) -> object:
+    return getattr(error, "start", "?")
+
+
+def read_text(path: object, what: str, error_type: type[AtpsimError] = AtpsimError) -> str:
+    """The UTF-8 text of the file *path* (*what* it is, e.g. 'the scenario file'); a missing,
+    unreadable or binary file, or a folder, is an *error_type* naming the file."""
+    source = str(path)
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise error_type(
+            f"cannot read {what}: expected UTF-8 text, found binary data at byte {error.start}",
+            source=source,
+        ) from None
+    except OSError as error:
+        raise error_type(
+            f"cannot read {what}: {describe_os_error(error, '')}", source=source
+        ) from None

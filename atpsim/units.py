@@ -8,6 +8,7 @@ nccl-tests way ("8", "1K", "1M", "1G", no trailing B) are binary, as nccl-tests 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from atpsim.errors import AtpsimError
 
@@ -67,6 +68,73 @@ def parse_bytes(value: float | int | str) -> float:
     if match is None or scale is None:
         raise AtpsimError(f"expected a size such as '1G', '64MiB' or '1 GB', got {value!r}")
     return number * scale
+
+
+#: Physically sensible ranges: a link between 1 MB/s (slow Ethernet) and 100 TB/s (beyond any
+#: NVLink generation), a latency between 0 and 1 s. Values outside need ``force: true``.
+BANDWIDTH_RANGE_Bps = (1e6, 1e14)
+LATENCY_RANGE_s = (0.0, 1.0)
+
+BANDWIDTH_FORMS = "'25 GB/s', '200 Gb/s', '1.5 GiB/s' or '100 Gbps'"
+TIME_FORMS = "'0.6 us', '5 ms', '100 ns' or '1e-6 s'"
+
+
+def parse_bandwidth_text(value: object, *, force: bool = False) -> float:
+    """Bytes/s from a bandwidth *written by a user* (a YAML value or an option): it must carry
+    its unit, be positive and finite and, unless *force*, lie in :data:`BANDWIDTH_RANGE_Bps`."""
+    expected = f"expected a positive bandwidth such as {BANDWIDTH_FORMS}"
+    bandwidth = _parse_text(parse_bandwidth, value, expected)
+    if not bandwidth > 0:
+        raise AtpsimError(f"{expected}, got {value!r}")
+    _check_range(bandwidth, BANDWIDTH_RANGE_Bps, value, "bandwidth", "1 MB/s to 100 TB/s", force)
+    return bandwidth
+
+
+def parse_time_text(value: object, *, force: bool = False) -> float:
+    """Seconds from a latency *written by a user*: it must carry its unit, be >= 0 and, unless
+    *force*, lie in :data:`LATENCY_RANGE_s`."""
+    expected = f"expected a non-negative time (>= 0) such as {TIME_FORMS}"
+    seconds = _parse_text(parse_time, value, expected)
+    if seconds < 0:
+        raise AtpsimError(f"{expected}, got {value!r}")
+    _check_range(seconds, LATENCY_RANGE_s, value, "latency", "0 s to 1 s", force)
+    return seconds
+
+
+def _parse_text(parse: Callable[[str], float], value: object, expected: str) -> float:
+    """*parse* of *value*, which must be text with a unit (a bare number such as 25, '25' or
+    .inf is an error) and may start with '-' (a negative value, for the caller to refuse)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise AtpsimError(f"{expected}, got {value!r}")
+    if not isinstance(value, str) or _is_number(value):
+        raise AtpsimError(f"a bare number has no unit: {expected}, got {value!r}")
+    text = value.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    try:
+        return sign * parse(text.lstrip("-"))
+    except AtpsimError:
+        raise AtpsimError(f"{expected}, got {value!r}") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_range(
+    si: float, bounds: tuple[float, float], value: object, what: str, text: str, force: bool
+) -> None:
+    low, high = bounds
+    if si != si or si in (float("inf"), float("-inf")):
+        raise AtpsimError(f"expected a finite {what}, got {value!r}")
+    if not force and not low <= si <= high:
+        raise AtpsimError(
+            f"{value!r} is outside the physical range of a {what} ({text}); "
+            "to simulate it anyway add 'force: true' (in a spec string ',force=true')"
+        )
 
 
 def parse_size_range(text: str) -> list[int]:

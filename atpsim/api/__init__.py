@@ -88,8 +88,13 @@ _EXPORTS: dict[str, str] = {
     "build_schedule": "harness",
     "run_collective": "harness",
     # errors
-    "AtpsimError": "harness",
-    "SimulationError": "harness",
+    "AtpsimError": "errors",
+    "SimulationError": "errors",
+    "SizeLimitError": "errors",
+    "WorkerDiedError": "errors",
+    "OutputLockedError": "errors",
+    "EXIT_CODES": "errors",
+    "describe_os_error": "errors",
 }
 
 __all__ = [
@@ -100,6 +105,7 @@ __all__ = [
     "CollectiveSweep",
     "Comparison",
     "DeviceMesh",
+    "EXIT_CODES",
     "FolderFit",
     "JobConfig",
     "JobPrediction",
@@ -107,19 +113,23 @@ __all__ = [
     "LinkFit",
     "ModelConfig",
     "NcclLogFit",
+    "OutputLockedError",
     "Plan",
     "PlanEntry",
     "RunSummary",
     "SimulationError",
+    "SizeLimitError",
     "StepPrediction",
     "SweepInterrupted",
     "Topology",
     "Validation",
+    "WorkerDiedError",
     "build_schedule",
     "build_step_program",
     "builders",
     "bus_factor",
     "collective",
+    "describe_os_error",
     "draw_topology",
     "expand_sweep",
     "factorizations",
@@ -178,12 +188,19 @@ if TYPE_CHECKING:
         validate,
     )
     from atpsim.api.collective_sweep import CollectiveRow, CollectiveSweep, collective
-    from atpsim.api.harness import (
+    from atpsim.api.errors import (
+        EXIT_CODES,
         AtpsimError,
+        OutputLockedError,
+        SimulationError,
+        SizeLimitError,
+        WorkerDiedError,
+        describe_os_error,
+    )
+    from atpsim.api.harness import (
         DeviceMesh,
         LayerDims,
         ModelConfig,
-        SimulationError,
         build_schedule,
         build_step_program,
         bus_factor,

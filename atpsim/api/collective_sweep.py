@@ -2,7 +2,11 @@
 
 Columns follow nccl-tests (PERFORMANCE.md): size (bytes), count (elements of *dtype*), time,
 algbw = size / time, busbw = algbw x the op's factor (2(p-1)/p for all-reduce, (p-1)/p for
-reduce-scatter, all-gather and all-to-all, 1 for broadcast). GB/s are 10^9 bytes/s.
+reduce-scatter, all-gather and all-to-all, 1 for broadcast). GB/s are 10^9 bytes/s. Each row
+also says what NCCL would have run (:func:`atpsim.engine.collective.run_nccl`): the algorithm
+(``auto``: NCCL's tuner), the protocol (LL, LL128, Simple; ``none``: bare links, no protocol
+cost) and the channels, and the per-call cost the step simulator adds to every collective (the
+hardware profile's ``collective_overhead_s``), which *time_s* includes.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from atpsim.collectives.registry import check_algorithm, default_algorithm
-from atpsim.engine.collective import run_collective
+from atpsim.collectives.closed_form import bus_factor
+from atpsim.collectives.protocols import check_protocol
+from atpsim.compute.hardware import load_profile
+from atpsim.engine.nccl import nccl_algorithm_names, run_nccl
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
@@ -39,6 +45,10 @@ class CollectiveRow:
     busbw_Bps: float
     path: str
     n_flows: int
+    algorithm: str = ""
+    protocol: str = ""
+    channels: int = 1
+    overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class CollectiveSweep:
     engine: str
     n_gpus: int
     rows: tuple[CollectiveRow, ...]
+    protocol: str = "auto"
 
 
 def parse_groups(text: str, n_available: int) -> tuple[list[list[int]], str]:
@@ -89,8 +100,13 @@ def collective(
     groups: str = "all",
     dtype: str = "float",
     engine: str = "auto",
+    protocol: str = "auto",
+    channels: int | None = None,
 ) -> CollectiveSweep:
-    """Simulate *op* by *algorithm* (default: the op's default, ring for all-reduce) on
+    """Simulate *op* by *algorithm* (default ``auto``: what NCCL's tuner picks; ``ring`` is
+    NCCL's channel rings, one per NIC; ``ring-rank-order`` one ring in rank order) with
+    *protocol* (``auto``, LL, LL128, Simple, or ``none`` for bare links) on *channels*
+    channels (default: one per NIC rail) on
     *topology* for every buffer size in *sizes* (bytes per rank, nccl-tests' convention): a
     number, a size string (``"1 GiB"``, ``"64MB"``, nccl-tests' ``"1G"`` = 2^30), a doubling
     range ``"MIN:MAX"`` or a sequence of sizes. *devices* uses the first N GPUs (and sizes a
@@ -104,8 +120,14 @@ def collective(
     >>> round(sweep.rows[0].busbw_Bps / 1e9, 1) > 0
     True
     """
-    algorithm = algorithm or default_algorithm(op)
-    check_algorithm(op, algorithm)
+    algorithm = algorithm or "auto"
+    if algorithm not in nccl_algorithm_names(op):
+        valid = nccl_algorithm_names(op)
+        raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
+                              f"{did_you_mean(algorithm, valid)}", key="--algorithm")
+    check_protocol(protocol, key="--protocol")
+    if channels is not None and (isinstance(channels, bool) or channels < 1):
+        raise SimulationError(f"expected a channel count >= 1, got {channels!r}", key="--channels")
     if dtype not in DTYPE_BYTES:
         raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", key="--dtype")
     spec = topology if isinstance(topology, str) else dict(topology)
@@ -114,9 +136,12 @@ def collective(
         raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", key="--devices")
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
     p = len(group_list[0])
-    rows = tuple(_row(topo, op, algorithm, group_list, size, DTYPE_BYTES[dtype], engine)
+    overhead_s = load_profile(topo.meta.get("hardware", "a100-sxm4-80gb")).collective_overhead_s
+    call = _Call(op, algorithm, protocol, channels, engine, overhead_s)
+    rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
                  for size in buffer_sizes(sizes))  # fmt: skip
-    return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus, rows)
+    return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus,
+                           rows, protocol)
 
 
 def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
@@ -128,17 +153,37 @@ def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
     return [int(parse_bytes(s)) for s in sizes]
 
 
-def _row(topo: Topology, op: str, algorithm: str, groups: list[list[int]], size: int,
-         element_bytes: int, engine: str) -> CollectiveRow:
-    result = run_collective(topo, op, algorithm, groups, float(size), engine=engine)
+@dataclass(frozen=True)
+class _Call:
+    """What every row of a sweep runs: *op* by *algorithm* with *protocol* on *channels*
+    through *engine*, plus the profile's per-call *overhead_s*."""
+
+    op: str
+    algorithm: str
+    protocol: str
+    channels: int | None
+    engine: str
+    overhead_s: float
+
+
+def _row(topo: Topology, call: _Call, groups: list[list[int]], size: int,
+         element_bytes: int) -> CollectiveRow:
+    ran = run_nccl(topo, call.op, call.algorithm, groups, float(size), protocol=call.protocol,
+                   channels=call.channels, engine=call.engine)
     p = len(groups[0])
-    moved = result.time_s > 0
+    moved = ran.time_s > 0
+    time_s = ran.time_s + (call.overhead_s if moved else 0.0)
+    algbw = size / time_s if moved else 0.0
     return CollectiveRow(
         size_bytes=int(size),
         count=int(size) // element_bytes,
-        time_s=result.time_s,
-        algbw_Bps=result.algbw_Bps(size) if moved else 0.0,
-        busbw_Bps=result.busbw_Bps(op, p, size) if moved else 0.0,
-        path=result.path,
-        n_flows=result.n_flows,
+        time_s=time_s,
+        algbw_Bps=algbw,
+        busbw_Bps=algbw * bus_factor(call.op, p),
+        path=ran.path,
+        n_flows=ran.n_flows,
+        algorithm=ran.algorithm,
+        protocol=ran.protocol,
+        channels=ran.channels,
+        overhead_s=call.overhead_s,
     )

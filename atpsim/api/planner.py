@@ -9,6 +9,7 @@ Eq. 2-4) would have chosen.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -17,11 +18,14 @@ from typing import Any
 from atpsim.api.point import simulate_point
 from atpsim.api.step import DEFAULT_HARDWARE, StepPrediction
 from atpsim.compute.models import ModelConfig, model_preset
-from atpsim.errors import SimulationError
+from atpsim.errors import AtpsimError, SimulationError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.scenario.point import SweepPoint
+from atpsim.sweep.estimate import long_sweep_warning
 
 #: Eq. 2's calibrated B1, B2 per mesh (d1, d2), bytes/s.
+log = logging.getLogger(__name__)
+
 Calibration = Mapping[tuple[int, int], Mapping[str, float]]
 CALIBRATIONS = ("auto", "none", "paper-ic1")
 
@@ -99,24 +103,66 @@ def plan(
     >>> (best.mesh.d1, best.mesh.d2)
     (2, 4)
     """
+    from atpsim.collectives.registry import check_algorithm
     from atpsim.topology.spec import load_topology, topology_label
 
-    config = model if isinstance(model, ModelConfig) else model_preset(model)
+    _check_plan_options(devices, chunks)
+    try:
+        check_algorithm("all_reduce", algorithm)
+    except AtpsimError as error:
+        raise SimulationError(error.message, key="--algorithm") from None
+    config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "--model")
+    _check_names(hardware, placement)
     chosen = _calibration(calibration, topology)
     topo = load_topology(topology, n_gpus=devices, source=f"--topology {topology}")
     n = devices or topo.n_gpus
     profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
     label = topology_label(topology)
-    entries = []
+    candidates = []
     for mesh in factorizations(n):
         placed = DeviceMesh(mesh.d1, mesh.d2, placement)
         calibrated = None if chosen is None else chosen.get((mesh.d1, mesh.d2))
         for chunk in chunks:
             point = SweepPoint("plan", topology, label, n, profile, config, placed, chunk, algorithm, "des")
-            entries.append(_entry(point, chosen is None or calibrated is not None, calibrated))
+            candidates.append((point, calibrated))
+    warning = long_sweep_warning([p for p, _ in candidates] * 2, 1, "plan", "fewer --devices or --chunks shorten it")
+    if warning:
+        log.warning(warning)
+    entries = [_entry(point, chosen is None or calibrated is not None, calibrated) for point, calibrated in candidates]
     entries.sort(key=lambda e: (e.des.step_time_s, e.mesh.d2, e.chunks))
     note = "paper's calibrated B1, B2 (Section 5.3)" if chosen else "derived from the topology's matrix"
+    if chosen and topology != "ic1":
+        note = f"IC1's calibrated B1, B2 (paper Section 5.3) applied to {label}, another machine"
+        log.warning("--calibration %s: %s; 'auto' derives them from %s", calibration, note, label)
     return Plan(label, n, config, profile, algorithm, tuple(entries), note)
+
+
+def _keyed(fn: Any, value: Any, key: str) -> Any:
+    """*fn(value)*, its error naming the option *key*."""
+    try:
+        return fn(value)
+    except AtpsimError as error:
+        raise SimulationError(error.message, key=key) from None
+
+
+def _check_names(hardware: str | None, placement: str) -> None:
+    from atpsim.compute.hardware import profile_names
+    from atpsim.errors import did_you_mean
+    from atpsim.parallel.mesh import placement_names
+
+    if hardware is not None and hardware not in profile_names() and not hardware.endswith((".yaml", ".yml")):
+        raise SimulationError(f"unknown hardware profile {hardware!r}{did_you_mean(hardware, profile_names())}",
+                              key="--hardware")  # fmt: skip
+    if placement not in placement_names():
+        raise SimulationError(f"unknown placement {placement!r}{did_you_mean(placement, placement_names())}",
+                              key="--placement")  # fmt: skip
+
+
+def _check_plan_options(devices: int | None, chunks: Sequence[int]) -> None:
+    if devices is not None and (isinstance(devices, bool) or devices < 1):
+        raise SimulationError(f"expected a GPU count >= 1, got {devices!r}", key="--devices")
+    if not chunks or any(isinstance(c, bool) or c < 1 for c in chunks):
+        raise SimulationError(f"expected chunk counts >= 1, got {list(chunks)!r}", key="--chunks")
 
 
 def _entry(point: SweepPoint, with_analytic: bool, calibrated: Mapping[str, float] | None) -> PlanEntry:

@@ -16,9 +16,14 @@ import pandas as pd
 from rich.console import Console
 
 from atpsim.api.point import simulate_point
-from atpsim.report.build import SCENARIO_COPY, build_report, rebuild_report
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.report.build import SCENARIO_COPY, build_report
+from atpsim.report.build import rebuild_report as _rebuild_report
 from atpsim.scenario.loader import load_scenario
+from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.sweep import describe_sweep, expand_sweep
+from atpsim.sweep.estimate import long_sweep_warning
+from atpsim.sweep.lock import folder_lock
 from atpsim.sweep.runner import Simulate, SweepInterrupted, run_sweep
 
 __all__ = ["RunSummary", "SweepInterrupted", "expand_sweep", "load_scenario", "rebuild_report",
@@ -65,6 +70,7 @@ def run_scenario(
     *,
     jobs: int = 1,
     resume: bool = False,
+    fresh: bool = False,
     progress: bool = True,
     console: Console | None = None,
     simulate: Simulate | None = None,
@@ -73,23 +79,53 @@ def run_scenario(
     """Run the scenario in *path* into *out_dir* (default ``reports/<name>/``): results.csv
     (+ .parquet), scenario.yaml, report.md, report.html and figures/. *announce* receives the
     sweep's description before it runs. Raises ScenarioError for a bad scenario (before
-    simulating anything) and SweepInterrupted on Ctrl-C."""
+    simulating anything), OutputLockedError while another run writes *out_dir*, and
+    SweepInterrupted on Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set
+    aside (*fresh*); with neither, the run is refused rather than lose them."""
     scenario = load_scenario(path, expand=False)
     points = expand_sweep(scenario)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     announce(describe_sweep(scenario, points))
+    warning = long_sweep_warning(points, jobs)
+    if warning:
+        log.warning(warning)
+    _warn_uneven_heads(points)
     parquet = "parquet" in scenario.output.formats
-    frame = run_sweep(
-        points,
-        out,
-        jobs=jobs,
-        resume=resume,
-        simulate=simulate or simulate_point,
-        progress=progress,
-        console=console,
-        parquet=parquet,
-    )
-    shutil.copyfile(path, out / SCENARIO_COPY)
-    text = (out / SCENARIO_COPY).read_text(encoding="utf-8")
-    files = [out / "results.csv", *build_report(out, frame, text)]
+    with folder_lock(out):
+        frame = run_sweep(
+            points,
+            out,
+            jobs=jobs,
+            resume=resume,
+            fresh=fresh,
+            simulate=simulate or simulate_point,
+            progress=progress,
+            console=console,
+            parquet=parquet,
+        )
+        shutil.copyfile(path, out / SCENARIO_COPY)
+        text = (out / SCENARIO_COPY).read_text(encoding="utf-8")
+        files = [out / "results.csv", *build_report(out, frame, text)]
     return RunSummary(out, frame, files)
+
+
+def _warn_uneven_heads(points: list[SweepPoint]) -> None:
+    """Flag the points whose attention heads do not divide over the mesh: the simulator splits
+    the attention core's work evenly anyway, which no real run can do."""
+    uneven = [p for p in points if isinstance(p.shape, DeviceMesh) and p.model.heads % p.shape.size]
+    if uneven:
+        first = uneven[0]
+        log.warning(
+            "%d points put heads that do not divide over the mesh (e.g. %d heads on %s): the "
+            "attention core is split evenly anyway, an approximation; the report says which",
+            len(uneven), first.model.heads, first.shape,
+        )  # fmt: skip
+
+
+def rebuild_report(out_dir: Path | str) -> list[Path]:
+    """Rebuild the report of the run folder *out_dir* from its results.csv and scenario.yaml,
+    holding the folder's lock (so it cannot interleave with a run writing there)."""
+    if not Path(out_dir).is_dir():
+        return _rebuild_report(out_dir)  # its own error names the missing folder
+    with folder_lock(out_dir):
+        return _rebuild_report(out_dir)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from atpsim.analytic.hcm import HierarchicalCommMatrix
+from atpsim.errors import TopologyError
 from atpsim.topology.graph import Topology
 from atpsim.topology.registry import Builder
 from atpsim.topology.summary import RouteSummary, TopologySummary
@@ -33,7 +34,22 @@ def load_topology(spec: TopologySpec | Topology, devices: int | None = None) -> 
     if isinstance(spec, Topology):
         return spec
     source = spec if isinstance(spec, str) else None
-    return load(spec if isinstance(spec, str) else dict(spec), n_gpus=devices, source=source)
+    check_devices(devices)
+    topology = load(spec if isinstance(spec, str) else dict(spec), n_gpus=devices, source=source)
+    if devices is not None and topology.n_gpus != devices:
+        raise TopologyError(
+            f"{topology.name} has {topology.n_gpus} GPUs, fixed by its name or size; leave "
+            f"--devices out, or name a builder without a size (e.g. 'torus') or a scalable "
+            f"preset (e.g. 'ic5'), got {devices}",
+            key="--devices",
+        )
+    return topology
+
+
+def check_devices(devices: int | None, key: str = "--devices") -> None:
+    """*devices* is None (the topology's own size) or a GPU count >= 1."""
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+        raise TopologyError(f"expected a GPU count >= 1, got {devices!r}", key=key)
 
 
 def topology_summary(spec: TopologySpec | Topology, devices: int | None = None) -> TopologySummary:

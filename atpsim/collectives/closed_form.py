@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from atpsim.collectives.broadcast import chain_chunks
+from atpsim.collectives.nvls import nvls_time_s
 from atpsim.collectives.rabenseifner import bit_reverse, core_layout, piece_layout
 from atpsim.collectives.registry import check_algorithm
 from atpsim.errors import SimulationError
@@ -34,6 +35,8 @@ def collective_time_s(
         return (p - 1) * (a + n / p / b)  # p-1 steps of n/p
     if algorithm == "ring" and op == "all_reduce":
         return 2 * (p - 1) * (a + n / p / b)  # reduce-scatter + all-gather
+    if algorithm == "nvls":
+        return nvls_time_s(p, n, b, a)  # n up and n down each GPU link, at once
     if algorithm == "bidirectional-ring":
         return _bidirectional(op, p, n, b, a)
     if algorithm == "rabenseifner":

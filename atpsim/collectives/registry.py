@@ -15,6 +15,7 @@ import numpy as np
 
 from atpsim.collectives.all_to_all import pairwise_all_to_all
 from atpsim.collectives.broadcast import binomial_broadcast, ring_broadcast
+from atpsim.collectives.nvls import nvls_all_reduce
 from atpsim.collectives.rabenseifner import (
     rabenseifner_all_gather,
     rabenseifner_all_reduce,
@@ -47,6 +48,9 @@ _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
     "reduce": {"ring": ring_reduce, "binomial": binomial_reduce},
     "all_to_all": {"pairwise": pairwise_all_to_all},
 }
+#: Patterns valid by name but not listed: planned for one topology (channel rings, trees) and
+#: NVLS, which only NVSwitch machines run (atpsim.engine.nccl checks).
+_PLANNED: dict[str, dict[str, PatternFn]] = {"all_reduce": {"nvls": nvls_all_reduce}}
 _DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
              "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise"}
 
@@ -62,6 +66,17 @@ def register_algorithm(op: str, name: str) -> Callable[[PatternFn], PatternFn]:
     return decorate
 
 
+def register_planned(op: str, name: str, fn: PatternFn) -> str:
+    """Register *fn*, a pattern planned for one topology and set of groups (e.g. NCCL's
+    channel rings, :mod:`atpsim.collectives.channels`), as algorithm *name* of *op*: valid
+    wherever a name is taken, but not listed by :func:`algorithm_names`. Returns *name*."""
+    table = _PLANNED.setdefault(op, {})
+    if name not in table:
+        table[name] = fn
+        pattern.cache_clear()
+    return name
+
+
 def op_names() -> list[str]:
     """Collective operations, in a fixed order."""
     return list(_ALGORITHMS)
@@ -71,7 +86,8 @@ def algorithm_names(op: str | None = None) -> list[str]:
     """Algorithm names valid for *op*, or for any op when *op* is None (sorted)."""
     if op is None:
         return sorted({name for table in _ALGORITHMS.values() for name in table})
-    return sorted(_table(op))
+    _table(op)
+    return sorted(_ALGORITHMS[op])
 
 
 def default_algorithm(op: str) -> str:
@@ -83,7 +99,7 @@ def default_algorithm(op: str) -> str:
 def _table(op: str) -> dict[str, PatternFn]:
     if op not in _ALGORITHMS:
         raise SimulationError(f"unknown collective {op!r}{did_you_mean(op, _ALGORITHMS)}")
-    return _ALGORITHMS[op]
+    return {**_ALGORITHMS[op], **_PLANNED.get(op, {})}
 
 
 def check_algorithm(op: str, algorithm: str) -> None:
@@ -91,7 +107,7 @@ def check_algorithm(op: str, algorithm: str) -> None:
     table = _table(op)
     if algorithm not in table:
         raise SimulationError(
-            f"unknown algorithm {algorithm!r} for {op}{did_you_mean(algorithm, table)}"
+            f"unknown algorithm {algorithm!r} for {op}{did_you_mean(algorithm, _ALGORITHMS[op])}"
         )
 
 

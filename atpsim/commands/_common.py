@@ -1,28 +1,165 @@
-"""What every command shares: turning library errors into one line and exit code 2."""
+"""What every command shares: turning any failure into one line on stderr and its exit code.
+
+Bad input (an :class:`AtpsimError`, an unreadable or undecodable file, a folder where a file
+belongs) exits 2; running out of memory exits 5; anything else is a bug and exits 3 with one
+line (``ATPSIM_TRACEBACK=1`` re-raises it for the traceback). ``atpsim --help`` lists the codes.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import logging
+import os
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-from atpsim.api import AtpsimError
+from atpsim.api import EXIT_CODES, AtpsimError, describe_os_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_INTERNAL = 3
+EXIT_OUT_OF_MEMORY = 5
+EXIT_INTERRUPTED = 130
+
+
+MEMORY_ENV = "ATPSIM_MAX_MEMORY"
+#: The share of this machine's RAM one atpsim process may use unless ATPSIM_MAX_MEMORY says.
+MEMORY_SHARE = 0.8
+
+
+def exit_codes_help() -> str:
+    """The exit statuses and the limits as a help epilog, one per line."""
+    lines = [f"{code:>4}  {text}" for code, text in EXIT_CODES]
+    limits = (
+        "Limits: a topology of more than 65,536 GPUs is refused (ATPSIM_MAX_GPUS raises it); "
+        f"a process stops with exit 5 past {MEMORY_ENV} bytes of memory (default "
+        f"{MEMORY_SHARE:.0%} of this machine's RAM), before the machine itself runs out."
+    )
+    return "Exit status:\n\n\b\n" + "\n".join(lines) + "\n\n" + limits
+
+
+def cap_memory() -> int | None:
+    """Lower this process's soft data limit to ``ATPSIM_MAX_MEMORY`` bytes (default 80% of
+    RAM), so an oversized request fails with MemoryError (one line, exit 5) rather than
+    waking the kernel's OOM killer. Returns the cap, or None where it cannot be set."""
+    try:
+        import resource
+
+        cap = _memory_cap()
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        if cap is None or (hard != resource.RLIM_INFINITY and cap > hard):
+            return None
+        if soft == resource.RLIM_INFINITY or cap < soft:
+            resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+        return cap
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def _memory_cap_or_none() -> int | None:
+    try:
+        return _memory_cap()
+    except AtpsimError:
+        return None
+
+
+def _memory_cap() -> int | None:
+    text = os.environ.get(MEMORY_ENV)
+    if text:
+        try:
+            value = int(float(text))
+        except ValueError:
+            value = 0
+        if value < 2**28:
+            raise AtpsimError(f"expected a byte count >= 268435456 (256 MiB), got {text!r}", key=MEMORY_ENV)
+        return value
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return int(pages * page_size * MEMORY_SHARE)
+
 
 def clean_errors(fn: F) -> F:
-    """Run *fn*; an :class:`AtpsimError` becomes ``atpsim: <message>`` on stderr and exit 2."""
+    """Run *fn*; every failure but click's own becomes ``atpsim: ...`` on stderr and an exit
+    code: 2 for bad input (the library's errors, file-system and decoding errors), 5 when
+    memory runs out, 3 for an internal error."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out_of_memory = False
         try:
+            cap_memory()
             return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
         except AtpsimError as error:
-            click.echo(f"atpsim: error: {error.format()}", err=True)
-            sys.exit(2)
+            _fail(f"error: {error.format()}", error.exit_code)
+        except BrokenPipeError:
+            reader_gone()
+        except (OSError, UnicodeError) as error:
+            _fail(f"error: {describe_os_error(error)}", 2)
+        except MemoryError:
+            out_of_memory = True  # reported below, once the traceback's frames are freed
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # the last net: a bug must still read as one line
+            if os.environ.get("ATPSIM_TRACEBACK"):
+                raise
+            _internal_error(error)
+        if out_of_memory:
+            _out_of_memory()
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def warnings_to_stderr() -> Iterator[None]:
+    """While the block runs, atpsim's warnings print as ``atpsim: warning: ...`` lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("atpsim: warning: %(message)s"))
+    logger = logging.getLogger("atpsim")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def reader_gone() -> NoReturn:
+    """The reader of stdout closed it (``atpsim topo show ic5 | head``): stop quietly, with
+    stdout pointed at /dev/null so the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+def _out_of_memory() -> NoReturn:
+    gc.collect()
+    cap = _memory_cap_or_none()
+    limit = f" (the limit is {cap / 1e9:.1f} GB, {MEMORY_ENV})" if cap else ""
+    _fail(
+        f"error: out of memory{limit}: the request is too large for this machine; ask for "
+        "fewer GPUs, sizes or points",
+        EXIT_OUT_OF_MEMORY,
+    )
+
+
+def _internal_error(error: Exception) -> NoReturn:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    _fail(
+        f"internal error: {text[:300]} (a bug; rerun with ATPSIM_TRACEBACK=1 for the "
+        "traceback and report it)",
+        EXIT_INTERNAL,
+    )
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"atpsim: {message}", err=True)
+    sys.exit(code)

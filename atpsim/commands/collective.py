@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 import sys
+from dataclasses import asdict
 
 import click
 
@@ -11,12 +13,19 @@ from atpsim.api import CollectiveSweep, collective
 from atpsim.commands._common import clean_errors
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
+HEADER = ["topology", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
+          "count", "time_us", "algbw_GBps", "busbw_GBps", "overhead_us", "engine", "n_flows"]
 
 
 @click.command("collective")
 @click.option("--topology", "-t", required=True, help="Preset, builder spec (torus:32x32) or YAML file.")
 @click.option("--op", type=click.Choice(OPS), default="all_reduce", show_default=True)
-@click.option("--algorithm", "-a", default=None, help="ring, bidirectional-ring, rabenseifner, ... (default: ring; pairwise for all_to_all).")
+@click.option("--algorithm", "-a", default=None,
+              help="auto (NCCL's choice; default), ring (NCCL's channel rings, one per NIC), "
+                   "ring-rank-order, bidirectional-ring, rabenseifner, ...")
+@click.option("--protocol", "-p", default="auto", show_default=True,
+              help="LL, LL128, Simple, auto (NCCL's tuner) or none (bare links, no protocol cost).")
+@click.option("--channels", "-c", type=int, default=None, help="Channels (rings); default one per NIC rail.")
 @click.option("--bytes", "sizes", default="8:1G", show_default=True, help="A size or MIN:MAX doubling (nccl-tests units: 1G = 2^30).")
 @click.option("--devices", "-n", type=int, default=None, help="Use the first N GPUs (sizes a scalable topology).")
 @click.option("--groups", default="all", show_default=True, help="all | dim1:D1xD2 | dim2:D1xD2")
@@ -24,13 +33,19 @@ OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all
 @click.option("--engine", type=click.Choice(["auto", "reference", "longest-path"]), default="auto", show_default=True,
               help="auto: exact shortcuts where they apply; reference: the plain event run; longest-path: fail where it is not exact.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print a CSV table instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON instead.")
 @clean_errors
-def command(topology: str, op: str, algorithm: str | None, sizes: str, devices: int | None,
-            groups: str, dtype: str, engine: str, as_csv: bool) -> None:
-    """Simulate a collective over buffer sizes and print time, algbw and busbw per size."""
+def command(topology: str, op: str, algorithm: str | None, protocol: str, channels: int | None,
+            sizes: str, devices: int | None, groups: str, dtype: str, engine: str, as_csv: bool,
+            as_json: bool) -> None:
+    """Simulate a collective over buffer sizes and print, per size, time, algbw and busbw, the
+    algorithm, protocol and channels NCCL would use, and the per-call cost the step simulator
+    charges (included in the time)."""
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
-                       dtype=dtype, engine=engine)  # fmt: skip
-    if as_csv:
+                       dtype=dtype, engine=engine, protocol=protocol, channels=channels)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(asdict(sweep), indent=1))
+    elif as_csv:
         _print_csv(sweep)
     else:
         _print_text(sweep)
@@ -38,23 +53,26 @@ def command(topology: str, op: str, algorithm: str | None, sizes: str, devices: 
 
 def _print_csv(sweep: CollectiveSweep) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(["topology", "op", "algorithm", "p", "dtype", "size_bytes", "count", "time_us",
-                     "algbw_GBps", "busbw_GBps", "engine", "n_flows"])  # fmt: skip
+    writer.writerow(HEADER)
     for row in sweep.rows:
-        values = [row.size_bytes, row.count, row.time_s * 1e6, row.algbw_Bps / 1e9,
-                  row.busbw_Bps / 1e9, row.path, row.n_flows]  # fmt: skip
-        writer.writerow([sweep.topology, sweep.op, sweep.algorithm, sweep.p, sweep.dtype] + [
-            f"{v:.6g}" if isinstance(v, float) else v for v in values])
+        values = [sweep.topology, sweep.op, row.algorithm, row.protocol, row.channels, sweep.p,
+                  sweep.dtype, row.size_bytes, row.count, row.time_s * 1e6, row.algbw_Bps / 1e9,
+                  row.busbw_Bps / 1e9, row.overhead_s * 1e6, row.path, row.n_flows]
+        writer.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in values])
 
 
 def _print_text(sweep: CollectiveSweep) -> None:
     click.echo(f"# atpsim collective: {sweep.op} by {sweep.algorithm} on {sweep.topology} ({sweep.n_gpus} GPUs)")
-    click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, engine: {sweep.engine}")
+    click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, protocol: {sweep.protocol}, engine: {sweep.engine}")
+    overhead = sweep.rows[0].overhead_s * 1e6 if sweep.rows else 0.0
+    click.echo(f"# per-call cost (collective_overhead_s, in time): {overhead:.2f} us")
     click.echo("#")
-    click.echo(f"# {'size':>12} {'count':>12} {'type':>8} {'time':>12} {'algbw':>9} {'busbw':>9}  engine")
+    click.echo(f"# {'size':>12} {'count':>12} {'type':>8} {'time':>12} {'algbw':>9} {'busbw':>9}"
+               f" {'algorithm':>16} {'proto':>6} {'ch':>3}  engine")
     click.echo(f"# {'(B)':>12} {'(elements)':>12} {'':>8} {'(us)':>12} {'(GB/s)':>9} {'(GB/s)':>9}")
     for row in sweep.rows:
         click.echo(
             f"  {row.size_bytes:>12} {row.count:>12} {sweep.dtype:>8} {row.time_s * 1e6:>12.2f}"
-            f" {row.algbw_Bps / 1e9:>9.2f} {row.busbw_Bps / 1e9:>9.2f}  {row.path}"
+            f" {row.algbw_Bps / 1e9:>9.2f} {row.busbw_Bps / 1e9:>9.2f} {row.algorithm:>16}"
+            f" {row.protocol:>6} {row.channels:>3}  {row.path}"
         )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.console import Console
 from rich.table import Table
 
 from atpsim.api import CALIBRATIONS, AtpsimError, Plan, PlanEntry, plan, write_trace
-from atpsim.commands._common import clean_errors
+from atpsim.commands._common import clean_errors, warnings_to_stderr
 
 
 def _chunk_list(text: str) -> tuple[int, ...]:
@@ -23,7 +25,7 @@ def _chunk_list(text: str) -> tuple[int, ...]:
 @click.command("plan")
 @click.option("--topology", "-t", required=True, help="Preset, builder spec (torus:8x8) or YAML file.")
 @click.option("--model", "-m", "model_name", default="M2", show_default=True, help="M1..M4.")
-@click.option("--devices", "-n", type=int, default=None, help="GPUs (default: all of the topology).")
+@click.option("--devices", "-n", type=click.IntRange(min=1), default=None, help="GPUs (default: all of the topology).")
 @click.option("--chunks", default="1", show_default=True, help="Chunk counts to try, e.g. 1,2,4.")
 @click.option("--algorithm", default="ring", show_default=True, help="All-reduce algorithm.")
 @click.option("--hardware", default=None, help="Hardware profile (default: the topology's).")
@@ -35,9 +37,13 @@ def _chunk_list(text: str) -> tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time."""
-    ranked = plan(topology, model_name, devices=devices, chunks=_chunk_list(chunks),
-                  algorithm=algorithm, hardware=hardware, placement=placement,
-                  calibration=calibration)  # fmt: skip
+    if trace_path and not Path(trace_path).resolve().parent.is_dir():
+        raise AtpsimError(f"no folder to write the trace into: {Path(trace_path).parent}",
+                          key="--trace")  # fmt: skip
+    with warnings_to_stderr():
+        ranked = plan(topology, model_name, devices=devices, chunks=_chunk_list(chunks),
+                      algorithm=algorithm, hardware=hardware, placement=placement,
+                      calibration=calibration)  # fmt: skip
     _print_plan(ranked)
     if trace_path:
         best = ranked.des_choice

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.logging import RichHandler
 
-from atpsim.api import RunSummary, SweepInterrupted, run_scenario
+from atpsim.api import AtpsimError, RunSummary, SweepInterrupted, run_scenario
 from atpsim.commands._common import clean_errors
 
 EXIT_FAILED_POINTS = 1
@@ -41,16 +41,23 @@ EXIT_INTERRUPTED = 130
     is_flag=True,
     help="Keep the points an interrupted run finished; simulate only the rest.",
 )
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start over: set an interrupted run's rows aside (results.partial.discarded.csv).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @clean_errors
 def command(
-    scenario: Path, out_dir: Path | None, jobs: int, resume: bool, no_progress: bool
+    scenario: Path, out_dir: Path | None, jobs: int, resume: bool, fresh: bool, no_progress: bool
 ) -> None:
     """Run the sweep of SCENARIO (a YAML file) and write results.csv and the report.
 
-    Exit status: 0 when every point was simulated, 1 when some failed (their rows say why),
-    2 for a bad scenario, 130 when interrupted (rerun with --resume to continue).
+    One run writes a folder at a time (a second is refused, naming the first one's pid). An
+    interrupted run's rows are kept: continue with --resume, or start over with --fresh.
     """
+    if resume and fresh:
+        raise AtpsimError("give --resume or --fresh, not both", key="--fresh")
     console = Console(stderr=True)
     with _logging_to(console):
         try:
@@ -59,6 +66,7 @@ def command(
                 out_dir,
                 jobs=jobs,
                 resume=resume,
+                fresh=fresh,
                 progress=not no_progress,
                 console=console,
                 announce=click.echo,

@@ -24,7 +24,10 @@ def command() -> None:
 
 @command.command("show")
 @click.argument("topology")
-@click.option("--devices", "-n", type=int, default=None, help="Size a scalable preset or builder.")
+@click.option(
+    "--devices", "-n", type=click.IntRange(min=1), default=None,
+    help="Size a scalable preset or builder.",
+)
 @click.option(
     "--png", "png", type=click.Path(dir_okay=False), default=None, help="Draw the graph to FILE."
 )
@@ -63,7 +66,10 @@ def show(topology: str, devices: int | None, png: str | None) -> None:
 @click.argument("topology")
 @click.argument("src", type=int)
 @click.argument("dst", type=int)
-@click.option("--devices", "-n", type=int, default=None, help="Size a scalable preset or builder.")
+@click.option(
+    "--devices", "-n", type=click.IntRange(min=1), default=None,
+    help="Size a scalable preset or builder.",
+)
 @clean_errors
 def route_(topology: str, src: int, dst: int, devices: int | None) -> None:
     """The links a transfer from GPU SRC to GPU DST crosses on TOPOLOGY."""

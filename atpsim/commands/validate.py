@@ -15,8 +15,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from atpsim.api import Comparison, FolderFit, LinkFit, fit_folder, fit_nccl_log, validate
-from atpsim.commands._common import clean_errors
+from atpsim.api import (
+    AtpsimError,
+    Comparison,
+    FolderFit,
+    LinkFit,
+    fit_folder,
+    fit_nccl_log,
+    validate,
+)
+from atpsim.commands._common import clean_errors, warnings_to_stderr
 
 
 @click.command("validate")
@@ -24,7 +32,8 @@ from atpsim.commands._common import clean_errors
 @click.option("--refit", is_flag=True, help="Fit again even when DIR/fitted/ exists.")
 @click.option("--fit-only", is_flag=True, help="Fit and print the residuals; no comparison.")
 @click.option(
-    "--ranks", type=int, default=None, help="Ranks of an nccl-tests LOG (default: the log's)."
+    "--ranks", type=click.IntRange(min=2), default=None,
+    help="Ranks of an nccl-tests LOG that does not say (default: the log's).",
 )
 @click.option("--placement", type=click.Choice(["out-of-place", "in-place"]),
               default="out-of-place", show_default=True, help="Columns of an nccl-tests LOG.")  # fmt: skip
@@ -33,12 +42,18 @@ def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement
     """Fit DIR's collectives and GEMMs, predict its layers, and compare (or fit a LOG)."""
     console = Console(width=120)
     if Path(path).is_file():
+        if refit or fit_only:
+            raise AtpsimError("--refit and --fit-only apply to a folder, not a LOG file", source=path)
         _fit_log(console, path, ranks, placement)
         return
-    if fit_only:
-        _print_fit(console, fit_folder(path))
-        return
-    result = validate(path, refit=refit)
+    if ranks is not None or placement != "out-of-place":
+        raise AtpsimError("--ranks and --placement apply to an nccl-tests LOG file, not a folder",
+                          source=path)  # fmt: skip
+    with warnings_to_stderr():
+        if fit_only:
+            _print_fit(console, fit_folder(path))
+            return
+        result = validate(path, refit=refit)
     if result.comparison.fit is not None:
         _print_fit(console, result.comparison.fit)
     _print_comparison(console, result.comparison)
@@ -49,8 +64,10 @@ def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement
 
 def _fit_log(console: Console, path: str, ranks: int | None, placement: str) -> None:
     fitted = fit_nccl_log(path, ranks=ranks, placement=placement)
+    for warning in fitted.log.warnings:
+        click.echo(f"atpsim: warning: {path}: {warning}", err=True)
     fit, last = fitted.fit, fitted.log.rows[-1]
-    console.print(
+    click.echo(  # not rich: a long path must not wrap the numbers onto other lines
         f"{path}: {fit.residuals[0].sample.group_size} ranks, ring all-reduce: bandwidth "
         f"{fit.bandwidth_Bps / 1e9:.2f} GB/s (largest-message busbw "
         f"{last.busbw_Bps(placement) / 1e9:.2f} GB/s), latency {fit.latency_s * 1e6:.3f} us "

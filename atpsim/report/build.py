@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
+from atpsim.errors import read_text
 from atpsim.report import chunk_table, figures, tables
 from atpsim.report.data import ok_rows, select_rows
 from atpsim.report.document import (
@@ -84,7 +85,7 @@ def rebuild_report(out_dir: Path | str) -> list[Path]:
     out = Path(out_dir)
     frame = read_results(out)
     scenario = out / SCENARIO_COPY
-    text = scenario.read_text(encoding="utf-8") if scenario.exists() else f"name: {out.name}\n"
+    text = read_text(scenario, "the run's scenario copy") if scenario.exists() else f"name: {out.name}\n"
     return build_report(out, frame, text)
 
 
@@ -96,6 +97,9 @@ def _intro(
     ok = int((frame["status"] == "ok").sum())
     summary = f"{len(frame)} points: {ok} simulated, {len(frame) - ok} failed."
     document.add(Paragraph(summary))
+    uneven = tables.uneven_heads_note(frame)
+    if uneven:
+        document.add(Paragraph(uneven))
     if options.notes:
         document.add(Heading("What the results show"))
         document.add(*(Paragraph(p.strip()) for p in options.notes.split("\n\n") if p.strip()))

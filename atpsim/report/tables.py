@@ -79,3 +79,24 @@ def failures(frame: pd.DataFrame) -> Table | None:
         )
         body.append([str(len(group)), example, fmt(error)])
     return Table(["points", "first point", "error"], body, "Failed points")
+
+
+def uneven_heads_note(frame: pd.DataFrame) -> str | None:
+    """A sentence on the ATP rows whose attention heads do not divide over the mesh (d1·d2),
+    which the simulator splits evenly anyway (``heads_not_divisible_by_mesh`` in
+    :mod:`atpsim.parallel.atp`); None when there are none."""
+    needed = {"heads", "d1", "d2", "status"}
+    if not needed <= set(frame.columns):
+        return None
+    rows = frame[(frame["status"] == "ok") & frame["d1"].notna() & frame["d2"].notna()]
+    size = rows["d1"].astype("int64") * rows["d2"].astype("int64")
+    uneven = rows[(rows["heads"].astype("int64") % size) != 0]
+    if uneven.empty:
+        return None
+    first = uneven.iloc[0]
+    return (
+        f"Note: {len(uneven)} of the {len(rows)} simulated mesh points have attention heads "
+        f"that do not divide over d1·d2 (e.g. {int(first['heads'])} heads on "
+        f"{int(first['d1'])}x{int(first['d2'])}); the simulator splits the attention core's "
+        "work evenly anyway, so those rows approximate a run that would need padded heads."
+    )

@@ -58,7 +58,8 @@ class TopologyEntry(Frozen):
     keys of the mapping are the preset's or builder's parameters, checked by the topology
     layer (bandwidths and latencies are checked here, at any depth, and a name may leave out
     its unit suffix: ``link_bandwidth`` is ``link_bandwidth_Bps``). An optional ``label``
-    names the topology in tables and in ``calibration``."""
+    names the topology in tables and in ``calibration``; ``force: true`` accepts bandwidths
+    and latencies outside their physical range."""
 
     preset: Str | None = None
     builder: Str | None = None
@@ -78,13 +79,18 @@ class TopologyEntry(Frozen):
         if len(kinds) != 1:
             found = f"got {' and '.join(map(repr, kinds))}" if kinds else f"got keys {list(data)}"
             raise invalid(f"expected exactly one of 'preset', 'builder' or 'file'; {found}")
-        params = {str(k): v for k, v in data.items() if k not in (kinds[0], "label")}
+        params = {str(k): v for k, v in data.items() if k not in (kinds[0], "label", "force")}
         if kinds[0] == "file" and params:
             key = next(iter(params))
             raise invalid(
                 f"unknown key {key!r}: a custom topology file takes no parameters", (key,)
             )
-        check_quantities(params, ())
+        force = data.get("force", False)
+        if not isinstance(force, bool):
+            raise invalid(f"expected true or false, got {show(force)}", ("force",))
+        check_quantities(params, (), force)
+        if force and data.get("builder") == "custom":
+            params["force"] = True  # the inline graph is checked again when built
         label = {"label": data["label"]} if "label" in data else {}
         return {kinds[0]: data[kinds[0]], "params": _with_unit_suffixes(params), **label}
 

@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names
-from atpsim.topology.params import bandwidth_param, time_param
+from atpsim.units import parse_bandwidth_text, parse_time_text
 
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
@@ -155,49 +155,45 @@ def reject_unknown_keys(model: type[BaseModel], data: Any) -> Any:
     return data
 
 
-def check_quantities(value: Any, path: KeyPath) -> None:
-    """Every ``*bandwidth*`` / ``*_Bps`` value positive, every ``*latency*`` one >= 0, at any
-    depth of a topology's parameters (e.g. an inline graph's ``links[3].bandwidth``)."""
+def check_quantities(value: Any, path: KeyPath, force: bool = False) -> None:
+    """Every ``*bandwidth*`` / ``*_Bps`` value a bandwidth with its unit, every ``*latency*``
+    one a time with its unit, each in its physical range unless *force*, at any depth of a
+    topology's parameters (e.g. an inline graph's ``links[3].bandwidth``)."""
     if isinstance(value, list):
         for index, item in enumerate(value):
-            check_quantities(item, (*path, index))
+            check_quantities(item, (*path, index), force)
     if not isinstance(value, dict):
         return
     for key, item in value.items():
         name = str(key).lower()
         if "bandwidth" in name or str(key).endswith("_Bps"):
-            check_bandwidth(item, (*path, str(key)))
+            check_bandwidth(item, (*path, str(key)), force)
         elif "latency" in name:
-            check_latency(item, (*path, str(key)))
+            check_latency(item, (*path, str(key)), force)
         else:
-            check_quantities(item, (*path, str(key)))
+            check_quantities(item, (*path, str(key)), force)
 
 
-def check_bandwidth(value: Any, subkey: KeyPath) -> float:
-    """Bytes/s of *value* ('25 GB/s', '200 Gb/s' or a number), which must be positive; read as
-    the topology builders read their bandwidths (:func:`~atpsim.topology.params.bandwidth_param`)."""
-    expected = "expected a positive bandwidth such as '25 GB/s' or '200 Gb/s'"
-    return _check_quantity(bandwidth_param, value, subkey, expected)
+def check_bandwidth(value: Any, subkey: KeyPath, force: bool = False) -> float:
+    """Bytes/s of *value*, which must be written with its unit ('25 GB/s', '200 Gb/s') and lie
+    in the physical range unless *force* (:func:`atpsim.units.parse_bandwidth_text`)."""
+    return _check_quantity(parse_bandwidth_text, value, subkey, force)
 
 
-def check_latency(value: Any, subkey: KeyPath) -> None:
-    """*value* ('1 us', '0.5 ms' or seconds) must be a time >= 0, read as the topology builders
-    read their latencies (:func:`~atpsim.topology.params.time_param`)."""
-    expected = "expected a non-negative time such as '1 us' or '0.5 ms'"
-    _check_quantity(time_param, value, subkey, expected)
+def check_latency(value: Any, subkey: KeyPath, force: bool = False) -> None:
+    """*value* must be a time with its unit ('1 us', '0.5 ms'), >= 0 and in the physical range
+    unless *force* (:func:`atpsim.units.parse_time_text`)."""
+    _check_quantity(parse_time_text, value, subkey, force)
 
 
 def _check_quantity(
-    check: Callable[[Any, str], float], value: Any, subkey: KeyPath, expected: str
+    parse: Callable[..., float], value: Any, subkey: KeyPath, force: bool
 ) -> float:
-    """*check*'s SI value of *value* (a number or a string, not a bool), else one scenario error
-    at *subkey* saying what was *expected*."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise invalid(f"{expected}, got {show(value)}", subkey)
+    """*parse*'s SI value of *value*, else one scenario error at *subkey* saying why."""
     try:
-        return check(value, "")  # its TopologyError gives way to the scenario's message
-    except AtpsimError:
-        raise invalid(f"{expected}, got {show(value)}", subkey) from None
+        return parse(value, force=force)
+    except AtpsimError as error:
+        raise invalid(error.message, subkey) from None
 
 
 def _hardware(value: Any, info: ValidationInfo) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from atpsim.errors import ScenarioError
+from atpsim.errors import ScenarioError, read_text
 from atpsim.scenario.report import ReportSections
 from atpsim.scenario.schema import Scenario, render_key, show
 
@@ -57,12 +57,7 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def read_yaml(path: Path, source: str) -> Any:
     """The YAML document in *path*; a syntax error names its line and column."""
-    try:
-        text = path.read_text()
-    except OSError as error:
-        message = f"cannot read the scenario file: {error.strerror}"
-        raise ScenarioError(message, source=source) from None
-    return parse_yaml(text, source)
+    return parse_yaml(read_text(path, "the scenario file", ScenarioError), source)
 
 
 def parse_yaml(text: str, source: str) -> Any:

@@ -195,6 +195,25 @@ class Scenario(Frozen):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _check_labels(self) -> Scenario:
+        """Two different topologies with one label would give rows no table or figure can
+        tell apart, so a label names one topology."""
+        seen: dict[str, Any] = {}
+        entries: list[tuple[tuple[str | int, ...], TopologyEntry]] = [(("topology", i), t) for i, t in enumerate(self.topologies)]
+        for c, case in enumerate(self.cases or ()):
+            if "topology" in case.model_fields_set:
+                entries += [(("cases", c, "topology", i), t) for i, t in enumerate(case.topology or ())]
+        for loc, entry in entries:
+            label, spec = entry.label(), entry.spec_mapping()
+            if label in seen and seen[label] != spec:
+                raise invalid(
+                    f"label {label!r} already names another topology; give each its own label",
+                    loc,
+                )
+            seen.setdefault(label, spec)
+        return self
+
     @property
     def source(self) -> str | None:
         """The file this scenario was loaded from (None when built in code)."""

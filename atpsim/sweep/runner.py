@@ -12,7 +12,10 @@ Points with equal keys are simulated once and share the row.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -23,7 +26,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from atpsim.errors import AtpsimError, SimulationError
+from atpsim.errors import AtpsimError, WorkerDiedError
 from atpsim.results.io import (
     PARTIAL_CSV,
     RESULTS_CSV,
@@ -38,6 +41,9 @@ from atpsim.scenario.point import SweepPoint, point_columns
 from atpsim.sweep.progress import SweepProgress
 
 log = logging.getLogger(__name__)
+
+#: Where ``fresh=True`` keeps an interrupted run's rows instead of deleting them.
+DISCARDED_CSV = "results.partial.discarded.csv"
 
 Simulate = Callable[[SweepPoint], Mapping[str, Any]]
 
@@ -63,6 +69,7 @@ def run_sweep(
     *,
     jobs: int = 1,
     resume: bool = False,
+    fresh: bool = False,
     simulate: Simulate,
     progress: bool = True,
     console: Console | None = None,
@@ -71,7 +78,7 @@ def run_sweep(
     """Simulate *points* and return the results table (one row per point, in point order) as
     written to ``out_dir/results.csv`` (and ``.parquet``) and read back. *simulate* must be a
     module-level function when *jobs* > 1 (it is pickled to the worker processes).
-    Raises :class:`SweepInterrupted` on Ctrl-C and SimulationError when a worker process
+    Raises :class:`SweepInterrupted` on Ctrl-C and WorkerDiedError when a worker process
     dies, after saving what finished."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,7 +86,7 @@ def run_sweep(
     unique = _unique_points(points)
     done = _load_done(out, partial, unique) if resume else {}
     if not resume:
-        partial.unlink(missing_ok=True)
+        _set_aside(partial, fresh)
     todo = [(i, p) for key, (i, p) in unique.items() if key not in done]
     if done:
         log.info("resuming: %d of %d points already done", len(done), len(unique))
@@ -97,7 +104,7 @@ def run_sweep(
         raise SweepInterrupted(kept, len(unique), partial) from None
     except BrokenProcessPool:
         kept = len(_load_done(out, partial, unique, quiet=True))
-        raise SimulationError(
+        raise WorkerDiedError(
             f"a worker process died (killed, out of memory?) with {kept} of {len(unique)} "
             f"points kept in {partial}; rerun with --resume (and fewer jobs)"
         ) from None
@@ -105,6 +112,23 @@ def run_sweep(
     write_results(out, _final_frame(points, done), parquet=parquet)
     partial.unlink(missing_ok=True)
     return read_results(out / RESULTS_CSV)
+
+
+def _set_aside(partial: Path, fresh: bool) -> None:
+    """Before a run that does not resume: refuse to start over an interrupted run's rows
+    unless *fresh*, which keeps them as ``results.partial.discarded.csv``."""
+    if not partial.exists():
+        return
+    if not fresh:
+        rows = max(sum(1 for _ in partial.open(encoding="utf-8", errors="replace")) - 1, 0)
+        raise AtpsimError(
+            f"holds {rows} rows of an interrupted run; rerun with --resume to keep them, or "
+            "with --fresh to set them aside and start over",
+            source=str(partial),
+        )
+    discarded = partial.with_name(DISCARDED_CSV)
+    partial.replace(discarded)
+    log.warning("set aside the interrupted run's rows in %s", discarded)
 
 
 def _unique_points(points: Sequence[SweepPoint]) -> dict[str, tuple[int, SweepPoint]]:
@@ -155,7 +179,9 @@ def _parallel_results(
 ) -> Generator[dict[str, Any], None, None]:
     """Rows in completion order from a pool of *jobs* worker processes (which ignore SIGINT,
     so Ctrl-C reaches only this process, which stops them)."""
-    executor = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), initializer=_ignore_sigint)
+    executor = ProcessPoolExecutor(
+        max_workers=min(jobs, len(todo)), initializer=_init_worker, initargs=(os.getpid(),)
+    )
     try:
         futures = [executor.submit(simulate_row, simulate, point, index) for index, point in todo]
         for future in as_completed(futures):
@@ -166,8 +192,25 @@ def _parallel_results(
     executor.shutdown(wait=True)
 
 
-def _ignore_sigint() -> None:
+def _init_worker(parent_pid: int) -> None:
+    """A worker ignores SIGINT (the parent stops it) and exits when its parent is gone, however
+    the parent died (a killed run must not leave its workers behind)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+
+
+#: How often (seconds) a worker checks that its parent is alive.
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    os._exit(EXIT_ORPHANED)
+
+
+#: A worker's exit status when its parent died.
+EXIT_ORPHANED = 4
 
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:

@@ -10,7 +10,8 @@ nodes:
 links:
   - {a: g0, b: sw, kind: custom, bandwidth: "25 GB/s", latency: "1 us"}
 ```
-Bandwidths are per direction ("GB/s" = 10^9 bytes/s, "Gb/s" bits); every link is full duplex.
+Bandwidths and latencies carry their unit; values outside 1 MB/s..100 TB/s or 0..1 s need
+``force: true`` at the top. Bandwidths are per direction ("GB/s" = 10^9 bytes/s, "Gb/s" bits); every link is full duplex.
 Errors name the file and the key path (``links[3].bandwidth``).
 """
 
@@ -23,14 +24,14 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from atpsim.errors import AtpsimError, TopologyError, did_you_mean
+from atpsim.errors import AtpsimError, TopologyError, did_you_mean, read_text
 from atpsim.topology.graph import LINK_KINDS, NODE_KINDS, Topology
 from atpsim.topology.params import BuilderParam
 from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import Router, ShortestPathRouter, UpDownRouter
-from atpsim.units import parse_bandwidth, parse_time
+from atpsim.units import parse_bandwidth_text, parse_time_text
 
-TOP_KEYS = ("name", "description", "routing", "nodes", "links")
+TOP_KEYS = ("name", "description", "routing", "nodes", "links", "force")
 NODE_KEYS = ("name", "kind", "rank", "level")
 LINK_KEYS = ("a", "b", "kind", "bandwidth", "latency")
 ROUTERS: dict[str, Callable[[], Router]] = {"shortest": ShortestPathRouter, "up-down": UpDownRouter}
@@ -39,12 +40,7 @@ ROUTERS: dict[str, Callable[[], Router]] = {"shortest": ShortestPathRouter, "up-
 def load_custom(path: str | Path) -> Topology:
     """Read the custom topology YAML file at *path*; errors name the file and key path."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise TopologyError(
-            f"cannot read the topology file: {error.strerror}", source=source
-        ) from None
+    text = read_text(path, "the topology file", TopologyError)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -68,6 +64,7 @@ CUSTOM_PARAMS = (
     ),
     BuilderParam("name", "text", "the topology's name (a file: its stem)", default="custom"),
     BuilderParam("description", "text", "one line shown by topo show"),
+    BuilderParam("force", "flag", "accept bandwidths and latencies outside their range", default=False),
 )
 
 
@@ -94,8 +91,11 @@ def build_custom(data: Any, default_name: str = "custom") -> Topology:
         raise TopologyError(f"expected one of {sorted(ROUTERS)}, got {routing!r}", key="routing")
     graph = nx.Graph()
     _add_nodes(graph, _list(data["nodes"], "nodes"))
+    force = data.get("force", False)
+    if not isinstance(force, bool):
+        raise TopologyError(f"expected true or false, got {force!r}", key="force")
     for i, link in enumerate(_list(data["links"], "links", allow_empty=True)):
-        _add_link(graph, link, f"links[{i}]")
+        _add_link(graph, link, f"links[{i}]", force)
     name = str(data.get("name", default_name))
     try:
         return Topology(
@@ -158,7 +158,7 @@ def _add_nodes(graph: nx.Graph, nodes: list[Any]) -> None:
         graph.add_node(name, **attrs)
 
 
-def _add_link(graph: nx.Graph, link: Any, key: str) -> None:
+def _add_link(graph: nx.Graph, link: Any, key: str, force: bool = False) -> None:
     _check_keys(link, LINK_KEYS, key)
     for end in ("a", "b"):
         if end not in link:
@@ -182,26 +182,14 @@ def _add_link(graph: nx.Graph, link: Any, key: str) -> None:
         )
     if "bandwidth" not in link:
         raise TopologyError("missing required key (e.g. '25 GB/s')", key=f"{key}.bandwidth")
-    bandwidth = _quantity(parse_bandwidth, link["bandwidth"], f"{key}.bandwidth")
-    if not bandwidth > 0:
-        raise TopologyError(
-            f"expected a positive bandwidth, got {link['bandwidth']!r}", key=f"{key}.bandwidth"
-        )
-    latency = _quantity(parse_time, link.get("latency", 0.0), f"{key}.latency")
-    if latency < 0:
-        raise TopologyError(
-            f"expected a latency >= 0, got {link['latency']!r}", key=f"{key}.latency"
-        )
+    bandwidth = _quantity(parse_bandwidth_text, link["bandwidth"], f"{key}.bandwidth", force)
+    latency = _quantity(parse_time_text, link.get("latency", "0 s"), f"{key}.latency", force)
     graph.add_edge(link["a"], link["b"], kind=kind, bandwidth_Bps=bandwidth, latency_s=latency)
 
 
-def _quantity(parse: Any, value: Any, key: str) -> float:
-    if isinstance(value, bool):
-        raise TopologyError(f"expected a number with a unit, got {value!r}", key=key)
-    if isinstance(value, str) and value.strip().startswith("-"):
-        value = value.strip()[1:]
-        return -_quantity(parse, value, key)
+def _quantity(parse: Callable[..., float], value: Any, key: str, force: bool) -> float:
+    """*parse*'s SI value of *value* (written with its unit, in range unless *force*)."""
     try:
-        return float(parse(value))
+        return float(parse(value, force=force))
     except AtpsimError as error:
         raise TopologyError(error.message, key=key) from None

@@ -18,6 +18,7 @@ from typing import Any
 from atpsim.errors import AtpsimError, TopologyError, did_you_mean
 from atpsim.topology.graph import Topology
 from atpsim.topology.registry import builder_info, builder_names
+from atpsim.units import parse_bandwidth_text, parse_time_text
 
 #: What names a topology: a preset, builder spec or YAML path, or a mapping (see load_topology).
 TopologySpec = str | Mapping[str, Any]
@@ -97,11 +98,81 @@ def load_topology(
     ``{"builder": name, **params}`` | ``{"file": path}``. *n_gpus* sizes a scalable preset or
     builder whose size the spec leaves open. Errors are :class:`TopologyError` naming *source*."""
     try:
+        check_size(spec, n_gpus)
         return _load(spec, n_gpus)
     except AtpsimError as error:
         if isinstance(error, TopologyError):
             raise (error.with_source(source) if source else error) from None
         raise TopologyError(error.message, source=error.source or source, key=error.key) from None
+
+
+#: The most GPUs a topology may have unless ATPSIM_MAX_GPUS says otherwise: a graph of this
+#: size builds in seconds and well under 1 GB (about 5 KB per GPU with its links).
+DEFAULT_MAX_GPUS = 65536
+MAX_GPUS_ENV = "ATPSIM_MAX_GPUS"
+_BYTES_PER_GPU = 5_000
+
+
+def max_gpus() -> int:
+    """The GPU limit: ``ATPSIM_MAX_GPUS`` if set (an integer >= 1), else DEFAULT_MAX_GPUS."""
+    text = os.environ.get(MAX_GPUS_ENV)
+    if text is None:
+        return DEFAULT_MAX_GPUS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise TopologyError(f"expected an integer >= 1, got {text!r}", key=MAX_GPUS_ENV)
+    return value
+
+
+def requested_gpus(spec: TopologySpec, n_gpus: int | None = None) -> int | None:
+    """The GPUs *spec* (sized to *n_gpus*) will have, from its parameters alone, before
+    anything is built; None for a fixed-size preset or a file (whose size is what it is)."""
+    kind, name, params = _normalize(spec)
+    if kind == "builder":
+        if "dims" in params and isinstance(params["dims"], (list, tuple)):
+            return _product(params["dims"])
+        if "gpus" in params:
+            return _int_or_none(params["gpus"])
+        if "nodes" in params:
+            nodes, per_node = _int_or_none(params["nodes"]), _int_or_none(params.get("gpus_per_node", 8))
+            return None if nodes is None or per_node is None else nodes * per_node
+        return n_gpus
+    if kind == "preset":
+        from atpsim.topology.presets import preset_info
+
+        if preset_info(name).get("scalable"):
+            return _int_or_none(params.get("gpus", n_gpus))
+    return None
+
+
+def check_size(spec: TopologySpec, n_gpus: int | None = None) -> None:
+    """Refuse, before building it, a topology of more GPUs than :func:`max_gpus`."""
+    n = requested_gpus(spec, n_gpus)
+    limit = max_gpus()
+    if n is not None and n > limit:
+        from atpsim.errors import SizeLimitError
+
+        raise SizeLimitError(
+            f"asks for {n:,} GPUs (about {n * _BYTES_PER_GPU / 1e9:,.1f} GB to build its graph); "
+            f"the limit is {limit:,} GPUs: set {MAX_GPUS_ENV}={n} to build it anyway"
+        )
+
+
+def _product(values: Any) -> int | None:
+    total = 1
+    for value in values:
+        number = _int_or_none(value)
+        if number is None:
+            return None
+        total *= number
+    return total
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _load(spec: TopologySpec, n_gpus: int | None) -> Topology:
@@ -172,7 +243,27 @@ def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:
         if not eq:
             raise TopologyError(f"expected key=value after the size, got {pair!r}", key=builder)
         params[key.strip()] = _scalar(value.strip())
+    _check_quantities(params, builder)
     return params
+
+
+def _check_quantities(params: dict[str, Any], builder: str) -> None:
+    """A spec string's bandwidths and latencies carry their unit and lie in their physical
+    range unless the spec says ``force=true`` (which is taken out of *params*)."""
+    force = params.pop("force", False)
+    if not isinstance(force, bool):
+        raise TopologyError(f"expected true or false, got {force!r}", key="force")
+    for key, value in params.items():
+        parse = _QUANTITY_PARSERS.get(key.rsplit("_", 1)[-1])
+        if parse is None:
+            continue
+        try:
+            parse(value, force=force)
+        except AtpsimError as error:
+            raise TopologyError(error.message, key=key) from None
+
+
+_QUANTITY_PARSERS = {"Bps": parse_bandwidth_text, "s": parse_time_text}
 
 
 def _scalar(text: str) -> Any:

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 
 import numpy as np
 import pytest
@@ -23,9 +24,11 @@ def rows(result):
 
 
 def test_dgx_a100_ring_busbw_is_the_nvlink_bandwidth():
-    """8 A100 on NVSwitch: busbw = 2(p-1)/p * n / T with T = 2(p-1)/p n/B + 14 alpha, i.e.
-    B = 300 GB/s per direction less the latency share (well under 1% at 1 GiB)."""
-    result = run("--topology", "dgx-a100", "--algorithm", "ring", "--bytes", "1G")
+    """8 A100 on NVSwitch, bare links (``--protocol none``): busbw = 2(p-1)/p * n / T with
+    T = 2(p-1)/p n/B + 14 alpha, i.e. B = 300 GB/s per direction less the latency share (well
+    under 1% at 1 GiB)."""
+    result = run("--topology", "dgx-a100", "--algorithm", "ring", "--protocol", "none",
+                 "--bytes", "1G")
     assert result.exit_code == 0, result.output
     assert "all_reduce by ring on dgx-a100" in result.output and "p = 8" in result.output
     busbw = float(result.output.strip().splitlines()[-1].split()[5])
@@ -78,7 +81,30 @@ def test_mesh_groups_and_first_gpus():
 def test_all_to_all_defaults_to_pairwise():
     result = run("-t", "nvswitch:8", "--op", "all_to_all", "--bytes", "1M")
     assert result.exit_code == 0, result.output
-    assert "all_to_all by pairwise" in result.output
+    assert result.output.strip().splitlines()[-1].split()[6] == "pairwise"
+
+
+def test_dgx_a100_reproduces_the_azure_curve():
+    """`atpsim collective --topology dgx-a100 --bytes 1M:8G` against measured-data.md's Azure
+    ND A100 v4 busbw: within 10% at every size from 64 MiB, 25% at 1-8 MiB."""
+    measured = {2**20: 36.22, 2**23: 89.99, 2**26: 166.63, 2**27: 174.18, 2**28: 213.87,
+                2**29: 221.58, 2**30: 228.10, 2**33: 231.58}
+    result = run("--topology", "dgx-a100", "--bytes", "1M:8G", "--csv")
+    assert result.exit_code == 0, result.output
+    table = {int(r["size_bytes"]): r for r in rows(result)}
+    for size, busbw in measured.items():
+        tolerance = 0.10 if size >= 2**26 else 0.25
+        assert float(table[size]["busbw_GBps"]) == pytest.approx(busbw, rel=tolerance)
+        assert table[size]["algorithm"] == "ring" and table[size]["channels"] == "1"
+    assert {table[s]["protocol"] for s in measured} == {"LL", "LL128", "Simple"}
+
+
+def test_json_rows_carry_the_nccl_columns():
+    result = run("-t", "dgx-h100", "--bytes", "1G", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["rows"]
+    assert row["algorithm"] == "nvls" and row["protocol"] == "Simple"
+    assert row["overhead_s"] == 0.0 and row["busbw_Bps"] > 450e9
 
 
 @pytest.mark.parametrize(
@@ -91,10 +117,14 @@ def test_all_to_all_defaults_to_pairwise():
         (["-t", "dgx-a100", "--bytes", "lots"], "expected a size"),
         (["-t", "dgx-a101"], "did you mean"),
         (["-t", "dgx-a100", "-d", "floot"], "did you mean 'float'"),
+        (["-t", "dgx-a100", "--protocol", "LL129"], "unknown protocol 'LL129'"),
+        (["-t", "dgx-a100", "--channels", "0"], "channel count >= 1"),
+        (["-t", "dgx-a100", "-a", "nvls"], "NVLS needs an NVSwitch"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):
     result = run(*args)
     assert result.exit_code == 2
     assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output

@@ -126,9 +126,10 @@ def test_topology_forms_become_load_topology_mappings():
     ]
 
 
-def test_bandwidth_written_as_a_bare_number_is_accepted():
-    entry = TopologyEntry.model_validate({"preset": "ic6", "link_bandwidth_Bps": "25e9"})
-    assert entry.params == {"link_bandwidth_Bps": "25e9"}
+@pytest.mark.parametrize("bare", ["25e9", 25, 25.0, float("inf")])
+def test_bandwidth_written_as_a_bare_number_is_refused(bare):
+    with pytest.raises(ValidationError, match="bare number has no unit"):
+        TopologyEntry.model_validate({"preset": "ic6", "link_bandwidth_Bps": bare})
 
 
 def test_relative_topology_file_resolves_against_the_scenario_folder():

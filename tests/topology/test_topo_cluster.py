@@ -17,9 +17,29 @@ def test_dgx_style_cluster_counts():
     assert topo.n_gpus == 32
     assert count(topo, "nvswitch") == 4
     assert count(topo, "nic") == 32
-    assert count(topo, "ib_leaf") == 2  # 20 NIC ports per leaf
-    assert count(topo, "ib_spine") == 20  # non-blocking: one uplink per down-port
-    assert [topo.graph.degree(f"leaf{i}") for i in range(2)] == [20 + 20, 12 + 20]
+    assert count(topo, "ib_leaf") == 2  # whole nodes: 16 of 20 ports per leaf
+    assert count(topo, "ib_spine") == 16  # non-blocking: one uplink per down-port
+    assert [topo.graph.degree(f"leaf{i}") for i in range(2)] == [16 + 16, 16 + 16]
+
+
+def test_leaves_hold_whole_nodes_by_default():
+    """8 NICs per node: 16 of the 20 ports; 4 NICs per node: 20; 3 NICs per node: 18."""
+    for nics, ports in [(8, 16), (4, 20), (3, 18)]:
+        topo = ib_cluster(6, 8, nics_per_node=nics)
+        assert topo.graph.degree("leaf0") - count(topo, "ib_spine") == ports
+    explicit = ib_cluster(4, 8, leaf_size=20)
+    assert explicit.graph.degree("leaf1") == 12 + 20
+
+
+def test_rail_wiring_puts_nic_k_of_every_node_on_leaf_k():
+    topo = ib_cluster(4, 8, nics_per_node=4, wiring="rail")
+    assert count(topo, "ib_leaf") == 4
+    for k in range(4):
+        nics = {v for v in topo.graph.neighbors(f"leaf{k}") if v.startswith("node")}
+        assert nics == {f"node{n}_nic{k}" for n in range(4)}
+    assert topo.route_nodes(0, 8)[:5] == ["gpu0", "node0_nic0", "leaf0", "node1_nic0", "gpu8"]
+    with pytest.raises(TopologyError):
+        ib_cluster(2, 8, wiring="ring")
 
 
 def test_oversubscription_thins_the_uplinks():

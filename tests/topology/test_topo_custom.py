@@ -57,7 +57,7 @@ def test_mapping_file_form(tmp_path):
             'bandwidth: "200 Gb/s"',
             'bandwidth: "fast"',
             "links[2].bandwidth",
-            "expected a bandwidth",
+            "expected a positive bandwidth",
         ),
         ('latency: "0.5 us"', 'latency: "-1 us"', "links[2].latency", ">= 0"),
         ("{a: sw, b: b0,", "{a: sw, b: c0,", "links[2].b", "unknown node 'c0'"),

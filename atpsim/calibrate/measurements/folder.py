@@ -18,6 +18,7 @@ measurements.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ from atpsim.calibrate.measurements.samples import (
     MemoryOpSample,
 )
 from atpsim.calibrate.measurements.tables import read_table
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, read_text
+
+log = logging.getLogger(__name__)
 
 REPORT_PREFIX = "validation_report"
 
@@ -70,7 +73,10 @@ def read_measurements(folder: str | Path, statistic: str = "median") -> Measurem
         found[kind].extend(samples)
     collectives: list[CollectiveSample] = found["collectives"]
     for path in sorted([*root.glob("*_perf*.log"), *root.glob("*_perf*.txt")]):
-        collectives.extend(nccl_samples(read_nccl_tests(path)))
+        log_file = read_nccl_tests(path)
+        for warning in log_file.warnings:
+            log.warning("%s: %s", path, warning)
+        collectives.extend(nccl_samples(log_file))
     return Measurements(
         root,
         tuple(collectives),
@@ -97,7 +103,7 @@ def _read_machine(root: Path) -> dict[str, Any]:
 
 def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = read_text(path, "the machine description")
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError) as error:
         raise AtpsimError(

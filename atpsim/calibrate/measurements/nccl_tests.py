@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atpsim.calibrate.measurements.samples import CollectiveSample
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, read_text
 
 _RANK_LINE = re.compile(r"^#\s*Rank\s+\d+\s")
 _HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
@@ -63,16 +63,14 @@ class NcclTestsLog:
     rows: tuple[NcclTestsRow, ...]
     n_ranks: int | None
     source: str = "<text>"
+    #: What looks cut short: sizes the header asks for but no row has, a last row cut
+    #: mid-line (dropped), no closing summary. A fit on such a log may be far off.
+    warnings: tuple[str, ...] = ()
 
 
 def read_nccl_tests(path: str | Path) -> NcclTestsLog:
     """Parse the nccl-tests log file at *path*."""
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise AtpsimError(
-            f"cannot read the nccl-tests log: {error.strerror}", source=str(path)
-        ) from None
+    text = read_text(path, "the nccl-tests log")
     return parse_nccl_tests(text, source=str(path))
 
 
@@ -81,7 +79,10 @@ def parse_nccl_tests(text: str, *, source: str = "<text>") -> NcclTestsLog:
     rows: list[NcclTestsRow] = []
     rank_lines = 0
     header_ranks: int | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    warnings: list[str] = []
+    lines = text.splitlines()
+    cut = _cut_last_line(text, lines)
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
             continue
@@ -91,6 +92,9 @@ def parse_nccl_tests(text: str, *, source: str = "<text>") -> NcclTestsLog:
             if match:
                 header_ranks = int(match.group(1)) * int(match.group(2))
             continue
+        if number == cut:
+            warnings.append(f"line {number} is cut mid-line (no line end): left out of the fit")
+            continue
         if stripped[0].isdigit():
             rows.append(_data_row(stripped.split(), f"line {number}", source))
     if not rows:
@@ -99,7 +103,47 @@ def parse_nccl_tests(text: str, *, source: str = "<text>") -> NcclTestsLog:
             source=source,
         )
     rows.sort(key=lambda row: row.size_bytes)
-    return NcclTestsLog(tuple(rows), rank_lines or header_ranks, source)
+    warnings += _missing_sizes(text, [row.size_bytes for row in rows])
+    if not _CLOSING.search(text):
+        warnings.append("no closing '# Out of bounds values' or '# Avg bus bandwidth' line: "
+                        "the log may be cut short")  # fmt: skip
+    return NcclTestsLog(tuple(rows), rank_lines or header_ranks, source, tuple(warnings))
+
+
+_SWEEP = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
+_CLOSING = re.compile(r"^#\s*(Out of bounds values|Avg bus bandwidth)", re.MULTILINE)
+
+
+def _cut_last_line(text: str, lines: list[str]) -> int | None:
+    """The number of the last line when it is a data row with no line end (a cut log)."""
+    if not lines or text.endswith(("\n", "\r")):
+        return None
+    last = lines[-1].strip()
+    return len(lines) if last[:1].isdigit() else None
+
+
+def _missing_sizes(text: str, sizes: list[int]) -> list[str]:
+    """A warning when the header's sweep (minBytes, maxBytes, step) names sizes no row has."""
+    match = _SWEEP.search(text)
+    if match is None:
+        return []
+    low, high, step = (int(match.group(i)) for i in (1, 2, 3))
+    factor = match.group(4) == "factor"
+    if low < 1 or step < (2 if factor else 1) or high < low:
+        return []
+    expected: list[int] = []
+    size = low
+    while size <= high and len(expected) < 10_000:
+        expected.append(size)
+        size = size * step if factor else size + step
+    missing = sorted(set(expected) - set(sizes))
+    if not missing:
+        return []
+    shown = ", ".join(str(s) for s in missing[:4]) + (", ..." if len(missing) > 4 else "")
+    return [
+        f"{len(missing)} of the {len(expected)} sizes the header asks for ({low} to {high} B) "
+        f"have no row ({shown}): the log may be cut short or filtered"
+    ]
 
 
 def _data_row(fields: list[str], where: str, source: str) -> NcclTestsRow:
@@ -184,7 +228,15 @@ def nccl_samples(
     log's count; *placement* picks the ``out-of-place`` or ``in-place`` columns)."""
     if placement not in PLACEMENTS:
         raise AtpsimError(f"expected a placement in {list(PLACEMENTS)}, got {placement!r}")
-    ranks = n_ranks or log.n_ranks
+    if n_ranks is not None and (isinstance(n_ranks, bool) or n_ranks < 2):
+        raise AtpsimError(f"expected a rank count >= 2, got {n_ranks!r}", key="--ranks")
+    if n_ranks is not None and log.n_ranks is not None and n_ranks != log.n_ranks:
+        raise AtpsimError(
+            f"the log says {log.n_ranks} ranks ran; --ranks {n_ranks} disagrees (leave it out)",
+            source=log.source,
+            key="--ranks",
+        )
+    ranks = n_ranks if n_ranks is not None else log.n_ranks
     if not ranks or ranks < 2:
         raise AtpsimError(
             "the log does not say how many ranks ran (no 'Rank' lines, no 'nGpus'); "

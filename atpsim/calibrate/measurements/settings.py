@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, read_text
 
 TOLERANCE_FILE = "tolerance.yaml"
 TOLERANCE_KEY = "median_abs_error"
@@ -46,7 +46,7 @@ def read_settings(folder: str | Path, *, require_tolerance: bool = True) -> Sett
             source=str(folder),
         )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path, "the tolerance file"))
     except yaml.YAMLError as error:
         raise AtpsimError(f"invalid YAML: {error}", source=str(path)) from None
     if not isinstance(data, dict) or TOLERANCE_KEY not in data:

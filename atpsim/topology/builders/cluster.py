@@ -11,7 +11,16 @@ Intra-node fabrics:
 Each GPU reaches NIC ``floor(local_rank * nics_per_node / gpus_per_node)`` of its node over
 PCIe Gen4 x16 (31.5 GB/s [S], GPUDirect RDMA). NICs hang off leaf switches, *leaf_size* NIC
 ports per leaf, in node order; each leaf has ``ceil(leaf_size / oversubscription)`` uplinks of
-the NIC rate, one to each spine. A cluster that fits on one leaf has no spines.
+the NIC rate, one to each spine. A cluster that fits on one leaf has no spines. By default a
+leaf holds whole nodes: the largest multiple of the NICs per node within 20 ports (a node's
+NICs split across leaves would send half a node's rails through the spines). *wiring* 'rail'
+cables as DGX SuperPODs are (NVIDIA DGX SuperPOD reference architecture): NIC ``k`` of every
+node on leaf ``k`` (one leaf per rail), so NCCL's channel ``k`` (:mod:`atpsim.collectives.
+channels`) stays on its leaf; 'fat-tree' (default) fills leaves in node order.
+
+Nodes on NVSwitch at the spec NVLink rate name the NCCL profile of their generation
+(``meta["nccl"]``, ``atpsim/data/nccl.yaml``): the effective protocol parameters fitted to the
+Azure A100 curve (a100) or derived from it (h100).
 
 Numbers: HDR 200 Gb/s = 25 GB/s per port per direction [S] (measured-data.md "Links"
 InfiniBand; maintainers quote about 24 GB/s achieved, nc#412). Latency: 0.3 us per `ib` link,
@@ -50,6 +59,9 @@ HDR_BPS = 25e9
 IB_LINK_LATENCY_S = 0.3e-6
 NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
+WIRINGS = ("fat-tree", "rail")
+#: Leaf switch ports when none are given (a 40-port HDR switch split half down, half up).
+DEFAULT_LEAF_PORTS = 20
 
 CLUSTER_PARAMS = (
     BuilderParam("nodes", "count", "nodes"),
@@ -66,8 +78,9 @@ CLUSTER_PARAMS = (
     ),
     BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (HDR 200 Gb/s)"),
     BuilderParam("ib_latency_s", "time", "each InfiniBand link (NIC-leaf-NIC ~0.6 us)"),
-    BuilderParam("leaf_size", "count", "NIC ports per leaf switch"),
+    BuilderParam("leaf_size", "count", "NIC ports per leaf; none: whole nodes within 20 ports"),
     BuilderParam("oversubscription", "ratio", "leaf down-ports per up-port (1: non-blocking)"),
+    BuilderParam("wiring", "choice", "fat-tree: leaves in node order; rail: NIC k of every node on leaf k", WIRINGS),
 )
 
 
@@ -110,11 +123,15 @@ def _node_shape(
 
 
 def _fat_tree(
-    nic_bandwidth_Bps: Any, ib_latency_s: Any, leaf_size: Any, oversubscription: Any
+    nic_bandwidth_Bps: Any, ib_latency_s: Any, leaf_size: Any, oversubscription: Any,
+    nics_per_node: int = 1,
 ) -> _FatTree:
-    """The checked fat-tree parameters; *oversubscription* must be a number >= 1."""
+    """The checked fat-tree parameters; *oversubscription* must be a number >= 1; *leaf_size*
+    None holds whole nodes (the most multiples of *nics_per_node* within 20 ports)."""
     nic_Bps = bandwidth_param(nic_bandwidth_Bps, "nic_bandwidth_Bps")
     latency_s = time_param(ib_latency_s, "ib_latency_s")
+    if leaf_size is None:
+        leaf_size = max(1, DEFAULT_LEAF_PORTS // nics_per_node) * nics_per_node
     leaf_size = count_param(leaf_size, "leaf_size")
     if (
         isinstance(oversubscription, bool)
@@ -155,14 +172,24 @@ def _add_node(graph: nx.Graph, node: int, shape: _NodeShape) -> list[str]:
     return nics
 
 
-def _add_fat_tree(graph: nx.Graph, nics: list[str], tree: _FatTree) -> tuple[int, int]:
-    """Leaves over *nics* (``leaf_size`` each) and, when more than one leaf, spines; returns
-    (leaves, spines)."""
-    n_leaves = math.ceil(len(nics) / tree.leaf_size)
-    n_spines = math.ceil(tree.leaf_size / tree.oversubscription) if n_leaves > 1 else 0
+def _leaf_ports(nics: list[str], tree: _FatTree, rails: int, wiring: str) -> list[list[str]]:
+    """The NICs of each leaf: *leaf_size* in node order, or (rail wiring) NIC ``k`` of every
+    node on leaf ``k``, *rails* NICs per node."""
+    if wiring == "rail":
+        return [nics[k::rails] for k in range(rails)]
+    return [nics[i : i + tree.leaf_size] for i in range(0, len(nics), tree.leaf_size)]
+
+
+def _add_fat_tree(graph: nx.Graph, nics: list[str], tree: _FatTree, rails: int = 1,
+                  wiring: str = "fat-tree") -> tuple[int, int]:
+    """Leaves over *nics* (:func:`_leaf_ports`) and, when more than one leaf, spines, each
+    leaf with ``ceil(ports / oversubscription)`` uplinks; returns (leaves, spines)."""
+    leaves = _leaf_ports(nics, tree, rails, wiring)
+    n_leaves = len(leaves)
+    widest = max(len(ports) for ports in leaves)
+    n_spines = math.ceil(widest / tree.oversubscription) if n_leaves > 1 else 0
     link = ("ib", tree.nic_Bps, tree.latency_s)
-    for leaf in range(n_leaves):
-        ports = nics[leaf * tree.leaf_size : (leaf + 1) * tree.leaf_size]
+    for leaf, ports in enumerate(leaves):
         add_switch(graph, (f"leaf{leaf}", "ib_leaf", 2), ports, link)
         for spine in range(n_spines):
             graph.add_node(f"spine{spine}", kind="ib_spine", level=3)
@@ -180,8 +207,9 @@ def ib_cluster(
     nics_per_node: int | None = None,
     nic_bandwidth_Bps: Any = HDR_BPS,
     ib_latency_s: Any = IB_LINK_LATENCY_S,
-    leaf_size: int = 20,
+    leaf_size: int | None = None,
     oversubscription: float = 1.0,
+    wiring: str = "fat-tree",
 ) -> Topology:
     """Nodes of GPUs with an intra-node fabric and NICs on a leaf/spine InfiniBand fat tree
     (by default DGX A100-class nodes: NVSwitch, NVLink3, one HDR NIC per GPU).
@@ -189,13 +217,16 @@ def ib_cluster(
     *nodes* nodes of *gpus_per_node* GPUs on an *intra* fabric ('nvswitch' or 'nvlink-mesh'),
     *nics_per_node* NICs each (default: one per GPU on 'nvswitch' as in a DGX A100, one per node
     on 'nvlink-mesh' as in the paper's Figure 7(a)), on a leaf/spine fat tree with *leaf_size*
-    NIC ports per leaf and *oversubscription* = leaf down-ports / up-ports."""
+    NIC ports per leaf (default: whole nodes within 20 ports), *oversubscription* = leaf
+    down-ports / up-ports, and *wiring* 'fat-tree' (leaves in node order) or 'rail' (NIC k of
+    every node on leaf k)."""
     nodes = count_param(nodes, "nodes")
     shape = _node_shape(gpus_per_node, intra, generation, links_per_pair, nics_per_node)
-    tree = _fat_tree(nic_bandwidth_Bps, ib_latency_s, leaf_size, oversubscription)
+    tree = _fat_tree(nic_bandwidth_Bps, ib_latency_s, leaf_size, oversubscription, shape.nics)
+    wiring = choice_param(wiring, "wiring", WIRINGS)
     graph = nx.Graph()
     nics = [nic for node in range(nodes) for nic in _add_node(graph, node, shape)]
-    leaves, spines = _add_fat_tree(graph, nics, tree)
+    leaves, spines = _add_fat_tree(graph, nics, tree, shape.nics, wiring)
     return Topology(
         f"ib-cluster:{nodes}x{shape.gpus}",
         graph,
@@ -203,7 +234,16 @@ def ib_cluster(
         description=(
             f"{nodes} nodes x {shape.gpus} GPUs ({shape.intra}), {shape.nics} NIC(s) per node "
             f"at {tree.nic_Bps * 8 / 1e9:g} Gb/s, {leaves} leaf and {spines} spine switch(es), "
-            f"oversubscription {tree.oversubscription:g}:1"
+            f"oversubscription {tree.oversubscription:g}:1, {wiring} wiring"
         ),
-        meta={"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus},
+        meta=_meta(nodes, shape, wiring),
     )
+
+
+def _meta(nodes: int, shape: _NodeShape, wiring: str) -> dict[str, Any]:
+    """The cluster's meta: sizes, wiring, and the NCCL profile of NVSwitch nodes."""
+    meta: dict[str, Any] = {"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus,
+                            "wiring": wiring}
+    if shape.intra == "nvswitch":
+        meta.update(generation=shape.generation, nccl=shape.generation)
+    return meta

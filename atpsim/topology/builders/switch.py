@@ -107,6 +107,8 @@ def nvswitch(
     )
     link = (bandwidth, latency)
     meta = {"generation": generation}
+    if gpu_bandwidth_Bps is None:  # at spec: the generation's NCCL profile (atpsim/data/nccl.yaml)
+        meta["nccl"] = generation
     return _single_switch("nvswitch", gpus, NVSWITCH_FABRIC, link, description, meta)
 
 

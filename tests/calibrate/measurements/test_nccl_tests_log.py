@@ -76,3 +76,30 @@ def test_a_log_without_a_rank_count_needs_one():
     with pytest.raises(AtpsimError, match="how many ranks"):
         nccl_samples(log)
     assert nccl_samples(log, n_ranks=4)[0].group_size == 4
+
+
+def test_a_truncated_log_says_what_is_missing():
+    """Issue 11: a log cut short warns about the sizes its header asks for but no row has,
+    about a last row with no line end (left out of the fit) and about the missing summary."""
+    text = (
+        "# nThread 1 nGpus 8 minBytes 1024 maxBytes 8192 step: 2(factor) warmup iters: 5\n"
+        "        1024    256  float  sum  -1  10.0  0.10  0.18  0  10.0  0.10  0.18  0\n"
+        "        2048    512  float  sum  -1  11.0  0.19  0.33  0  11.0  0.19  0.33  0\n"
+        "        4096   1024  float  sum  -1  12.0  0.34  0.60  0  12.0  0.34  0"
+    )
+    log = parse_nccl_tests(text)
+    assert [row.size_bytes for row in log.rows] == [1024, 2048]
+    assert len(log.warnings) == 3
+    assert "line 4 is cut mid-line" in log.warnings[0]
+    assert "2 of the 4 sizes" in log.warnings[1] and "4096, 8192" in log.warnings[1]
+    assert "closing" in log.warnings[2]
+
+
+def test_a_complete_log_has_no_warnings():
+    text = (
+        "# nThread 1 nGpus 8 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5\n"
+        "        1024    256  float  sum  -1  10.0  0.10  0.18  0  10.0  0.10  0.18  0\n"
+        "        2048    512  float  sum  -1  11.0  0.19  0.33  0  11.0  0.19  0.33  0\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.25\n"
+    )
+    assert parse_nccl_tests(text).warnings == ()

@@ -1,0 +1,24 @@
+"""The error types and exit statuses, re-exported without importing the stages (so a command
+can catch them without paying for the engine's imports)."""
+
+from __future__ import annotations
+
+from atpsim.errors import (
+    EXIT_CODES,
+    AtpsimError,
+    OutputLockedError,
+    SimulationError,
+    SizeLimitError,
+    WorkerDiedError,
+    describe_os_error,
+)
+
+__all__ = [
+    "EXIT_CODES",
+    "AtpsimError",
+    "OutputLockedError",
+    "SimulationError",
+    "SizeLimitError",
+    "WorkerDiedError",
+    "describe_os_error",
+]

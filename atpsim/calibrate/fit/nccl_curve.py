@@ -1,0 +1,142 @@
+"""Fit the A100 NCCL profile (``atpsim/data/nccl.yaml``) to the Azure ND A100 v4 busbw curve.
+
+Run ``python -m atpsim.calibrate.fit.nccl_curve`` (deterministic, about a second): it fits the
+four effective parameters of the ``a100`` entry, derives the ``h100`` entry from them and the
+spec, prints both with the residuals, and rewrites their lines of the data file
+(``--dry-run``: print only).
+
+Model (:mod:`atpsim.collectives.protocols`), 8 GPUs on one NVSwitch at the NVLink3 spec
+(B = 300 GB/s per direction, 0.6 us per GPU-GPU path), ring all-reduce, protocol P:
+
+    t_P(S) = base_P + 14 step_P(nvlink) + overhead_P + 14 (0.6 us + S/8 / (B eff_P))
+
+which is the engine's time on a contention-free switch (the closed form, held to the engine by
+tests). The protocol of each size is the fastest (NCCL's tuner). Fitted: ``eff`` and
+``overhead`` of Simple and LL128 (LL has no measured size: it follows LL128 by the line
+formats and gets no overhead), by Nelder-Mead on the squared log errors of busbw at all eight
+sizes (:data:`~atpsim.calibrate.fit.nccl_overhead.AZURE_A100_ALLREDUCE`, measured-data.md
+'All-reduce', AZ [M]).
+
+H100 (no NCCL curve in the shared data): efficiencies x (376/450) / (274/300), the measured
+GPU-GPU NVLink copy fractions of H100 and A100 (measured-data.md 'Links', MLE [M]); overheads
+x 300/450 (Simple's overhead is its pipeline fill, chunks moving at the link rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+from atpsim.calibrate.fit.nccl_overhead import AZURE_A100_ALLREDUCE, N_RANKS
+from atpsim.collectives.closed_form import bus_factor, collective_time_s
+from atpsim.collectives.protocols import PROTOCOLS, latency_s, profile_from_dict
+
+NVLINK3_BPS = 300e9
+NVLINK4_BPS = 450e9
+PATH_LATENCY_S = 0.6e-6
+COPY_FRACTION = {"a100": 274 / 300, "h100": 376 / 450}
+PARAMS = ("simple_nvlink_efficiency", "ll128_nvlink_efficiency", "simple_overhead_s",
+          "ll128_overhead_s")
+START = (0.78, 0.5, 2e-4, 1e-5)
+COMMAND = "python -m atpsim.calibrate.fit.nccl_curve"
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """The fitted *params* (:data:`PARAMS`), the busbw (bytes/s) and protocol they predict
+    per measured size, and the relative errors."""
+
+    params: dict[str, float]
+    predicted_Bps: tuple[float, ...]
+    protocols: tuple[str, ...]
+    errors: tuple[float, ...]
+
+
+def predict(params: dict[str, float], nbytes: float,
+            bandwidth_Bps: float = NVLINK3_BPS) -> tuple[float, str]:
+    """(busbw in bytes/s, protocol) of an 8-GPU NVSwitch ring all-reduce of *nbytes*."""
+    profile = profile_from_dict("fit", {**params, "net_efficiency": 1.0})
+    times = {}
+    for p in PROTOCOLS:
+        steps = ["nvlink"] * (2 * (N_RANKS - 1))
+        eff = profile.efficiency[p]["nvlink"]
+        link = collective_time_s("all_reduce", "ring", N_RANKS, nbytes, bandwidth_Bps * eff,
+                                 PATH_LATENCY_S)
+        times[p] = latency_s(p, "ring", steps, profile) + link
+    best = min(times, key=lambda k: times[k])
+    return bus_factor("all_reduce", N_RANKS) * nbytes / times[best], best
+
+
+def _loss(x: np.ndarray) -> float:
+    params = dict(zip(PARAMS, _bounded(x), strict=True))
+    errs = [np.log(predict(params, n)[0] / bw) for n, bw in AZURE_A100_ALLREDUCE]
+    return float(np.sum(np.square(errs)))
+
+
+def _bounded(x: np.ndarray) -> list[float]:
+    """Efficiencies in (0, 1], overheads >= 0."""
+    return [float(np.clip(x[0], 0.05, 1.0)), float(np.clip(x[1], 0.05, 1.0)),
+            float(max(x[2], 0.0)), float(max(x[3], 0.0))]
+
+
+def fit() -> CurveFit:
+    """Fit :data:`PARAMS` to the Azure curve (scaled so Nelder-Mead's steps are alike)."""
+    scale = np.array([1.0, 1.0, 1e-4, 1e-5])
+    result = minimize(lambda y: _loss(y * scale), np.array(START) / scale, method="Nelder-Mead",
+                      options={"xatol": 1e-6, "fatol": 1e-12, "maxiter": 4000})
+    params = dict(zip(PARAMS, _bounded(result.x * scale), strict=True))
+    rows = [predict(params, n) for n, _ in AZURE_A100_ALLREDUCE]
+    errors = tuple(bw / m - 1 for (bw, _), (_, m) in zip(rows, AZURE_A100_ALLREDUCE, strict=True))
+    return CurveFit(params, tuple(r[0] for r in rows), tuple(r[1] for r in rows), errors)
+
+
+def derive_h100(a100: dict[str, float]) -> dict[str, float]:
+    """The h100 entry from the a100 fit and the spec (module docstring)."""
+    copy = COPY_FRACTION["h100"] / COPY_FRACTION["a100"]
+    rate = NVLINK3_BPS / NVLINK4_BPS
+    return {"simple_nvlink_efficiency": a100["simple_nvlink_efficiency"] * copy,
+            "ll128_nvlink_efficiency": a100["ll128_nvlink_efficiency"] * copy,
+            "simple_overhead_s": a100["simple_overhead_s"] * rate,
+            "ll128_overhead_s": a100["ll128_overhead_s"] * rate}
+
+
+def rewrite(text: str, entry: str, values: dict[str, float], note: str) -> str:
+    """*text* (nccl.yaml) with each of *values*' lines of *entry* rewritten, *note* after."""
+    head, _, rest = text.partition(f"\n{entry}:\n")
+    body, sep, tail = rest.partition("\n\n")
+    for key, value in values.items():
+        body = re.sub(rf"^(\s+{key}:) .*$", rf"\1 {value:.4g}  # {note}", body, flags=re.M)
+    return f"{head}\n{entry}:\n{body}{sep}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print; do not rewrite the file")
+    args = parser.parse_args(argv)
+    result = fit()
+    h100 = derive_h100(result.params)
+    rms = float(np.sqrt(np.mean(np.square(result.errors))))
+    print(f"a100 (fitted, {rms:.1%} RMS):", {k: float(f"{v:.4g}") for k, v in result.params.items()})
+    print("h100 (derived):", {k: float(f"{v:.4g}") for k, v in h100.items()})
+    for (n, bw), pred, proto, err in zip(AZURE_A100_ALLREDUCE, result.predicted_Bps,
+                                         result.protocols, result.errors, strict=True):
+        print(f"  {n:>12} B  measured {bw / 1e9:7.2f}  model {pred / 1e9:7.2f} GB/s"
+              f"  {proto:>6}  {err:+.1%}")
+    if not args.dry_run:
+        path = Path(str(resources.files("atpsim").joinpath("data/nccl.yaml")))
+        text = rewrite(path.read_text(), "a100", result.params,
+                       f"fitted by {COMMAND} (RMS {rms:.1%} over the Azure curve)")
+        text = rewrite(text, "h100", h100, f"derived from a100 by {COMMAND}")
+        path.write_text(text)
+        print(f"rewrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

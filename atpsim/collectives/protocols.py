@@ -1,0 +1,140 @@
+"""NCCL's protocols LL, LL128 and Simple: per-step latency and bandwidth efficiency as data.
+
+A collective run with protocol P costs (NCCL's own model, src/graph/tuning.cc, extended):
+
+    T = base[P] + sum over its steps of step_latency[P][class of the step's hop]
+        + overhead[P]                         (fitted where measured; 0 otherwise)
+        + the link-level time of its schedule on links running at bandwidth x efficiency[P]
+
+*base* and *step_latency* are NCCL's constants (measured-data.md "NCCL's own latency model"
+[C]): classes 'nvlink', 'pcie' and 'net'. The link-level time is the engine's, on the
+topology with every link's bandwidth scaled by the protocol's efficiency for its class
+(:func:`effective_topology`): LL sends 8-byte lines of 4 data bytes and 4 flag bytes (1/2),
+LL128 128-byte lines of 120 data bytes (120/128), Simple the data itself (1) -- NCCL's
+``src/device/prims_ll.h`` / ``prims_ll128.h``; these are derived, not fitted. What a machine
+loses beyond them (NVLink achieved by NCCL's kernels, the pipeline fill of Simple's chunks) is a
+*profile* (``atpsim/data/nccl.yaml``): named effective parameters, each fitted by
+``python -m atpsim.calibrate.fit.nccl_curve`` to a measured curve, or derived from one and the
+spec, with the source beside it. A topology names its profile in ``meta["nccl"]``; without
+one it gets :data:`SPEC_PROFILE` (line formats only).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from atpsim.errors import SimulationError, did_you_mean
+from atpsim.topology.graph import Topology
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: Protocol names accepted on the command line: the three, ``auto`` (NCCL's tuner: the
+#: fastest by this model) and ``none`` (bare links: no protocol latency or efficiency).
+PROTOCOL_CHOICES = (*PROTOCOLS, "auto", "none")
+
+#: NCCL base latency per protocol, ring and tree (s) [C].
+BASE_LATENCY_S = {"ring": {"LL": 6.6e-6, "LL128": 14e-6, "Simple": 8.4e-6},
+                  "tree": {"LL": 6.8e-6, "LL128": 14e-6, "Simple": 8.4e-6}}
+#: NCCL per-step latency by hop class and protocol (s) [C].
+STEP_LATENCY_S = {"nvlink": {"LL": 0.6e-6, "LL128": 1.9e-6, "Simple": 3.4e-6},
+                  "pcie": {"LL": 1.0e-6, "LL128": 2.5e-6, "Simple": 5.7e-6},
+                  "net": {"LL": 2.7e-6, "LL128": 4.0e-6, "Simple": 14e-6}}
+#: Data bytes per wire byte of each protocol's line format (derived, module docstring).
+LINE_EFFICIENCY = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
+#: Link kind -> latency / efficiency class.
+LINK_CLASS = {"nvlink": "nvlink", "nvlink_network": "nvlink", "torus": "nvlink",
+              "custom": "nvlink", "pcie": "pcie", "host": "pcie", "socket": "pcie", "ib": "net"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A machine's effective NCCL parameters: *efficiency[P][class]* (fraction of a link's
+    bandwidth protocol P achieves) and *overhead_s[P]* (fixed cost per call, s)."""
+
+    name: str
+    efficiency: dict[str, dict[str, float]] = field(hash=False)
+    overhead_s: dict[str, float] = field(hash=False)
+
+
+def _line_only() -> dict[str, dict[str, float]]:
+    return {p: {c: LINE_EFFICIENCY[p] for c in ("nvlink", "pcie", "net")} for p in PROTOCOLS}
+
+
+#: No fit: every class at the line-format efficiency, no overhead.
+SPEC_PROFILE = Profile("spec", _line_only(), {p: 0.0 for p in PROTOCOLS})
+
+
+def profile_from_dict(name: str, data: dict[str, Any]) -> Profile:
+    """A :class:`Profile` from a ``nccl.yaml`` entry: ``simple_nvlink_efficiency``,
+    ``ll128_nvlink_efficiency`` (fractions), ``net_efficiency`` (Simple over the network),
+    ``simple_overhead_s``, ``ll128_overhead_s``. LL's NVLink efficiency is LL128's scaled by
+    the line formats (1/2 over 120/128); PCIe stays at the line formats."""
+    eff = _line_only()
+    nvl_s, nvl_128 = float(data["simple_nvlink_efficiency"]), float(data["ll128_nvlink_efficiency"])
+    net = float(data.get("net_efficiency", 1.0))
+    eff["Simple"].update(nvlink=nvl_s, net=net)
+    eff["LL128"].update(nvlink=nvl_128, net=net * LINE_EFFICIENCY["LL128"])
+    eff["LL"].update(nvlink=nvl_128 * LINE_EFFICIENCY["LL"] / LINE_EFFICIENCY["LL128"],
+                     net=net * LINE_EFFICIENCY["LL"])
+    overhead = {"LL": 0.0, "LL128": float(data["ll128_overhead_s"]),
+                "Simple": float(data["simple_overhead_s"])}
+    return Profile(name, eff, overhead)
+
+
+@cache
+def _profiles_data() -> dict[str, Any]:
+    text = resources.files("atpsim").joinpath("data/nccl.yaml").read_text()
+    return dict(yaml.safe_load(text))
+
+
+def load_profile(name: str | None) -> Profile:
+    """The profile called *name* in ``atpsim/data/nccl.yaml``; :data:`SPEC_PROFILE` for None."""
+    if name is None or name == "spec":
+        return SPEC_PROFILE
+    data = _profiles_data()
+    if name not in data:
+        raise SimulationError(f"unknown NCCL profile {name!r}{did_you_mean(name, data)}")
+    return profile_from_dict(name, data[name])
+
+
+def topology_profile(topology: Topology) -> Profile:
+    """The profile *topology* names in ``meta["nccl"]``, else :data:`SPEC_PROFILE`."""
+    return load_profile(topology.meta.get("nccl"))
+
+
+def check_protocol(protocol: str, key: str = "protocol") -> str:
+    """*protocol* if valid; a SimulationError (at *key*) naming the choices otherwise."""
+    if protocol not in PROTOCOL_CHOICES:
+        raise SimulationError(f"unknown protocol {protocol!r}{did_you_mean(protocol, PROTOCOL_CHOICES)}"
+                              f"; expected one of {', '.join(PROTOCOL_CHOICES)}", key=key)
+    return protocol
+
+
+def latency_s(protocol: str, kind: str, step_classes: list[str], profile: Profile) -> float:
+    """*protocol*'s fixed time for one call: base (*kind* 'ring' or 'tree') + the per-step
+    latency of each step's hop class in *step_classes* + the profile's overhead (s)."""
+    steps = sum(STEP_LATENCY_S[c][protocol] for c in step_classes)
+    return BASE_LATENCY_S[kind][protocol] + steps + profile.overhead_s[protocol]
+
+
+_EFFECTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def effective_topology(topology: Topology, protocol: str, profile: Profile) -> Topology:
+    """*topology* with each link's bandwidth x *profile*'s efficiency of *protocol* for the
+    link's class (cached per topology, so the engine's memo holds across calls)."""
+    per_topology = _EFFECTIVE.setdefault(topology, {})
+    key = (protocol, profile.name)
+    if key not in per_topology:
+        graph = topology.graph.copy()
+        for u, v, data in graph.edges(data=True):
+            share = profile.efficiency[protocol][LINK_CLASS.get(data["kind"], "nvlink")]
+            graph.edges[u, v]["bandwidth_Bps"] = data["bandwidth_Bps"] * share
+        per_topology[key] = Topology(f"{topology.name}[{protocol}]", graph, topology.router,
+                                     topology.description, topology.meta)
+    return per_topology[key]
