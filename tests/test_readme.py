@@ -50,6 +50,7 @@ def test_the_python_api_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(block.replace('"scenarios/', f'"{ROOT}/scenarios/'), {})
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 4
+    assert len(printed) == 5
     assert printed[2].startswith("DeviceMesh(2, 4) agrees with Eq. 2: True")
+    assert "bubble" in printed[3]
     assert (tmp_path / "my-run" / "results.csv").exists()
