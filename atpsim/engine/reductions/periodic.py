@@ -35,7 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from atpsim.engine.problem import Problem, Solution
-from atpsim.engine.solvers.event import EventDriven, done_by_id
+from atpsim.engine.solvers.event import (
+    EventDriven,
+    FlatFlows,
+    dependencies,
+    done_by_id,
+    flatten,
+    prefix_of,
+)
 from atpsim.engine.solvers.event_loop import FlowTimeline
 
 NAME = "periodic"
@@ -145,8 +152,32 @@ class Periodic:
         if not problem.steps.repeated:
             return self.inner.solve(problem)
         n_steps, last = len(problem.steps), problem.steps[-1]
-        run = run_periodic(n_steps, len(last), lambda k: self.inner.timeline(problem.prefix(k)))
+        run = run_periodic(n_steps, len(last), PrefixRuns(problem, self.inner).timeline)
         return extend(problem, run)
+
+
+class PrefixRuns:
+    """Event runs of prefixes of one problem. The first is set up on its own (it often
+    settles); after it, the whole schedule's flows and dependencies are built once and each
+    longer prefix is cut from them (:func:`~atpsim.engine.solvers.event.prefix_of`), instead of
+    building every doubling anew."""
+
+    def __init__(self, problem: Problem, inner: EventDriven):
+        self.problem, self.inner = problem, inner
+        self.runs = 0
+        self.whole: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def timeline(self, n_steps: int) -> FlowTimeline:
+        """The event run of the first *n_steps* steps."""
+        self.runs += 1
+        prefix = self.problem.prefix(n_steps)
+        if self.runs == 1:
+            return self.inner.timeline(prefix)
+        if self.whole is None:
+            flows = flatten(self.problem.steps)
+            self.whole = flows, dependencies(self.problem, flows)
+        n_flows = sum(len(s) for s in prefix.steps)
+        return self.inner.timeline(prefix, prefix_of(*self.whole, n_flows))
 
 
 def extend(problem: Problem, run: PeriodicRun) -> Solution:

@@ -105,6 +105,8 @@ def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[i
     keys, owner = _occurrences(groups, pairs, topology.n_gpus)
     distinct, pair_of = np.unique(keys, return_inverse=True)
     table = route_pairs(topology, distinct)
+    if len(groups) == 1:  # one cluster, nothing to compare it with
+        return [Cluster((0,), np.unique(table.links), (len(groups[0]),))], table
     pair_of = pair_of.reshape(-1)
     n_links = len(topology.links)
     hop_owner, hop_link = table.flow_links(pair_of)

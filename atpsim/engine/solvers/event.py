@@ -41,6 +41,22 @@ def flatten(steps: Steps) -> FlatFlows:
     return FlatFlows(*(np.concatenate([p[i] for p in parts]) for i in range(5)))
 
 
+def prefix_of(flows: FlatFlows, deps: tuple[np.ndarray, np.ndarray],
+              n_flows: int) -> tuple[FlatFlows, tuple[np.ndarray, np.ndarray]]:
+    """The first *n_flows* flows (whole steps) and their dependencies, cut from a longer run's:
+    the rendezvous rule looks only at earlier steps, so a prefix's rows are the run's rows."""
+    cut = FlatFlows(*(a[:n_flows] for a in (flows.src, flows.dst, flows.nbytes, flows.lane,
+                                             flows.step)))
+    indptr = deps[0][:n_flows + 1]
+    return cut, (indptr, deps[1][:indptr[-1]])
+
+
+def dependencies(problem: Problem, flows: FlatFlows) -> tuple[np.ndarray, np.ndarray]:
+    """The rendezvous rule's CSR over *flows* (the problem's, flattened), over its rank ids."""
+    ids = problem.rank_of
+    return rendezvous_dependencies(ids(flows.src), ids(flows.dst), flows.step, flows.lane)
+
+
 def done_by_id(src: np.ndarray, dst: np.ndarray, finish_s: np.ndarray, n_ids: int) -> np.ndarray:
     """The finish of the last flow each id (``0 .. n_ids - 1``) takes part in, 0 for none."""
     done = np.zeros(n_ids)
@@ -54,9 +70,11 @@ class EventDriven:
 
     name = NAME
 
-    def timeline(self, problem: Problem) -> FlowTimeline:
-        """Every flow's start and finish (step-major order), and the bytes per link."""
-        return self._run(problem)[1]
+    def timeline(self, problem: Problem,
+                 flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None) -> FlowTimeline:
+        """Every flow's start and finish (step-major order), and the bytes per link; *flat*:
+        the problem's flows and dependencies, when already at hand."""
+        return self._run(problem, flat)[1]
 
     def solve(self, problem: Problem) -> Solution:
         flows, run = self._run(problem)
@@ -65,10 +83,12 @@ class EventDriven:
         return Solution(done, run.link_bytes, float(run.delivered.sum()), NAME)
 
     @staticmethod
-    def _run(problem: Problem) -> tuple[FlatFlows, FlowTimeline]:
-        flows = flatten(problem.steps)
-        ids, routes = problem.rank_of, problem.routes
-        deps = rendezvous_dependencies(ids(flows.src), ids(flows.dst), flows.step, flows.lane)
+    def _run(problem: Problem, flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None
+             ) -> tuple[FlatFlows, FlowTimeline]:
+        flows, deps = flat if flat is not None else (flatten(problem.steps), None)
+        if deps is None:
+            deps = dependencies(problem, flows)
+        routes = problem.routes
         run = run_flows(routes, problem.links.bandwidth_Bps, routes.index(flows.src, flows.dst),
                         flows.nbytes, deps)
         return flows, run

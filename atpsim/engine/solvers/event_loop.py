@@ -11,17 +11,31 @@ instant are handled as one batch, so a step of a symmetric collective is one rat
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import simpy
 
 from atpsim.engine.routes import PairRoutes
+from atpsim.engine.solvers import flow_network, maxmin
+from atpsim.engine.solvers.flow_kernel import compiled_kernel
 from atpsim.engine.solvers.flow_network import FlowNetwork
+
+logger = logging.getLogger(__name__)
+
+#: Whether large runs take the compiled loop (where numba is installed); off with
+#: ``ATPSIM_EVENT_LOOP=simpy`` (what ``bench/bench_engine.py --loop simpy`` measures).
+use_kernel = os.environ.get("ATPSIM_EVENT_LOOP") != "simpy"
 
 #: Flows whose finish lies within this fraction of the current time finish together.
 TIME_RTOL = 1e-10
+#: Runs of fewer flows take the simpy loop: loading the compiled kernel costs about a second
+#: per process, more than such a run takes.
+KERNEL_MIN_FLOWS = 50_000
 
 
 @dataclass(frozen=True)
@@ -112,10 +126,42 @@ class _Run:
 
 def run_flows(routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray,
               flow_bytes: np.ndarray, deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
-    """Simulate flows (pair index and bytes each) with CSR dependencies *deps*."""
+    """Simulate flows (pair index and bytes each) with CSR dependencies *deps*: by the
+    compiled kernel (:mod:`~atpsim.engine.solvers.flow_kernel`) where numba is installed
+    and the run has at least :data:`KERNEL_MIN_FLOWS` flows, else by the simpy loop; both
+    give the same times to the last bit."""
+    kernel = compiled_kernel() if use_kernel and len(flow_pair) >= KERNEL_MIN_FLOWS else None
+    if kernel is not None:
+        return _run_compiled(kernel, routes, capacity_Bps, flow_pair, flow_bytes, deps)
     run = _Run(routes, capacity_Bps, flow_pair, flow_bytes, deps)
     run.env.process(run.network())
     run.env.run()
-    if run.n_done != len(flow_pair):
-        raise RuntimeError(f"event engine stalled: {run.n_done} of {len(flow_pair)} flows done")
+    _check_done(run.n_done, len(flow_pair))
     return FlowTimeline(run.start, run.finish, run.net.delivered, run.net.link_bytes)
+
+
+def _check_done(n_done: int, n: int) -> None:
+    if n_done != n:
+        raise RuntimeError(f"event engine stalled: {n_done} of {n} flows done")
+
+
+def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: np.ndarray,
+                  flow_pair: np.ndarray, flow_bytes: np.ndarray,
+                  deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
+    """:func:`run_flows` by the compiled *kernel*, over the links the routes use (renumbered,
+    as :class:`FlowNetwork` does)."""
+    used, local = np.unique(routes.links, return_inverse=True)
+    rev_ptr, rev_idx = _reverse_csr(deps[0], deps[1], len(flow_pair))
+    pairs = np.asarray(flow_pair, dtype=np.int64)
+    start, finish, delivered, local_bytes, n_done, stats = kernel(
+        routes.ptr.astype(np.int64), local.astype(np.int64).ravel(),
+        np.asarray(capacity_Bps, dtype=np.float64)[used], pairs,
+        np.array(flow_bytes, dtype=np.float64), np.diff(deps[0]).astype(np.int64),
+        rev_ptr, rev_idx.astype(np.int64), routes.latency_s[pairs].astype(np.float64),
+        flow_network.MAX_EXPAND_ROUNDS, TIME_RTOL, maxmin.LEVEL_RTOL)
+    _check_done(n_done, len(flow_pair))
+    logger.debug("event kernel: %d flows, %d events, %d solves, %d incidences, %d in components,"
+                 " %d rounds", len(flow_pair), *stats)
+    link_bytes = np.zeros(len(capacity_Bps))
+    link_bytes[used] = local_bytes
+    return FlowTimeline(start, finish, delivered, link_bytes)

@@ -7,10 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import atpsim.engine.reductions.periodic as periodic
+from atpsim.collectives.registry import build_schedule
 from atpsim.engine import collective
 from atpsim.engine.collective import run_collective
+from atpsim.engine.problem import Problem
+from atpsim.engine.routes import pair_routes
+from atpsim.engine.solvers.event import dependencies, flatten, prefix_of
 from atpsim.topology.builders.torus import torus
-from tests.engine.conftest import tree
+from tests.engine.conftest import star, tree
 from tests.engine.reductions.test_engine_symmetry import same
 from tests.engine.test_engine_properties import cases
 
@@ -73,3 +77,21 @@ def test_extended_prefixes_of_long_rings_equal_the_reference_run(case):
     finally:
         periodic.FIRST_PREFIX_STEPS = saved
     same(fast, run_collective(topo, op, alg, groups, nbytes, engine="reference"))
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "bidirectional-ring", "rabenseifner"])
+@pytest.mark.parametrize("n_steps", [1, 3, 7])
+def test_a_prefix_cut_from_the_whole_run_is_the_prefix(algorithm, n_steps):
+    """The rendezvous rule only looks back, so the prefix's flows and dependencies are the
+    first rows of the whole schedule's (what PrefixRuns relies on)."""
+    topo = star(8)
+    schedule = build_schedule("all_reduce", algorithm, [[0, 2, 4, 6], [1, 3, 5, 7]], 1e6)
+    problem = Problem.of(schedule.steps, pair_routes(topo, schedule.steps), topo.links)
+    flows = flatten(problem.steps)
+    short = problem.prefix(n_steps)
+    cut, deps = prefix_of(flows, dependencies(problem, flows), sum(len(s) for s in short.steps))
+    alone = flatten(short.steps)
+    for name in ("src", "dst", "nbytes", "lane", "step"):
+        assert np.array_equal(getattr(cut, name), getattr(alone, name))
+    expected = dependencies(short, alone)
+    assert np.array_equal(deps[0], expected[0]) and np.array_equal(deps[1], expected[1])
