@@ -7,7 +7,8 @@ returns a typed result:
 - :func:`simulate` one training step of a model on a mesh -> :class:`StepPrediction`
 - :func:`collective` an nccl-tests-style sweep of one collective -> :class:`CollectiveSweep`
 - :func:`plan` every mesh and chunk count ranked -> :class:`Plan`
-- :func:`simulate_job` one iteration of a DP x PP x TP job -> :class:`JobPrediction`
+- :func:`simulate_job` one iteration of a DP x PP x TP job -> :class:`JobPrediction`;
+  :func:`plan_job` every such layout that divides the model and fits, ranked -> :class:`JobPlan`
 - :func:`run_scenario` a scenario file's sweep, results table and report -> :class:`RunSummary`
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
@@ -36,6 +37,9 @@ _EXPORTS: dict[str, str] = {
     "simulate_job": "job",
     "JobPrediction": "job",
     "JobConfig": "job",
+    "plan_job": "job_search",
+    "JobPlan": "job_search",
+    "JobCandidate": "job_search",
     # collectives
     "collective": "collective_sweep",
     "CollectiveSweep": "collective_sweep",
@@ -107,7 +111,9 @@ __all__ = [
     "DeviceMesh",
     "EXIT_CODES",
     "FolderFit",
+    "JobCandidate",
     "JobConfig",
+    "JobPlan",
     "JobPrediction",
     "LayerDims",
     "LinkFit",
@@ -147,6 +153,7 @@ __all__ = [
     "memory_op_class",
     "model_preset",
     "plan",
+    "plan_job",
     "presets",
     "rebuild_report",
     "route",
@@ -211,6 +218,7 @@ if TYPE_CHECKING:
         run_collective,
     )
     from atpsim.api.job import JobConfig, JobPrediction, simulate_job
+    from atpsim.api.job_search import JobCandidate, JobPlan, plan_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
     from atpsim.api.point import (
         hardware_profile,

@@ -1,0 +1,42 @@
+"""plan_job: every layout that divides the model and fits, simulated and ranked."""
+
+from __future__ import annotations
+
+import pytest
+
+from atpsim.api import simulate_job
+from atpsim.api.job_search import plan_job
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+
+SMALL = ModelConfig("gpt-1.3b", hidden=2048, heads=16, layers=24, batch=1, seq=2048)
+
+
+def test_candidates_are_ranked_and_match_simulate_job():
+    plan = plan_job("ib-cluster:2x8", SMALL, devices=16, global_batch=32, pipelines=(1, 2),
+                    micro_batches=(1, 2))  # fmt: skip
+    times = [c.prediction.iteration_time_s for c in plan.candidates]
+    assert times == sorted(times) and len(times) > 10
+    best = plan.best.config
+    again = simulate_job("ib-cluster:2x8", SMALL, tp=best.layout.tp, pp=best.layout.pp,
+                         dp=best.layout.dp, micro_batch=best.micro_batch, global_batch=32)  # fmt: skip
+    assert again.iteration_time_s == plan.best.prediction.iteration_time_s
+
+
+def test_layouts_that_do_not_fit_are_pruned_before_simulation():
+    """A 40-layer, h = 5120 model (about 13B parameters, 16 bytes each with Adam) cannot sit on
+    one 80 GB GPU's worth of TP x PP: every layout with too few model-parallel ranks is cut."""
+    big = ModelConfig("13b", hidden=5120, heads=40, layers=40, batch=1, seq=2048)
+    plan = plan_job("ib-cluster:2x8", big, devices=16, global_batch=16, pipelines=(1, 2, 4, 8),
+                    micro_batches=(1,))  # fmt: skip
+    assert plan.pruned["memory"] > 0
+    assert all(c.prediction.fits_memory for c in plan.candidates)
+    assert all(c.config.layout.tp.size * c.config.layout.pp >= 4 for c in plan.candidates)
+
+
+def test_indivisible_layouts_are_pruned_and_an_empty_plan_says_so():
+    odd = ModelConfig("odd", hidden=1000, heads=10, layers=3, batch=1, seq=128)
+    plan = plan_job("ib-cluster:1x8", odd, devices=8, global_batch=7, pipelines=(1,), micro_batches=(1,))
+    assert plan.pruned["divisibility"] > 0 and not plan.candidates
+    with pytest.raises(SimulationError, match="no layout"):
+        plan.best  # noqa: B018
