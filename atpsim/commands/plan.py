@@ -8,17 +8,26 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from atpsim.api import CALIBRATIONS, AtpsimError, Plan, PlanEntry, plan, write_trace
+from atpsim.api import (
+    CALIBRATIONS,
+    AtpsimError,
+    JobPlan,
+    Plan,
+    PlanEntry,
+    plan,
+    plan_job,
+    write_trace,
+)
 from atpsim.commands._common import clean_errors, warnings_to_stderr
 
 
-def _chunk_list(text: str) -> tuple[int, ...]:
+def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError as error:
-        raise AtpsimError(f"expected chunk counts like '1,2,4', got {text!r}", key="--chunks") from error
+        raise AtpsimError(f"expected counts like '1,2,4', got {text!r}", key=key) from error
     if any(v < 1 for v in values):
-        raise AtpsimError(f"chunk counts must be >= 1, got {text!r}", key="--chunks")
+        raise AtpsimError(f"counts must be >= 1, got {text!r}", key=key)
     return values
 
 
@@ -34,14 +43,35 @@ def _chunk_list(text: str) -> tuple[int, ...]:
               show_default=True, help="Eq. 2 bandwidths: auto = the paper's for ic1, else derived.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="Write the best candidate's timeline as a Chrome trace (JSON).")
+@click.option("--global-batch", type=click.IntRange(min=1), default=None,
+              help="Plan a whole training job of this many samples per iteration: search TP mesh x PP x DP x micro-batch.")
+@click.option("--pp", "pipelines", default=None, help="Job: pipeline depths to try, e.g. 1,2,4 (default: divisors of the layers).")
+@click.option("--micro-batch", "micro_batches", default="1,2,4", show_default=True, help="Job: micro-batch sizes to try.")
+@click.option("--max-tp", type=click.IntRange(min=1), default=8, show_default=True, help="Job: largest TP mesh.")
+@click.option("--vocab", type=click.IntRange(min=0), default=0, show_default=True, help="Job: vocabulary (embedding and LM head).")
+@click.option("--zero", type=click.IntRange(0, 1), default=0, show_default=True, help="Job: ZeRO stage (0 or 1).")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
+@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
 @clean_errors
-def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path):
-    """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time."""
+def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
+            global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top):
+    """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
+    --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
+    if global_batch is not None:
+        ranked_jobs = plan_job(topology, model_name, devices=devices or _all_gpus(topology),
+                               global_batch=global_batch, max_tp=max_tp,
+                               pipelines=_int_list(pipelines, "--pp") if pipelines else None,
+                               micro_batches=_int_list(micro_batches, "--micro-batch"), hardware=hardware,
+                               algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
+                               schedule=schedule)  # fmt: skip
+        _print_jobs(ranked_jobs, top)
+        return
     if trace_path and not Path(trace_path).resolve().parent.is_dir():
         raise AtpsimError(f"no folder to write the trace into: {Path(trace_path).parent}",
                           key="--trace")  # fmt: skip
     with warnings_to_stderr():
-        ranked = plan(topology, model_name, devices=devices, chunks=_chunk_list(chunks),
+        ranked = plan(topology, model_name, devices=devices, chunks=_int_list(chunks),
                       algorithm=algorithm, hardware=hardware, placement=placement,
                       calibration=calibration)  # fmt: skip
     _print_plan(ranked)
@@ -85,3 +115,25 @@ def _row(entry: PlanEntry, des_best: bool, analytic_best: bool) -> list[str]:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f}"
+
+
+def _all_gpus(topology: str) -> int:
+    from atpsim.api import load_topology
+
+    return load_topology(topology).n_gpus
+
+
+def _print_jobs(ranked: JobPlan, top: int) -> None:
+    console = Console(width=160)
+    pruned = ", ".join(f"{n} by {why}" for why, n in ranked.pruned.items() if n)
+    table = Table(title="layouts by iteration time", caption=f"pruned before simulation: {pruned or 'none'}")
+    for name in ("layout", "iteration s", "TFLOP/s/GPU", "MFU", "compute s", "exposed TP s", "bubble s",
+                 "exposed DP s", "other s", "memory GB"):  # fmt: skip
+        table.add_column(name, justify="right")
+    for c in ranked.candidates[:top]:
+        p = c.prediction
+        table.add_row(c.label, f"{p.iteration_time_s:.3f}", f"{p.tflops_per_gpu:.1f}", f"{p.mfu:.1%}",
+                      f"{p.compute_s:.3f}", f"{p.exposed_tp_comm_s:.3f}", f"{p.pipeline_bubble_s:.3f}",
+                      f"{p.exposed_dp_comm_s:.3f}", f"{p.other_s:.3f}", f"{p.memory_per_rank_bytes / 1e9:.1f}")  # fmt: skip
+    console.print(table)
+    console.print(f"best: {ranked.best.label}")

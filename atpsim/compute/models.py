@@ -61,10 +61,32 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
 }
 
 
+#: The GPT-3 family (Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1:
+#: layers, d_model, heads; context 2048), for whole-job simulations (``atpsim.simulate_job``,
+#: ``atpsim plan --global-batch``); one sample per micro-batch. Two rows of the table do not
+#: multiply out, and the table's d_head (128) settles both: 13B's d_model is printed as 5140
+#: (5120 = 40 x 128 is used) and 1.3B's heads as 24 (16 = 2048 / 128 is used).
+#: Their vocabulary is GPT-2's 50,257 tokens (Section 2.1), padded to 51,200 in a job.
+GPT3_PRESETS: dict[str, ModelConfig] = {
+    name: ModelConfig(name, hidden=hidden, heads=heads, layers=layers, batch=1, seq=2048)
+    for name, layers, hidden, heads in (
+        ("gpt3-125m", 12, 768, 12),
+        ("gpt3-350m", 24, 1024, 16),
+        ("gpt3-760m", 24, 1536, 16),
+        ("gpt3-1.3b", 24, 2048, 16),
+        ("gpt3-2.7b", 32, 2560, 32),
+        ("gpt3-6.7b", 32, 4096, 32),
+        ("gpt3-13b", 40, 5120, 40),
+        ("gpt3-175b", 96, 12288, 96),
+    )
+}
+
+
 def model_preset(name: str) -> ModelConfig:
-    """The preset called *name* (M1..M4)."""
+    """The preset called *name*: the paper's M1..M4, or a GPT-3 model (``gpt3-1.3b``, ...)."""
     from atpsim.errors import did_you_mean
 
-    if name not in MODEL_PRESETS:
-        raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, MODEL_PRESETS)}")
-    return MODEL_PRESETS[name]
+    presets = {**MODEL_PRESETS, **GPT3_PRESETS}
+    if name not in presets:
+        raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, presets)}")
+    return presets[name]
