@@ -1,9 +1,10 @@
 """Routes of the distinct (src, dst) pairs of a schedule, as CSR arrays over directed links.
 
 Pairs are routed by the topology's router, one call each, except on a torus under
-dimension-order routing, where every pair is routed at once (:func:`torus_routes`: the same
-links in the same order, a few numpy passes instead of a Python call per hop; all-to-all on
-a 32 x 32 torus routes a million pairs).
+dimension-order routing and under up*/down* routing (fat trees, switches), where every pair is
+routed at once (:func:`torus_routes`, :func:`~atpsim.engine.updown_routes.updown_routes`: the
+same links in the same order, a few numpy passes instead of a Python call per hop; all-to-all
+on a 32 x 32 torus or on 1024 GPUs of a fat tree routes a million pairs).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from itertools import chain
 import numpy as np
 
 from atpsim.collectives.schedule import Steps
+from atpsim.engine.updown_routes import updown_routes
 from atpsim.topology.graph import Topology
 from atpsim.topology.routing import DimensionOrderRouter
 
@@ -69,16 +71,7 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
     """Route the pairs ``keys = src * n_gpus + dst`` (distinct, sorted) once each."""
     n = topology.n_gpus
     src, dst = keys // n, keys % n
-    hops = _torus_hops(topology)
-    if hops is not None:
-        ptr, links = torus_routes(hops, src, dst)
-    else:
-        route = topology.route
-        routes = [route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
-        lens = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
-        ptr = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(lens, out=ptr[1:])
-        links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(ptr[-1]))
+    ptr, links = _routes_at_once(topology, src, dst) or _routes_one_by_one(topology, src, dst)
     table = topology.links
     if len(keys):
         latency = np.add.reduceat(table.latency_s[links], ptr[:-1])
@@ -86,6 +79,28 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
     else:
         latency = bottleneck = np.zeros(0)
     return PairRoutes(n, keys, src, dst, ptr, links, latency, bottleneck)
+
+
+def _routes_at_once(topology: Topology, src: np.ndarray, dst: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """CSR (ptr, links) of all pairs in a few numpy passes where the router allows it (torus
+    under dimension-order routing, up*/down* routing); else None."""
+    hops = _torus_hops(topology)
+    if hops is not None:
+        return torus_routes(hops, src, dst)
+    return updown_routes(topology, src, dst)
+
+
+def _routes_one_by_one(topology: Topology, src: np.ndarray, dst: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, links) of the pairs, one router call each."""
+    route = topology.route
+    routes = [route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
+    lens = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
+    ptr = np.zeros(len(src) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, links
 
 
 def pair_routes(topology: Topology, steps: Steps, within: PairRoutes | None = None) -> PairRoutes:

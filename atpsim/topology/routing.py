@@ -168,6 +168,13 @@ class UpDownRouter:
     @staticmethod
     def _climb(state: _UpDownState, node: Any, dst_rank: int) -> Any:
         """The next hop up (or across, at the top) from *node* towards GPU *dst_rank*."""
+        choices = UpDownRouter.climb_choices(state, node, dst_rank)
+        return choices[dst_rank % len(choices)]
+
+    @staticmethod
+    def climb_choices(state: _UpDownState, node: Any, dst_rank: int) -> list[Any]:
+        """The equal best hops up (or across) from *node* towards GPU *dst_rank*; they depend
+        on *dst_rank* only through which of *node*'s up and peer neighbours have it below."""
         ups, peers = state.ups[node], state.peers[node]
         candidates = (
             [u for u in ups if dst_rank in state.below[u]]
@@ -178,8 +185,7 @@ class UpDownRouter:
         )
         if not candidates:
             raise RuntimeError(f"up/down routing is stuck at {node}")
-        choices = state.best(node, candidates)
-        return choices[dst_rank % len(choices)]
+        return state.best(node, candidates)
 
 
 class HostStagedRouter:
