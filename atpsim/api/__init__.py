@@ -10,6 +10,7 @@ returns a typed result:
 - :func:`simulate_job` one iteration of a DP x PP x TP job -> :class:`JobPrediction`;
   :func:`plan_job` every such layout that divides the model and fits, ranked -> :class:`JobPlan`
 - :func:`run_scenario` a scenario file's sweep, results table and report -> :class:`RunSummary`
+  (a job scenario's points through :func:`simulate_job_point`)
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
 - :func:`validate` / :func:`fit_nccl_log` calibrate against measurements
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "simulate_job": "job",
     "JobPrediction": "job",
     "JobConfig": "job",
+    "simulate_job_point": "job_point",
     "plan_job": "job_search",
     "JobPlan": "job_search",
     "JobCandidate": "job_search",
@@ -162,6 +164,7 @@ __all__ = [
     "serial_compute_time_s",
     "simulate",
     "simulate_job",
+    "simulate_job_point",
     "simulate_point",
     "topology_for",
     "topology_summary",
@@ -218,6 +221,7 @@ if TYPE_CHECKING:
         run_collective,
     )
     from atpsim.api.job import JobConfig, JobPrediction, simulate_job
+    from atpsim.api.job_point import simulate_job_point
     from atpsim.api.job_search import JobCandidate, JobPlan, plan_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
     from atpsim.api.point import (

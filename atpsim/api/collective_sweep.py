@@ -5,8 +5,9 @@ algbw = size / time, busbw = algbw x the op's factor (2(p-1)/p for all-reduce, (
 reduce-scatter, all-gather and all-to-all, 1 for broadcast). GB/s are 10^9 bytes/s. Each row
 also says what NCCL would have run (:func:`atpsim.engine.collective.run_nccl`): the algorithm
 (``auto``: NCCL's tuner), the protocol (LL, LL128, Simple; ``none``: bare links, no protocol
-cost) and the channels, and the per-call cost the step simulator adds to every collective (the
-hardware profile's ``collective_overhead_s``), which *time_s* includes.
+cost) and the channels. *time_s* is what the step simulator charges for the same call: with a
+protocol, NCCL's latency model is the per-call cost; with ``none`` (bare links, as the step's
+``event`` backend runs them) the hardware profile's ``collective_overhead_s`` is added.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
-from atpsim.engine.nccl import nccl_algorithm_names, run_nccl
+from atpsim.engine.nccl import check_nccl_algorithm, run_nccl
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
@@ -121,10 +122,7 @@ def collective(
     True
     """
     algorithm = algorithm or "auto"
-    if algorithm not in nccl_algorithm_names(op):
-        valid = nccl_algorithm_names(op)
-        raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
-                              f"{did_you_mean(algorithm, valid)}", key="--algorithm")
+    check_nccl_algorithm(op, algorithm)
     check_protocol(protocol, key="--protocol")
     if channels is not None and (isinstance(channels, bool) or channels < 1):
         raise SimulationError(f"expected a channel count >= 1, got {channels!r}", key="--channels")
@@ -136,7 +134,8 @@ def collective(
         raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", key="--devices")
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
     p = len(group_list[0])
-    overhead_s = load_profile(topo.meta.get("hardware", "a100-sxm4-80gb")).collective_overhead_s
+    overhead_s = 0.0 if protocol != "none" else \
+        load_profile(topo.meta.get("hardware", "a100-sxm4-80gb")).collective_overhead_s
     call = _Call(op, algorithm, protocol, channels, engine, overhead_s)
     rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
                  for size in buffer_sizes(sizes))  # fmt: skip

@@ -18,8 +18,8 @@ The stages are chained as for one step, one level up:
 
 With a *vocab*, the embedding runs on the first virtual stage and the LM head with the loss on
 the last (:mod:`atpsim.parallel.head`), and their tied gradients are all-reduced between those
-stages. Not yet modelled (issue 12 continues): traffic of different streams sharing links (each collective is timed with
-its own call's groups only), SUMMA grids.
+stages. Not yet modelled: traffic of different streams sharing links (each collective is
+timed with its own call's groups only; issue 13), SUMMA grids.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class JobConfig:
     schedule: str = "1f1b"
     virtual_stages: int = 1
     chunks: int = 1
-    algorithm: str = "ring"
+    algorithm: str = "auto"
     bucket_bytes: float = DEFAULT_BUCKET_BYTES
     overlap_grad_reduce: bool = True
     zero: int = 0
@@ -318,7 +318,7 @@ def _gradient_sync(topology: Topology, profile: HardwareProfile, config: JobConf
     op = "reduce_scatter" if config.zero else "all_reduce"
     bucket_s = tuple(_collective_s(topology, profile, op, config.algorithm, groups, n) for n in sizes)
     ready = tuple(min(1.0, sum(sizes[: k + 1]) / grad_bytes) for k in range(len(sizes)))
-    gather_s = _collective_s(topology, profile, "all_gather", "ring", groups, grad_bytes) if config.zero else 0.0
+    gather_s = _collective_s(topology, profile, "all_gather", "auto", groups, grad_bytes) if config.zero else 0.0
     if tied_s:
         bucket_s, ready = bucket_s + (tied_s,), ready + (1.0,)
     return GradientSync(bucket_s, ready, config.overlap_grad_reduce, optimizer_s, gather_s)
@@ -348,7 +348,7 @@ def _tied_embedding_s(topology: Topology, profile: HardwareProfile, config: JobC
     mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
     nbytes = head_params_per_rank(config.vocab, config.model, mesh) * config.model.dtype_bytes
     pairs = [list(pair) for pair in layout.send_pairs(0, layout.pp - 1)]
-    return _collective_s(topology, profile, "all_reduce", "ring", pairs, nbytes)
+    return _collective_s(topology, profile, "all_reduce", "auto", pairs, nbytes)
 
 
 def _buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
@@ -359,14 +359,18 @@ def _buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
 
 def _collective_s(topology: Topology, profile: HardwareProfile, op: str, algorithm: str,
                   groups: list[list[int]], nbytes: float) -> float:
-    from atpsim.collectives.registry import algorithm_names
+    """One call of *op* on every group at once, as the step simulator times it (the default
+    collective backend: as NCCL runs it, with its per-call cost), s."""
+    from atpsim.engine.backends import charges_call_cost, get_backend
+    from atpsim.engine.step.run import DEFAULT_BACKEND
 
-    chosen = algorithm if algorithm in algorithm_names(op) else "ring"
-    return run_collective(topology, op, chosen, groups, nbytes).time_s + _overhead_s(profile)
+    times = get_backend(DEFAULT_BACKEND)(topology, op, algorithm, groups, nbytes)
+    charged = charges_call_cost(DEFAULT_BACKEND, topology)
+    return max(times, default=0.0) + (0.0 if charged else _overhead_s(profile))
 
 
 def _overhead_s(profile: HardwareProfile) -> float:
-    """The profile's fixed cost per collective call, as the step simulator charges it."""
+    """The profile's fixed cost per collective call (charged where the backend has none)."""
     return float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
 
 

@@ -86,7 +86,7 @@ def plan(
     *,
     devices: int | None = None,
     chunks: Sequence[int] = (1,),
-    algorithm: str = "ring",
+    algorithm: str = "auto",
     hardware: str | None = None,
     placement: str = "row-major",
     calibration: str = "auto",
@@ -103,14 +103,11 @@ def plan(
     >>> (best.mesh.d1, best.mesh.d2)
     (2, 4)
     """
-    from atpsim.collectives.registry import check_algorithm
+    from atpsim.engine.nccl import check_nccl_algorithm
     from atpsim.topology.spec import load_topology, topology_label
 
     _check_plan_options(devices, chunks)
-    try:
-        check_algorithm("all_reduce", algorithm)
-    except AtpsimError as error:
-        raise SimulationError(error.message, key="--algorithm") from None
+    check_nccl_algorithm("all_reduce", algorithm)
     config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "--model")
     _check_names(hardware, placement)
     chosen = _calibration(calibration, topology)
@@ -119,7 +116,15 @@ def plan(
     profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
     label = topology_label(topology)
     candidates = []
-    for mesh in factorizations(n):
+    meshes = [m for m in factorizations(n) if not (config.hidden % m.d1 or config.hidden % m.d2)]
+    if not meshes:
+        raise SimulationError(f"no DeviceMesh of {n} GPUs splits model.hidden ({config.hidden}): "
+                              f"each dimension must divide it", key="--devices")
+    if len(meshes) < len(factorizations(n)):
+        log.warning("skipping %d of the %d meshes of %d GPUs: a dimension does not divide "
+                    "model.hidden (%d)", len(factorizations(n)) - len(meshes),
+                    len(factorizations(n)), n, config.hidden)
+    for mesh in meshes:
         placed = DeviceMesh(mesh.d1, mesh.d2, placement)
         calibrated = None if chosen is None else chosen.get((mesh.d1, mesh.d2))
         for chunk in chunks:

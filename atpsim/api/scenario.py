@@ -1,6 +1,7 @@
 """`atpsim.run_scenario`: a scenario file to a run folder. Load and expand the scenario, run
-its sweep (every point through :func:`atpsim.api.point.simulate_point`), copy the scenario
-beside the results and build the report; :func:`rebuild_report` redoes the last part from a
+its sweep (every point through :func:`atpsim.api.point.simulate_point`, or a job scenario's
+through :func:`atpsim.api.job_point.simulate_job_point`), copy the scenario beside the results
+and build the report; :func:`rebuild_report` redoes the last part from a
 saved folder.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY, build_report
@@ -86,10 +88,11 @@ def run_scenario(
     points = expand_sweep(scenario)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     announce(describe_sweep(scenario, points))
-    warning = long_sweep_warning(points, jobs)
+    warning = long_sweep_warning(list(points), jobs)
     if warning:
         log.warning(warning)
-    _warn_uneven_heads(points)
+    _warn_uneven_heads([p for p in points if isinstance(p, SweepPoint)])
+    default = simulate_job_point if scenario.is_job else simulate_point
     parquet = "parquet" in scenario.output.formats
     with folder_lock(out):
         frame = run_sweep(
@@ -98,7 +101,7 @@ def run_scenario(
             jobs=jobs,
             resume=resume,
             fresh=fresh,
-            simulate=simulate or simulate_point,
+            simulate=simulate or default,
             progress=progress,
             console=console,
             parquet=parquet,

@@ -107,6 +107,18 @@ def topology_profile(topology: Topology) -> Profile:
     return load_profile(topology.meta.get("nccl"))
 
 
+#: Builders of GPU machines that run NCCL (PCIe trees, NVLink pairs, NVSwitch nodes and
+#: InfiniBand clusters of them). The paper's theory fabrics (the NVLink-Network switch, tori)
+#: and custom graphs are not: their collectives run on bare links, as the paper analyses them.
+NCCL_BUILDERS = frozenset({"pcie-tree", "nvlink-pairs", "nvswitch", "ib-cluster"})
+
+
+def runs_nccl(topology: Topology) -> bool:
+    """Whether *topology* is a machine whose collectives NCCL runs (:data:`NCCL_BUILDERS`, or
+    any topology naming an NCCL profile in ``meta["nccl"]``)."""
+    return topology.meta.get("builder") in NCCL_BUILDERS or "nccl" in topology.meta
+
+
 def check_protocol(protocol: str, key: str = "protocol") -> str:
     """*protocol* if valid; a SimulationError (at *key*) naming the choices otherwise."""
     if protocol not in PROTOCOL_CHOICES:
@@ -123,6 +135,14 @@ def latency_s(protocol: str, kind: str, step_classes: list[str], profile: Profil
 
 
 _EFFECTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Effective topology -> the topology it scales (same graph, links and router).
+_SCALED_FROM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def routing_base(topology: Topology) -> Topology:
+    """The topology whose routes *topology* shares: the one an :func:`effective_topology`
+    scales (same links in the same order, same router; only bandwidths differ), else itself."""
+    return _SCALED_FROM.get(topology, topology)
 
 
 def effective_topology(topology: Topology, protocol: str, profile: Profile) -> Topology:
@@ -135,6 +155,8 @@ def effective_topology(topology: Topology, protocol: str, profile: Profile) -> T
         for u, v, data in graph.edges(data=True):
             share = profile.efficiency[protocol][LINK_CLASS.get(data["kind"], "nvlink")]
             graph.edges[u, v]["bandwidth_Bps"] = data["bandwidth_Bps"] * share
-        per_topology[key] = Topology(f"{topology.name}[{protocol}]", graph, topology.router,
-                                     topology.description, topology.meta)
+        scaled = Topology(f"{topology.name}[{protocol}]", graph, topology.router,
+                          topology.description, topology.meta)
+        _SCALED_FROM[scaled] = routing_base(topology)
+        per_topology[key] = scaled
     return per_topology[key]

@@ -36,7 +36,8 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--model", "-m", "model_name", default="M2", show_default=True, help="M1..M4.")
 @click.option("--devices", "-n", type=click.IntRange(min=1), default=None, help="GPUs (default: all of the topology).")
 @click.option("--chunks", default="1", show_default=True, help="Chunk counts to try, e.g. 1,2,4.")
-@click.option("--algorithm", default="ring", show_default=True, help="All-reduce algorithm.")
+@click.option("--algorithm", default="auto", show_default=True,
+              help="All-reduce algorithm (auto: what NCCL's tuner picks).")
 @click.option("--hardware", default=None, help="Hardware profile (default: the topology's).")
 @click.option("--placement", default="row-major", show_default=True)
 @click.option("--calibration", type=click.Choice(list(CALIBRATIONS)), default="auto",

@@ -82,11 +82,42 @@ GPT3_PRESETS: dict[str, ModelConfig] = {
 }
 
 
+#: GPT models of Megatron-LM's weak-scaling study (Narayanan et al., "Efficient Large-Scale
+#: Language Model Training on GPU Clusters Using Megatron-LM", SC 2021, Table 1: attention
+#: heads, hidden size, layers; sequence length 2048, vocabulary 51,200), 1.7B to 1T
+#: parameters; one sample per micro-batch.
+MEGATRON_PRESETS: dict[str, ModelConfig] = {
+    name: ModelConfig(name, hidden=hidden, heads=heads, layers=layers, batch=1, seq=2048)
+    for name, heads, hidden, layers in (
+        ("megatron-1.7b", 24, 2304, 24),
+        ("megatron-3.6b", 32, 3072, 30),
+        ("megatron-7.5b", 32, 4096, 36),
+        ("megatron-18b", 48, 6144, 40),
+        ("megatron-39b", 64, 8192, 48),
+        ("megatron-76b", 80, 10240, 60),
+        ("megatron-145b", 96, 12288, 80),
+        ("megatron-310b", 128, 16384, 96),
+        ("megatron-530b", 128, 20480, 105),
+        ("megatron-1t", 160, 25600, 128),
+    )
+}
+
+#: The padded vocabulary of each preset that has one (tokens): GPT-2's 50,257 padded to
+#: 51,200 for the GPT-3 family (as Megatron-LM pads it), and Table 1's 51,200 for Megatron-LM's.
+PRESET_VOCAB: dict[str, int] = {name: 51200 for name in (*GPT3_PRESETS, *MEGATRON_PRESETS)}
+
+
+def preset_names() -> list[str]:
+    """Every model preset: M1..M4, the GPT-3 family and Megatron-LM's GPT models."""
+    return [*MODEL_PRESETS, *GPT3_PRESETS, *MEGATRON_PRESETS]
+
+
 def model_preset(name: str) -> ModelConfig:
-    """The preset called *name*: the paper's M1..M4, or a GPT-3 model (``gpt3-1.3b``, ...)."""
+    """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...) or
+    a Megatron-LM GPT model (``megatron-1t``, ...)."""
     from atpsim.errors import did_you_mean
 
-    presets = {**MODEL_PRESETS, **GPT3_PRESETS}
+    presets = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS}
     if name not in presets:
         raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, presets)}")
     return presets[name]

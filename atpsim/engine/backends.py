@@ -4,6 +4,15 @@ A backend is a function ``(topology, op, algorithm, groups, nbytes) -> group tim
 long each group of one collective call takes when all the groups run at once. Two are
 registered (ASTRA-sim's analytical and congestion-aware network backends behind one API):
 
+- ``nccl`` (the step simulator's default): on a machine NCCL runs on
+  (:func:`atpsim.collectives.protocols.runs_nccl`), the collective as NCCL runs it
+  (:func:`atpsim.engine.nccl.run_nccl`): channel rings laid over NVLink, PCIe and one per NIC
+  rail, the protocol (LL, LL128, Simple) and algorithm (ring, tree, NVLS) NCCL's tuner would
+  pick for the size, each protocol's latency and bandwidth efficiency; its time then includes
+  the per-call cost (NCCL's latency model and the machine's fitted overhead,
+  :func:`charges_call_cost`). An algorithm NCCL does not run for the op (a scenario's
+  all-reduce algorithm on an all-gather) becomes ``auto``. On the paper's theory fabrics and
+  custom graphs it is ``event`` (rings for ``auto``).
 - ``event``: the link-level engine (:func:`atpsim.engine.collective.run_collective`, engine
   ``auto``): every transfer a flow over the topology's directed links at max-min fair rates.
   Its shortcuts are exact, so its answer is the event-driven simulation's.
@@ -35,6 +44,15 @@ CollectiveTimer = Callable[[Topology, str, str, Sequence[Sequence[int]], float],
 _BACKENDS: dict[str, CollectiveTimer] = {}
 
 
+def charges_call_cost(backend: str, topology: Topology) -> bool:
+    """Whether *backend*'s times on *topology* already hold a call's fixed cost, so the step
+    simulator does not add the hardware profile's ``collective_overhead_s`` on top: the
+    ``nccl`` backend on a machine NCCL runs on (NCCL's latency model is that cost)."""
+    from atpsim.collectives.protocols import runs_nccl
+
+    return backend == "nccl" and runs_nccl(topology)
+
+
 def register_backend(name: str, timer: CollectiveTimer) -> CollectiveTimer:
     """Register *timer* as backend *name* (replacing one of that name); returns *timer*."""
     _BACKENDS[name] = timer
@@ -61,6 +79,21 @@ def event_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Se
     from atpsim.engine.collective import run_collective
 
     return run_collective(topology, op, algorithm, groups, nbytes).group_time_s
+
+
+def nccl_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
+               nbytes: float) -> tuple[float, ...]:
+    """Group times of the call as NCCL runs it (module docstring), protocol ``auto``; the
+    ``event`` backend's where NCCL does not run."""
+    from atpsim.collectives.protocols import runs_nccl
+    from atpsim.collectives.registry import algorithm_names
+    from atpsim.engine.nccl import nccl_algorithm_names, run_nccl
+
+    if not runs_nccl(topology):
+        return event_times(topology, op, algorithm if algorithm in algorithm_names(op) else "ring",
+                           groups, nbytes)
+    chosen = algorithm if algorithm in nccl_algorithm_names(op) else "auto"
+    return run_nccl(topology, op, chosen, groups, nbytes).group_time_s
 
 
 def closed_form_times(topology: Topology, op: str, algorithm: str,
@@ -94,5 +127,6 @@ def _worst_path(topology: Topology, op: str, algorithm: str, group: Sequence[int
     return float(routes.bottleneck_Bps.min()), float(routes.latency_s.max())
 
 
+register_backend("nccl", nccl_times)
 register_backend("event", event_times)
 register_backend("closed-form", closed_form_times)

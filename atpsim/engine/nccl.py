@@ -91,6 +91,15 @@ def nccl_algorithm_names(op: str) -> list[str]:
     return sorted(set(own) | set(algorithm_names(op)))
 
 
+def check_nccl_algorithm(op: str, algorithm: str, key: str = "--algorithm") -> None:
+    """A SimulationError (at *key*) naming the nearest valid name when :func:`run_nccl` does
+    not take *algorithm* for *op*."""
+    if algorithm not in nccl_algorithm_names(op):
+        valid = nccl_algorithm_names(op)
+        raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
+                              f"{did_you_mean(algorithm, valid)}", key=key)
+
+
 def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
              nbytes: float, *, protocol: str = "auto", channels: int | None = None,
              engine: str = "auto") -> NcclCall:
@@ -101,10 +110,7 @@ def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Seque
     check_protocol(protocol)
     if channels is not None:
         check_channels(channels)
-    if algorithm not in nccl_algorithm_names(op):
-        valid = nccl_algorithm_names(op)
-        raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
-                              f"{did_you_mean(algorithm, valid)}", key="--algorithm")
+    check_nccl_algorithm(op, algorithm)
     algorithms = _candidates(topology, op, groups) if algorithm == "auto" else (algorithm,)
     if "nvls" in algorithms:
         _check_nvls(topology, groups)

@@ -9,11 +9,15 @@ on a 32 x 32 torus or on 1024 GPUs of a fat tree routes a million pairs).
 
 from __future__ import annotations
 
+import hashlib
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
+from atpsim.collectives.protocols import routing_base
 from atpsim.collectives.schedule import Steps
 from atpsim.engine.updown_routes import updown_routes
 from atpsim.topology.graph import Topology
@@ -68,10 +72,12 @@ def subset(routes: PairRoutes, keys: np.ndarray) -> PairRoutes:
 
 
 def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
-    """Route the pairs ``keys = src * n_gpus + dst`` (distinct, sorted) once each."""
+    """Route the pairs ``keys = src * n_gpus + dst`` (distinct, sorted) once each; the links
+    of a pair set are kept per routing base (:func:`~atpsim.collectives.protocols.
+    routing_base`), so a protocol's scaled copy of a topology reuses them."""
     n = topology.n_gpus
     src, dst = keys // n, keys % n
-    ptr, links = _routes_at_once(topology, src, dst) or _routes_one_by_one(topology, src, dst)
+    ptr, links = _paths(topology, keys, src, dst)
     table = topology.links
     if len(keys):
         latency = np.add.reduceat(table.latency_s[links], ptr[:-1])
@@ -79,6 +85,26 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
     else:
         latency = bottleneck = np.zeros(0)
     return PairRoutes(n, keys, src, dst, ptr, links, latency, bottleneck)
+
+
+#: Path sets kept per routing base (most recent last).
+_PATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+PATH_SETS_KEPT = 4
+
+
+def _paths(topology: Topology, keys: np.ndarray, src: np.ndarray, dst: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, links) of the pairs, from the routing base's recent path sets when there."""
+    base = routing_base(topology)
+    kept = _PATHS.setdefault(base, OrderedDict())
+    digest = (len(keys), hashlib.sha1(np.ascontiguousarray(keys, dtype=np.int64).tobytes()).hexdigest())
+    if digest in kept:
+        kept.move_to_end(digest)
+        return kept[digest]
+    kept[digest] = found = _routes_at_once(base, src, dst) or _routes_one_by_one(base, src, dst)
+    while len(kept) > PATH_SETS_KEPT:
+        kept.popitem(last=False)
+    return found
 
 
 def _routes_at_once(topology: Topology, src: np.ndarray, dst: np.ndarray

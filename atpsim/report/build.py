@@ -2,6 +2,10 @@
 ``report.html``, and ``figures/*.png|svg``. :func:`rebuild_report` does it from a run folder
 alone (``results.csv`` + ``scenario.yaml``), which is what ``atpsim report DIR`` calls.
 
+A job scenario's table (:mod:`atpsim.results.job_schema`) gets the job report instead
+(:func:`_job_sections`): the best configuration per TP scheme, a sentence per comparison on
+whether ATP's best 2D mesh beats Megatron-LM's 1D TP, and the breakdown figure.
+
 The scenario's ``report:`` section chooses what is drawn and how, and its ``reference:``
 section gives published numbers to compare with (both typed and checked by the scenario
 layer, :mod:`atpsim.scenario.report`); without ``figures`` the kinds are chosen from the
@@ -18,7 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.errors import read_text
-from atpsim.report import chunk_table, figures, tables
+from atpsim.report import chunk_table, figures, job_figures, job_tables, tables
 from atpsim.report.data import ok_rows, select_rows
 from atpsim.report.document import (
     Code,
@@ -62,15 +66,18 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
     *scenario_text* (the scenario YAML, copied into the report). Returns the files written."""
     scenario = load_report_sections(scenario_text, str(out_dir / SCENARIO_COPY))
     options, reference = scenario.report, scenario.reference
-    specs = options.figure_specs()
-    if specs is None:
-        specs = tuple(options.default_spec(k) for k in auto_figures(frame, reference))
     shutil.rmtree(out_dir / FIGURES_DIR, ignore_errors=True)
     name = str(scenario.name or out_dir.name)
     document = Document(options.title or f"atpsim report: {name}")
     _intro(document, scenario.description, frame, options)
-    written = _figures(document, out_dir, frame, specs, options, reference)
-    _tables(document, frame)
+    if job_tables.is_job_table(frame):
+        written = _job_sections(document, out_dir, frame)
+    else:
+        specs = options.figure_specs()
+        if specs is None:
+            specs = tuple(options.default_spec(k) for k in auto_figures(frame, reference))
+        written = _figures(document, out_dir, frame, specs, options, reference)
+        _tables(document, frame)
     document.add(
         Heading("Scenario"), Paragraph(f"`{SCENARIO_COPY}`, as run:"), Code(scenario_text, "yaml")
     )
@@ -212,6 +219,41 @@ def _chunk_section(
                     f"{mean:.1%}, worst {worst:+.1%}."
                 )
             )
+
+
+def _job_sections(document: Document, out_dir: Path, frame: pd.DataFrame) -> list[Path]:
+    """A job scenario's report: best configurations, verdicts, breakdown figure, all rows."""
+    best = job_tables.best_table(frame)
+    document.add(Heading("Best configurations"))
+    document.add(best if best is not None else Paragraph("No simulated point fits in memory."))
+    sentences = job_tables.verdicts(frame)
+    if sentences:
+        document.add(Heading("Does ATP's best 2D mesh beat Megatron-LM's 1D TP?"))
+        document.add(*(Paragraph(s) for s in sentences))
+    written: list[Path] = []
+    made = job_figures.breakdown(frame)
+    document.add(Heading("Where the iteration goes"))
+    if made is None:
+        document.add(Paragraph("No successful points to plot."))
+    else:
+        png, svg = save_figure(made, out_dir / FIGURES_DIR, "job_breakdown")
+        written += [png, svg]
+        document.add(Figure(str(png.relative_to(out_dir)), str(svg.relative_to(out_dir)),
+                            _JOB_CAPTION))  # fmt: skip
+    failed = job_tables.failures(frame)
+    if failed is not None:
+        document.add(Heading("Failures"), failed)
+    document.add(Heading("All points"), job_tables.all_rows(frame))
+    return written
+
+
+_JOB_CAPTION = (
+    "Seconds per iteration of the best configuration of each TP scheme at each GPU count "
+    "(Megatron-LM 1D: mesh t x 1; ATP 2D: d2 > 1; each bar labelled with its TP mesh, "
+    "pipeline stages and data-parallel replicas), split into compute, exposed TP and DP "
+    "communication, pipeline bubble and other (optimizer step, ZeRO gather, waiting) on the "
+    "critical pipeline stage."
+)
 
 
 def _tables(document: Document, frame: pd.DataFrame) -> None:

@@ -5,6 +5,10 @@ whether it goes to the append-only partial file of a running sweep or to the fin
 floats with :data:`FLOAT_FORMAT` (10 significant digits), booleans as ``true``/``false``,
 missing values as empty fields, ``\\n`` line ends, columns in schema order. The same rows
 therefore always give the same bytes.
+
+A table follows one :class:`~atpsim.results.schema.ResultsSchema`: the step table's by
+default, a job scenario's (:data:`~atpsim.results.job_schema.JOB_SCHEMA`) when its writer says
+so; a reader tells them apart by the header (:func:`schema_for`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from atpsim.results.schema import COLUMN_NAMES, ResultsError, normalize_row, pandas_dtypes
+from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import STEP_SCHEMA, ResultsError, ResultsSchema
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +32,21 @@ FLOAT_FORMAT = ".10g"
 RESULTS_CSV = "results.csv"
 RESULTS_PARQUET = "results.parquet"
 PARTIAL_CSV = "results.partial.csv"
+#: Every results schema; a header that both could read is the step table's.
+SCHEMAS: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA)
+
+
+def schema_for(names: Iterable[str]) -> ResultsSchema:
+    """The schema whose columns include every one of *names* (a header, a frame's columns);
+    :class:`ResultsError` naming the first unknown column when none does."""
+    names = list(names)
+    for schema in SCHEMAS:
+        if set(names) <= set(schema.names):
+            return schema
+    unknown = [n for n in names if n not in STEP_SCHEMA.names]
+    raise ResultsError(
+        f"unknown column {unknown[0]!r}; expected the columns of atpsim.results.schema"
+    )
 
 
 def format_value(value: Any) -> str:
@@ -49,30 +69,32 @@ def format_line(values: Iterable[Any]) -> str:
     return buffer.getvalue()
 
 
-def header_line() -> str:
-    return format_line(COLUMN_NAMES)
+def header_line(schema: ResultsSchema = STEP_SCHEMA) -> str:
+    return format_line(schema.names)
 
 
-def row_line(row: Mapping[str, Any]) -> str:
-    """The CSV line of *row* (normalized to the schema first)."""
-    full = normalize_row(row)
-    return format_line(full[name] for name in COLUMN_NAMES)
+def row_line(row: Mapping[str, Any], schema: ResultsSchema = STEP_SCHEMA) -> str:
+    """The CSV line of *row* (normalized to *schema* first)."""
+    full = schema.normalize_row(row)
+    return format_line(full[name] for name in schema.names)
 
 
-def append_row(path: Path, row: Mapping[str, Any]) -> None:
+def append_row(path: Path, row: Mapping[str, Any], schema: ResultsSchema = STEP_SCHEMA) -> None:
     """Append *row* to the CSV at *path* (writing the header if the file is new), then flush
     and fsync, so the row survives a crash or Ctrl-C right after."""
-    text = row_line(row)
+    text = row_line(row, schema)
     new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", encoding="utf-8", newline="") as handle:
-        handle.write((header_line() if new else "") + text)
+        handle.write((header_line(schema) if new else "") + text)
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write *rows* (in the given order) as a complete CSV table, atomically."""
-    text = header_line() + "".join(row_line(r) for r in rows)
+def write_csv(
+    path: Path, rows: Iterable[Mapping[str, Any]], schema: ResultsSchema = STEP_SCHEMA
+) -> None:
+    """Write *rows* (in the given order) as a complete CSV table of *schema*, atomically."""
+    text = header_line(schema) + "".join(row_line(r, schema) for r in rows)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8", newline="")
     os.replace(tmp, path)
@@ -86,24 +108,25 @@ def read_rows(path: Path, *, partial: bool = False) -> list[dict[str, Any]]:
         header = next(reader, None)
         if header is None:
             return []
-        _check_header(path, header)
-        return [row for row in (_parse(path, header, cells, partial) for cells in reader) if row]
+        schema = _check_header(path, header)
+        rows = (_parse(path, header, cells, partial, schema) for cells in reader)
+        return [row for row in rows if row]
 
 
-def _check_header(path: Path, header: list[str]) -> None:
-    unknown = [name for name in header if name not in COLUMN_NAMES]
-    if unknown:
-        raise ResultsError(
-            f"unknown column {unknown[0]!r}; expected the columns of atpsim.results.schema",
-            source=str(path),
-        )
+def _check_header(path: Path, header: list[str]) -> ResultsSchema:
+    try:
+        return schema_for(header)
+    except ResultsError as error:
+        raise ResultsError(error.message, source=str(path)) from None
 
 
-def _parse(path: Path, header: list[str], cells: list[str], partial: bool) -> dict[str, Any] | None:
+def _parse(
+    path: Path, header: list[str], cells: list[str], partial: bool, schema: ResultsSchema
+) -> dict[str, Any] | None:
     try:
         if len(cells) != len(header):
             raise ResultsError(f"expected {len(header)} fields, got {len(cells)}")
-        return normalize_row(
+        return schema.normalize_row(
             {k: (v if v != "" else None) for k, v in zip(header, cells, strict=True)}
         )
     except ResultsError as error:
@@ -113,11 +136,16 @@ def _parse(path: Path, header: list[str], cells: list[str], partial: bool) -> di
         return None
 
 
-def to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A DataFrame with every schema column, in order, with its nullable pandas dtype."""
-    normalized = [normalize_row(r) for r in rows]
-    frame = pd.DataFrame(normalized, columns=list(COLUMN_NAMES))
-    return frame.astype(pandas_dtypes())
+def to_frame(
+    rows: Iterable[Mapping[str, Any]], schema: ResultsSchema | None = None
+) -> pd.DataFrame:
+    """A DataFrame with every column of *schema* (default: the one the first row's columns
+    belong to, else the step table's), in order, with its nullable pandas dtype."""
+    listed = list(rows)
+    schema = schema or (schema_for(listed[0]) if listed else STEP_SCHEMA)
+    normalized = [schema.normalize_row(r) for r in listed]
+    frame = pd.DataFrame(normalized, columns=list(schema.names))
+    return frame.astype(schema.pandas_dtypes())
 
 
 def read_results(path: Path) -> pd.DataFrame:
@@ -128,8 +156,11 @@ def read_results(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise ResultsError("no results table here (expected results.csv)", source=str(path))
     if path.suffix == ".parquet":
-        return to_frame(pd.read_parquet(path).to_dict("records"))
-    return to_frame(read_rows(path))
+        table = pd.read_parquet(path)
+        return to_frame(table.to_dict("records"), schema_for(table.columns))
+    with open(path, encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    return to_frame(read_rows(path), _check_header(path, header) if header else None)
 
 
 def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -153,7 +184,7 @@ def write_results(out_dir: Path, frame: pd.DataFrame, *, parquet: bool = True) -
     Returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / RESULTS_CSV]
-    write_csv(written[0], frame_rows(frame))
+    write_csv(written[0], frame_rows(frame), schema_for(frame.columns))
     stale = out_dir / RESULTS_PARQUET
     if parquet and parquet_available():
         written.append(stale)

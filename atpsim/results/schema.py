@@ -8,7 +8,9 @@ paper, in its 2^40 unit. ``comm_over_delta`` is the communication time in units 
 Delta = 2·L·b·s·h / GroupBW (Section 3.5, Figure 12), empty where no GroupBW is defined.
 
 Everything that reads or writes a table (:mod:`atpsim.results.io`, the sweep runner, the
-report) takes its column list, order and dtypes from :data:`COLUMNS`.
+report) takes its column list, order and dtypes from a :class:`ResultsSchema`: this step
+table's :data:`STEP_SCHEMA` (:data:`COLUMNS`), or the whole-job table of a job scenario
+(:data:`atpsim.results.job_schema.JOB_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -79,7 +81,6 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
-_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 
 #: Columns that describe the point (:func:`atpsim.scenario.point.point_columns`); the rest
 #: are results.
@@ -92,33 +93,76 @@ POINT_COLUMNS: tuple[str, ...] = (
 STATUSES = ("ok", "failed")
 
 
+@dataclass(frozen=True)
+class ResultsSchema:
+    """One kind of results table: its *columns* in order, the *point_columns* that describe a
+    point (the rest are results), and the *describe* columns that name a point on one line in
+    a log message. A sweep's points say which schema their rows follow."""
+
+    name: str
+    columns: tuple[Column, ...]
+    point_columns: tuple[str, ...]
+    describe: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        """The declared :class:`Column` called *name*."""
+        from atpsim.errors import did_you_mean
+
+        by_name = {c.name: c for c in self.columns}
+        if name not in by_name:
+            raise ResultsError(f"unknown results column {name!r}{did_you_mean(name, by_name)}")
+        return by_name[name]
+
+    def normalize_row(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A complete row in schema order from *values*: missing columns become None, each
+        value is coerced to its column's dtype, unknown columns raise :class:`ResultsError`."""
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            self.column(unknown[0])
+        row = {c.name: _coerce(c, values.get(c.name)) for c in self.columns}
+        if row["status"] is None:
+            row["status"] = "ok"
+        if row["status"] not in STATUSES:
+            raise ResultsError(
+                f"results column 'status' must be one of {STATUSES}, got {row['status']!r}"
+            )
+        return row
+
+    def pandas_dtypes(self) -> dict[str, str]:
+        """Column -> pandas dtype (nullable types, so a failed row's empty results stay NA)."""
+        mapping = {"string": "string", "int": "Int64", "float": "float64", "bool": "boolean"}
+        return {c.name: mapping[c.dtype] for c in self.columns}
+
+    def describe_markdown(self) -> str:
+        """The schema as a Markdown table (column, dtype, unit, description)."""
+        lines = ["| column | dtype | unit | description |", "|---|---|---|---|"]
+        lines += [f"| {c.name} | {c.dtype} | {c.unit} | {c.description} |" for c in self.columns]
+        return "\n".join(lines)
+
+
+#: The table of one training step per point (every scenario without job keys).
+STEP_SCHEMA = ResultsSchema(
+    "step", COLUMNS, POINT_COLUMNS,
+    ("topology", "n_devices", "model", "mesh", "chunks", "algorithm", "mode"),
+)  # fmt: skip
+
+
 class ResultsError(AtpsimError):
     """A results row or table that does not match the schema."""
 
 
 def column(name: str) -> Column:
-    """The declared :class:`Column` called *name*."""
-    from atpsim.errors import did_you_mean
-
-    if name not in _BY_NAME:
-        raise ResultsError(f"unknown results column {name!r}{did_you_mean(name, _BY_NAME)}")
-    return _BY_NAME[name]
+    """The declared :class:`Column` called *name* (of the step table)."""
+    return STEP_SCHEMA.column(name)
 
 
 def normalize_row(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A complete row in schema order from *values*: missing columns become None, each value
-    is coerced to its column's dtype, unknown columns raise :class:`ResultsError`."""
-    unknown = sorted(set(values) - set(_BY_NAME))
-    if unknown:
-        column(unknown[0])
-    row = {name: _coerce(_BY_NAME[name], values.get(name)) for name in COLUMN_NAMES}
-    if row["status"] is None:
-        row["status"] = "ok"
-    if row["status"] not in STATUSES:
-        raise ResultsError(
-            f"results column 'status' must be one of {STATUSES}, got {row['status']!r}"
-        )
-    return row
+    """A complete step-table row in schema order (:meth:`ResultsSchema.normalize_row`)."""
+    return STEP_SCHEMA.normalize_row(values)
 
 
 def _coerce(col: Column, value: Any) -> Any:
@@ -151,13 +195,10 @@ def _to_bool(value: Any) -> bool:
 
 
 def pandas_dtypes() -> dict[str, str]:
-    """Column -> pandas dtype (nullable types, so a failed row's empty results stay NA)."""
-    mapping = {"string": "string", "int": "Int64", "float": "float64", "bool": "boolean"}
-    return {c.name: mapping[c.dtype] for c in COLUMNS}
+    """Column -> pandas dtype of the step table (:meth:`ResultsSchema.pandas_dtypes`)."""
+    return STEP_SCHEMA.pandas_dtypes()
 
 
 def describe_schema() -> str:
-    """The schema as a Markdown table (column, dtype, unit, description) for docs and reports."""
-    lines = ["| column | dtype | unit | description |", "|---|---|---|---|"]
-    lines += [f"| {c.name} | {c.dtype} | {c.unit} | {c.description} |" for c in COLUMNS]
-    return "\n".join(lines)
+    """The step table's schema as a Markdown table (column, dtype, unit, description)."""
+    return STEP_SCHEMA.describe_markdown()

@@ -1,32 +1,28 @@
-"""The entries of a scenario's axes: a topology, a model, a mesh choice, the parallelism."""
+"""The entries of a scenario's axes: a topology, a model, a mesh choice (the parallelism
+they make up is :mod:`atpsim.scenario.parallelism`)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     Field,
-    PlainValidator,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from atpsim.compute.models import DTYPE_BYTES, MODEL_PRESETS, ModelConfig
+from atpsim.compute.models import DTYPE_BYTES, ModelConfig, model_preset, preset_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh, atp_mesh, factorizations
 from atpsim.scenario.fields import (
     MESH_SIZE,
     YAML_SUFFIXES,
     Frozen,
-    OneOrMore,
-    Placement,
     PositiveInt,
-    Scheme,
     Str,
     as_tuple,
     check_quantities,
@@ -136,7 +132,8 @@ def _parse_spec_string(text: str) -> dict[str, Any]:
 
 
 class ModelEntry(Frozen):
-    """A transformer model: a *preset* (M1..M4) with optional overrides, or every size given.
+    """A transformer model: a *preset* (M1..M4, ``gpt3-175b``, ``megatron-1t``, ...: see
+    :func:`atpsim.compute.models.preset_names`) with optional overrides, or every size given.
     Defaults of a size left out are the preset's or :class:`ModelConfig`'s."""
 
     name: Str | None = None
@@ -158,9 +155,9 @@ class ModelEntry(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> ModelEntry:
-        if self.preset is not None and self.preset not in MODEL_PRESETS:
+        if self.preset is not None and self.preset not in preset_names():
             raise invalid(
-                f"unknown model preset {self.preset!r}{did_you_mean(self.preset, MODEL_PRESETS)}",
+                f"unknown model preset {self.preset!r}{did_you_mean(self.preset, preset_names())}",
                 ("preset",),
             )
         if self.preset is None:
@@ -187,7 +184,7 @@ class ModelEntry(Frozen):
         return {k: v for k, v in self.__dict__.items() if k not in skip and v is not None}
 
     def _fields(self) -> dict[str, Any]:
-        base = MODEL_PRESETS[self.preset].__dict__ if self.preset else {}
+        base = model_preset(self.preset).__dict__ if self.preset else {}
         return {**base, **self.overrides(), "name": self.name or self.default_name()}
 
     def config(self) -> ModelConfig:
@@ -230,7 +227,7 @@ class MeshChoice:
         return factorizations(devices)
 
 
-def _mesh_choice(value: Any) -> MeshChoice:
+def mesh_choice(value: Any) -> MeshChoice:
     if isinstance(value, MeshChoice):
         return value
     expected = "expected [d1, d2], 'D1xD2', 'atp-I' or 'atp-opt'"
@@ -255,21 +252,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _meshes_value(value: Any) -> Any:
+def meshes_value(value: Any) -> Any:
     if value == "all":
         return (MeshChoice("all"),)
     return as_tuple(value)
-
-
-class Parallelism(Frozen):
-    """How the GPUs are used: device counts, meshes, the placement of meshes on GPUs, and the
-    tensor-parallel *scheme* (``atp``, or ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
-    stacked ``devices / q²`` deep; ``all`` is every such q)."""
-
-    devices: OneOrMore[PositiveInt] | None = None
-    meshes: Annotated[
-        tuple[Annotated[MeshChoice, PlainValidator(_mesh_choice)], ...],
-        BeforeValidator(_meshes_value),
-    ] = (MeshChoice("all"),)
-    placement: OneOrMore[Placement] = ("row-major",)
-    scheme: OneOrMore[Scheme] = ("atp",)

@@ -32,7 +32,7 @@ KeyPath = tuple[str | int, ...]
 
 DEFAULT_HARDWARE = "a100-sxm4-80gb"
 FALLBACK_HARDWARE = ("a100-sxm4-80gb", "h100-sxm")
-FALLBACK_ALGORITHMS = ("rabenseifner", "ring")
+FALLBACK_ALGORITHMS = ("auto", "rabenseifner", "ring")
 MODES = ("des", "analytic")
 OUTPUT_FORMATS = ("csv", "parquet")
 MESH_SIZE = re.compile(r"^(\d+)x(\d+)$")
@@ -82,12 +82,13 @@ def hardware_names() -> list[str]:
 
 
 def algorithm_names() -> list[str]:
-    """All-reduce algorithms: a scenario's ``algorithm`` is the all-reduce ATP runs."""
+    """All-reduce algorithms: a scenario's ``algorithm`` is the all-reduce ATP runs (``auto``:
+    what NCCL's tuner picks; :func:`atpsim.engine.nccl.nccl_algorithm_names`)."""
     try:
-        from atpsim.collectives.registry import algorithm_names as registered
+        from atpsim.engine.nccl import nccl_algorithm_names
     except ImportError:
         return sorted(FALLBACK_ALGORITHMS)
-    return sorted(registered("all_reduce"))
+    return nccl_algorithm_names("all_reduce")
 
 
 def one_of(what: str, names: Callable[[], Iterable[str]]) -> Callable[[str], str]:

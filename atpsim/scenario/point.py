@@ -10,12 +10,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class SweepPoint:
     scheme and depth, so the keys of ATP points are what they were before SUMMA existed.
     """
 
+    schema: ClassVar[ResultsSchema] = STEP_SCHEMA
+
     scenario: str
     topology: str | Mapping[str, Any]
     topology_label: str
@@ -54,7 +57,7 @@ class SweepPoint:
     model: ModelConfig
     tp: DeviceMesh | Grid
     chunks: int = 1
-    algorithm: str = "ring"
+    algorithm: str = "auto"
     mode: str = "des"
     calibration: Mapping[str, float] | None = field(default=None)
     group: str | None = None
@@ -62,6 +65,10 @@ class SweepPoint:
     def key(self) -> str:
         """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
         return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def columns(self, index: int) -> dict[str, Any]:
+        """The results columns that describe this point (:func:`point_columns`)."""
+        return point_columns(self, index)
 
     def group_key(self) -> str | None:
         """The key shared by every candidate mesh of this point's group (its key without the

@@ -15,12 +15,14 @@ a list of one. The YAML form::
                                  #   topology's meta["hardware"], else a100-sxm4-80gb
     model: M2                    # M1..M4 | {preset?, name?, hidden, heads, layers, batch, seq,
                                  #   dtype, ffn_mult} (a preset plus overrides) | a list
-    parallelism:
+    parallelism:                 # (a whole training job instead: tp, pp, dp, global_batch...,
+                                 #   atpsim.scenario.parallelism)
       devices: 8                 # int or list; default: the topology's GPU count
       meshes: all                # all | atp-opt | list of [d1, d2], "d1xd2", "atp-i", "atp-opt"
       placement: row-major       # or a list (atpsim.parallel.mesh.placement_names())
     chunks: [1, 2, 4]            # int or list; each must divide model.batch
-    algorithm: ring              # or a list (the collectives registry's names)
+    algorithm: auto              # or a list: NCCL's choice (auto), ring, tree, ... (the
+                                 #   all-reduce names of atpsim.engine.nccl)
     mode: des                    # des | analytic | [des, analytic]
     calibration:                 # optional, analytic mode: B1/B2 per mesh "d1xd2", either for
       "2x4": {B1: "1.20 GB/s", B2: "4.95 GB/s"}   # every topology or nested under a
@@ -48,7 +50,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model
 
 from atpsim.errors import did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.scenario.entries import MeshChoice, ModelEntry, Parallelism, TopologyEntry
+from atpsim.scenario.entries import MeshChoice, ModelEntry, TopologyEntry
 from atpsim.scenario.fields import (
     DEFAULT_HARDWARE,
     MESH_SIZE,
@@ -67,6 +69,7 @@ from atpsim.scenario.fields import (
     render_key,
     show,
 )
+from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.report import Reference, ReportField, ReportOptions
 
 __all__ = [
@@ -159,7 +162,7 @@ class Scenario(Frozen):
     model: OneOrMore[ModelEntry] | None = None
     parallelism: Parallelism = Parallelism()
     chunks: OneOrMore[PositiveInt] = (1,)
-    algorithm: OneOrMore[Algorithm] = ("ring",)
+    algorithm: OneOrMore[Algorithm] = ("auto",)
     mode: OneOrMore[Mode] = ("des",)
     cases: Annotated[tuple[Case, ...], Field(min_length=1)] | None = None
     calibration: Annotated[
@@ -213,6 +216,33 @@ class Scenario(Frozen):
                 )
             seen.setdefault(label, spec)
         return self
+
+    @model_validator(mode="after")
+    def _check_job(self) -> Scenario:
+        """A job scenario (:attr:`is_job`) is one in every case, simulated (``des``) and
+        reported by its own report, and takes no calibration."""
+        jobs = [part.parallelism.is_job for part in self.parts()]
+        if any(jobs) and not all(jobs):
+            index = jobs.index(not jobs[0]) if self.cases else 0
+            raise invalid("expected every case to be a job (tp/pp/dp/global_batch) or none",
+                          ("cases", index, "parallelism"))  # fmt: skip
+        if not any(jobs):
+            return self
+        if any(mode != "des" for part in self.parts() for mode in part.mode):
+            raise invalid("a job scenario is simulated (des); expected mode: des", ("mode",))
+        if self.calibration:
+            raise invalid("a job scenario takes no calibration (analytic mode only)",
+                          ("calibration",))  # fmt: skip
+        if self.report.figures is not None:
+            raise invalid("a job scenario's report draws its own figures; remove 'figures'",
+                          ("report", "figures"))  # fmt: skip
+        return self
+
+    @property
+    def is_job(self) -> bool:
+        """Whether this scenario sweeps whole training jobs (its parallelism has job keys,
+        :mod:`atpsim.scenario.parallelism`): points are JobPoints, rows the job schema."""
+        return self.parts()[0].parallelism.is_job
 
     @property
     def source(self) -> str | None:

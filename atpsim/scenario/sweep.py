@@ -15,6 +15,9 @@ report keeps the fastest mesh of each group (see :meth:`SweepPoint.group_key`).
 takes square grids ``[q, q]`` stacked ``devices / q²`` deep (:func:`resolve_grids`; placement
 does not apply: the grid's layers are consecutive GPUs, :class:`atpsim.parallel.grid.Grid`).
 
+A job scenario (``parallelism`` with tp / pp / dp / global_batch) expands into whole-job
+points instead: :mod:`atpsim.scenario.job_sweep`.
+
 Expanding builds each topology at each device count (memoized by the topology layer), which
 is how a device count larger than the topology and a broken custom graph are caught.
 """
@@ -28,6 +31,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError, ScenarioError, did_you_mean
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
 from atpsim.topology.graph import Topology
@@ -155,14 +159,19 @@ def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
             raise _error(scenario, message, "calibration", scope)
 
 
-def expand_sweep(scenario: Scenario) -> list[SweepPoint]:
+def expand_sweep(scenario: Scenario) -> list[SweepPoint] | list[JobPoint]:
     """Every point of *scenario*, in axis order (see the module docstring), each checked;
-    with ``cases``, the points of each case in turn (a point two cases share, once).
+    with ``cases``, the points of each case in turn (a point two cases share, once). A job
+    scenario's points are :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`).
 
     Raises :class:`ScenarioError` naming the scenario file and key for a device count above
     the topology's, a mesh of the wrong size or not dividing the hidden size, chunks not
     dividing the batch, calibration without analytic mode, or a topology that cannot be built.
     """
+    if scenario.is_job:
+        from atpsim.scenario.job_sweep import expand_job_sweep
+
+        return expand_job_sweep(scenario)
     parts = scenario.parts()
     _check_calibration(scenario, parts)
     points: dict[str, SweepPoint] = {}
@@ -278,7 +287,9 @@ def _summa_points(
                     )  # fmt: skip
 
 
-def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -> str:
+def describe_sweep(
+    scenario: Scenario, points: list[SweepPoint] | list[JobPoint] | None = None
+) -> str:
     """The scenario's axes and its point count, a line each (what ``atpsim run`` prints);
     with ``cases``, the axes of each case. Pass *points* when already expanded."""
     points = expand_sweep(scenario) if points is None else points
@@ -287,9 +298,17 @@ def describe_sweep(scenario: Scenario, points: list[SweepPoint] | None = None) -
     if len(parts) == 1 and not scenario.cases:
         return "\n".join(lines + _axes(scenario, "  "))
     for index, part in enumerate(parts):
-        lines.append(f"  cases[{index}]: {_count(len(list(_part_points(part))))}")
+        lines.append(f"  cases[{index}]: {_count(_part_count(part))}")
         lines += _axes(part, "    ")
     return "\n".join(lines)
+
+
+def _part_count(part: Scenario) -> int:
+    if part.is_job:
+        from atpsim.scenario.job_sweep import expand_job_sweep
+
+        return len(expand_job_sweep(part))
+    return len(list(_part_points(part)))
 
 
 def _count(n: int) -> str:
@@ -297,6 +316,10 @@ def _count(n: int) -> str:
 
 
 def _axes(scenario: Scenario, indent: str) -> list[str]:
+    if scenario.is_job:
+        from atpsim.scenario.job_sweep import job_axes
+
+        return [f"{indent}{name:<12} {values}" for name, values in job_axes(scenario)]
     meshes = ", ".join(str(c) for c in scenario.parallelism.meshes)
     if any(c.kind == "opt" for c in scenario.parallelism.meshes):
         meshes += " (ATP-OPT: best of every factorization)"

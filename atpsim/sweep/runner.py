@@ -7,6 +7,10 @@ previous ``results.csv``) and simulates only the points whose key has no success
 (failed points are retried). A point whose simulation raises becomes a row with
 ``status=failed`` and the error, is logged with its parameters, and the sweep goes on.
 Points with equal keys are simulated once and share the row.
+
+A point is a step (:class:`~atpsim.scenario.point.SweepPoint`) or a whole job
+(:class:`~atpsim.scenario.job_point.JobPoint`): each names its results schema, and a sweep's
+rows follow its points' schema.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 from rich.console import Console
@@ -33,11 +37,11 @@ from atpsim.results.io import (
     append_row,
     read_results,
     read_rows,
+    schema_for,
     to_frame,
     write_results,
 )
-from atpsim.results.schema import normalize_row
-from atpsim.scenario.point import SweepPoint, point_columns
+from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
 from atpsim.sweep.progress import SweepProgress
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,21 @@ log = logging.getLogger(__name__)
 #: Where ``fresh=True`` keeps an interrupted run's rows instead of deleting them.
 DISCARDED_CSV = "results.partial.discarded.csv"
 
-Simulate = Callable[[SweepPoint], Mapping[str, Any]]
+
+
+class Point(Protocol):
+    """What the runner needs of a sweep point: its results *schema*, a stable :meth:`key`
+    and the :meth:`columns` that describe it as the *index*-th point of its sweep."""
+
+    schema: ClassVar[ResultsSchema]
+
+    def key(self) -> str: ...
+
+    def columns(self, index: int) -> dict[str, Any]: ...
+
+
+#: A point -> its result columns (a module-level function when jobs > 1: it is pickled).
+Simulate = Callable[[Any], Mapping[str, Any]]
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -64,7 +82,7 @@ class SweepInterrupted(KeyboardInterrupt):
 
 
 def run_sweep(
-    points: Sequence[SweepPoint],
+    points: Sequence[Point],
     out_dir: Path | str,
     *,
     jobs: int = 1,
@@ -83,6 +101,7 @@ def run_sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / PARTIAL_CSV
+    schema = points[0].schema if points else STEP_SCHEMA
     unique = _unique_points(points)
     done = _load_done(out, partial, unique) if resume else {}
     if not resume:
@@ -95,7 +114,7 @@ def run_sweep(
     try:
         with bar, closing(_results(todo, simulate, jobs)) as rows:
             for row in rows:
-                append_row(partial, row)
+                append_row(partial, row, schema)
                 done[row["point_key"]] = row
                 failures(row)
                 bar.advance(failed=row["status"] == "failed")
@@ -109,7 +128,7 @@ def run_sweep(
             f"points kept in {partial}; rerun with --resume (and fewer jobs)"
         ) from None
     failures.summary(len(todo))
-    write_results(out, _final_frame(points, done), parquet=parquet)
+    write_results(out, _final_frame(points, done, schema), parquet=parquet)
     partial.unlink(missing_ok=True)
     return read_results(out / RESULTS_CSV)
 
@@ -131,9 +150,9 @@ def _set_aside(partial: Path, fresh: bool) -> None:
     log.warning("set aside the interrupted run's rows in %s", discarded)
 
 
-def _unique_points(points: Sequence[SweepPoint]) -> dict[str, tuple[int, SweepPoint]]:
+def _unique_points(points: Sequence[Point]) -> dict[str, tuple[int, Point]]:
     """Key -> (index of its first occurrence, point), in point order."""
-    unique: dict[str, tuple[int, SweepPoint]] = {}
+    unique: dict[str, tuple[int, Point]] = {}
     for index, point in enumerate(points):
         unique.setdefault(point.key(), (index, point))
     if len(unique) < len(points):
@@ -142,7 +161,7 @@ def _unique_points(points: Sequence[SweepPoint]) -> dict[str, tuple[int, SweepPo
 
 
 def _load_done(
-    out: Path, partial: Path, unique: Mapping[str, tuple[int, SweepPoint]], quiet: bool = False
+    out: Path, partial: Path, unique: Mapping[str, tuple[int, Point]], quiet: bool = False
 ) -> dict[str, dict[str, Any]]:
     """Successful rows saved so far (final table first, then the partial file), keyed by point
     key, for the points of this sweep only: what a resumed run keeps."""
@@ -158,14 +177,14 @@ def _load_done(
 
 
 def _final_frame(
-    points: Sequence[SweepPoint], done: Mapping[str, Mapping[str, Any]]
+    points: Sequence[Point], done: Mapping[str, Mapping[str, Any]], schema: ResultsSchema
 ) -> pd.DataFrame:
     """One row per point, in point order, each with its own index."""
-    return to_frame({**done[p.key()], "point_index": i} for i, p in enumerate(points))
+    return to_frame(({**done[p.key()], "point_index": i} for i, p in enumerate(points)), schema)
 
 
 def _results(
-    todo: Sequence[tuple[int, SweepPoint]], simulate: Simulate, jobs: int
+    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int
 ) -> Generator[dict[str, Any], None, None]:
     if jobs <= 1 or len(todo) <= 1:
         for index, point in todo:
@@ -175,7 +194,7 @@ def _results(
 
 
 def _parallel_results(
-    todo: Sequence[tuple[int, SweepPoint]], simulate: Simulate, jobs: int
+    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int
 ) -> Generator[dict[str, Any], None, None]:
     """Rows in completion order from a pool of *jobs* worker processes (which ignore SIGINT,
     so Ctrl-C reaches only this process, which stops them)."""
@@ -224,16 +243,16 @@ def _stop_workers(executor: ProcessPoolExecutor) -> None:
         process.join(timeout=5)
 
 
-def simulate_row(simulate: Simulate, point: SweepPoint, index: int) -> dict[str, Any]:
+def simulate_row(simulate: Simulate, point: Point, index: int) -> dict[str, Any]:
     """The results row of *point* (the *index*-th of its sweep): its parameter columns, then
     what *simulate* returned; an exception becomes a failed row (KeyboardInterrupt propagates)."""
-    base = point_columns(point, index)
+    base, schema = point.columns(index), point.schema
     try:
         values = {**base, **dict(simulate(point)), "point_index": index}
         values.setdefault("status", "ok")
-        return normalize_row(values)
+        return schema.normalize_row(values)
     except Exception as error:  # a failed point must not kill the sweep
-        return normalize_row({**base, "status": "failed", "error": _error_text(error)})
+        return schema.normalize_row({**base, "status": "failed", "error": _error_text(error)})
 
 
 class _FailureLog:
@@ -269,6 +288,7 @@ def _error_text(error: Exception) -> str:
 
 
 def describe_point(columns: Mapping[str, Any]) -> str:
-    """The parameters of a point on one line, e.g. ``topology=ic1 model=M2 mesh=2x4 ...``."""
-    names = ("topology", "n_devices", "model", "mesh", "chunks", "algorithm", "mode")
+    """The parameters of a point on one line, e.g. ``topology=ic1 model=M2 mesh=2x4 ...``
+    (the describing columns of the row's schema)."""
+    names = schema_for(columns).describe
     return " ".join(f"{name}={columns[name]}" for name in names)

@@ -29,9 +29,20 @@ def fake_simulate(point):
     }
 
 
+def fake_simulate_job(point):
+    """A job row from the layout alone (no simulation): every breakdown column filled."""
+    seconds = 1.0 + 0.1 * point.pp + 0.01 * point.tp.d2
+    return {"iteration_time_s": seconds, "samples_per_s": point.global_batch / seconds,
+            "tflops_per_gpu": 100.0 / seconds, "hardware_tflops_per_gpu": 120.0 / seconds,
+            "mfu": 0.3 / seconds, "compute_s": 0.6 * seconds, "exposed_tp_comm_s": 0.1 * seconds,
+            "exposed_dp_comm_s": 0.1 * seconds, "pipeline_bubble_s": 0.1 * seconds,
+            "other_s": 0.1 * seconds, "memory_per_rank_bytes": 1e9, "fits_memory": True}
+
+
 @pytest.fixture
 def fake_simulator(monkeypatch):
     monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    monkeypatch.setattr("atpsim.api.scenario.simulate_job_point", fake_simulate_job)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def reference_times(topology, op, algorithm, groups, nbytes):
 
 
 def test_the_registered_backends():
-    assert backend_names() == ["closed-form", "event"]
+    assert backend_names() == ["closed-form", "event", "nccl"]
 
 
 @pytest.mark.parametrize("op,algorithm", ALL)
@@ -75,8 +75,8 @@ def test_a_registered_backend_times_the_step(monkeypatch):
 
 
 @pytest.mark.parametrize("name,message", [
-    ("closed_form", r"did you mean 'closed-form'\?\); expected one of \['closed-form', 'event'\]"),
-    ("ns3", r"expected one of \['closed-form', 'event'\]"),
+    ("closed_form", r"did you mean 'closed-form'\?\); expected one of \['closed-form', 'event', 'nccl'\]"),
+    ("ns3", r"expected one of \['closed-form', 'event', 'nccl'\]"),
 ])
 def test_an_unknown_backend_names_the_valid_ones(name, message):
     with pytest.raises(SimulationError, match=message):

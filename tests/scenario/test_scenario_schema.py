@@ -31,7 +31,7 @@ def test_minimal_file_takes_every_default():
     assert scenario.parallelism.devices is None
     assert scenario.parallelism.meshes == (MeshChoice("all"),)
     assert scenario.parallelism.placement == ("row-major",)
-    assert (scenario.chunks, scenario.algorithm, scenario.mode) == ((1,), ("ring",), ("des",))
+    assert (scenario.chunks, scenario.algorithm, scenario.mode) == ((1,), ("auto",), ("des",))
     assert scenario.output.formats == ("csv", "parquet")
     assert scenario.calibration == {} and scenario.reference is None
 

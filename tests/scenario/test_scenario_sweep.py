@@ -35,7 +35,7 @@ def test_minimal_is_every_factorization_of_the_topology():
     )
     paper_stack = "a100-sxm4-80gb-paper-stack"  # ic3's calibrated profile (presets.yaml)
     assert (point.n_devices, point.hardware, point.model.name) == (8, paper_stack, "M2")
-    assert (point.chunks, point.algorithm, point.mode) == (1, "ring", "des")
+    assert (point.chunks, point.algorithm, point.mode) == (1, "auto", "des")
     assert point.calibration is None and point.group is None
 
 
@@ -158,7 +158,7 @@ def test_describe_sweep_lists_axes_and_point_count():
         "  meshes     atp-1, atp-2, atp-4, atp-opt (ATP-OPT: best of every factorization)",
         "  placement  row-major",
         "  chunks     1",
-        "  algorithm  ring",
+        "  algorithm  auto",
         "  mode       des",
     ]
 

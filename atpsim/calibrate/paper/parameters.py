@@ -151,12 +151,13 @@ def measured_collective() -> CollectiveFit:
 
 
 def topology_overrides(values: Mapping[str, float]) -> dict[str, dict[str, float]]:
-    """Preset -> parameter overrides: the fitted links, and IC3's measured NVLink rate."""
+    """Preset -> parameter overrides: the fitted links. IC3 keeps its links at spec: the
+    NCCL profile its builder names (``a100``, fitted to the Azure curve by
+    ``python -m atpsim.calibrate.fit.nccl_curve``) holds what NCCL achieves on them."""
     overrides: dict[str, dict[str, float]] = {"ic1": {}, "ic2": {}, "ic3": {}, "ic4": {}}
     for p in PARAMETERS:
         if p.topology is not None:
             overrides[p.topology][p.key] = values[p.name]
-    overrides["ic3"]["gpu_bandwidth_Bps"] = measured_collective().bus_Bps
     return overrides
 
 

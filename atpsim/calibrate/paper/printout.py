@@ -44,8 +44,9 @@ def parameter_lines(values) -> list[str]:  # type: ignore[no-untyped-def]
     lines += [
         "Measured, not fitted (NCCL all-reduce sweep, atpsim.calibrate.fit.nccl_overhead):",
         f"  collective_overhead_s      {measured.overhead_s * 1e6:10.4g} us per collective call",
-        f"  ic3 gpu_bandwidth_Bps      {measured.bus_Bps / GB:10.4g} GB/s  spec 300 (NVLink3); "
-        f"affine fit RMS {measured.rms_relative_error:.1%}",
+        f"    (affine fit RMS {measured.rms_relative_error:.1%}; charged by the event backend only)",
+        "  ic3: links at spec (NVLink3 300 GB/s) with NCCL profile a100 (atpsim/data/nccl.yaml, "
+        "python -m atpsim.calibrate.fit.nccl_curve)",
     ]
     return lines
 

@@ -60,7 +60,6 @@ def record_data(result: FitResult) -> dict[str, Any]:
         "parameters": {k: float(f"{v:.6g}") for k, v in fit.values.items()},
         "measured": {
             "collective_overhead_s": float(f"{measured.overhead_s:.6g}"),
-            "ic3_gpu_bandwidth_Bps": float(f"{measured.bus_Bps:.6g}"),
         },
         "fit_rms": round(fit.rms(), 4),
         "fit_cells": {c.cell.label: _cell_entry(c) for c in fit.cells},

@@ -166,8 +166,8 @@ def tflops_paper_unit(model: ModelConfig, step_time_s: float, n_gpus: int = N_GP
 def simulate_cell(
     cell: Table3Cell, topology: Topology | None = None, profile: Any = None
 ) -> CellPrediction:
-    """Simulate *cell* on every candidate mesh (event engine, ring all-reduce) and keep the
-    best. *topology* defaults to the preset, *profile* to the preset's hardware profile."""
+    """Simulate *cell* on every candidate mesh (the step simulator's default: collectives as
+    NCCL runs them, its tuner's algorithm) and keep the best. *topology* defaults to the preset, *profile* to the preset's hardware profile."""
     from atpsim.compute.hardware import load_profile
     from atpsim.engine.step.run import simulate_des_step
 
@@ -176,7 +176,7 @@ def simulate_cell(
     model = model_preset(cell.model)
     by_mesh = {}
     for mesh in candidate_meshes():
-        result = simulate_des_step(topology, profile, model, mesh, cell.chunks, "ring")
+        result = simulate_des_step(topology, profile, model, mesh, cell.chunks, "auto")
         by_mesh[(mesh.d1, mesh.d2)] = tflops_paper_unit(model, result.step_time_s)
     best = max(by_mesh, key=lambda key: (by_mesh[key], key))
     return CellPrediction(cell, DeviceMesh(*best), by_mesh[best], by_mesh)

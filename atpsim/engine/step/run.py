@@ -17,18 +17,21 @@ from typing import Protocol
 
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
-from atpsim.engine.backends import get_backend
+from atpsim.engine.backends import charges_call_cost, get_backend
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.program import CommOp, ComputeOp, StepProgram
 from atpsim.topology.graph import Topology
 
-#: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default
-#: for all-gather and reduce-scatter); a scenario's `algorithm` applies to all-reduce.
+#: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default for
+#: all-gather and reduce-scatter) on the backends that take registry names; the NCCL backend
+#: takes every name :func:`atpsim.engine.nccl.nccl_algorithm_names` lists and runs ``auto``
+#: for the rest. A scenario's `algorithm` applies to all-reduce.
 _FALLBACK_ALGORITHM = "ring"
-#: The collective timer backend a step uses unless told otherwise: the link-level engine.
-DEFAULT_BACKEND = "event"
+#: The collective timer backend a step uses unless told otherwise: each call as NCCL runs it
+#: (channels, protocol, algorithm) on the link-level engine.
+DEFAULT_BACKEND = "nccl"
 
 
 class GroupSource(Protocol):
@@ -78,7 +81,7 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
     a Grid) names the GPUs of each communication dimension's groups, and *backend* (a name
     of :func:`atpsim.engine.backends.backend_names`) times the collectives."""
     compute_timer = _compute_timer(profile, model.dtype)
-    overhead_s = float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
+    overhead_s = 0.0 if charges_call_cost(backend, topology) else call_overhead_s(profile)
     comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend)
     timeline = simulate_step(program, grid.size, compute_timer, comm_timer)
     rank = timeline.critical_rank()
@@ -90,6 +93,12 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
         comm_time_s=timeline.busy_s(rank, "comm"),
         exposed_comm_s=timeline.exposed_comm_s(rank),
     )
+
+
+def call_overhead_s(profile: HardwareProfile) -> float:
+    """The profile's fixed cost per collective call (``collective_overhead_s``, 0 unless a
+    profile sets it), which a backend without its own per-call cost adds to each call."""
+    return float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
 
 
 def layer_overhead_s(profile: HardwareProfile) -> float:
@@ -112,13 +121,16 @@ def _compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp]
 
 def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_s: float = 0.0,
                 backend: str = DEFAULT_BACKEND) -> Callable[[CommOp], CommTiming]:
-    """Durations of each collective per group: the *backend*'s time plus the profile's fixed
-    per-collective cost (kernel launch and the library's synchronisation, which moves no
-    bytes; ``collective_overhead_s``, 0 unless a profile sets it). A broadcast or reduce runs
-    from (to) position ``op.root`` of each group: the group is rotated to start there."""
+    """Durations of each collective per group: the *backend*'s time plus *overhead_s* (the
+    profile's fixed per-collective cost where the backend has none of its own: kernel launch
+    and the library's synchronisation, which move no bytes). An op whose algorithm the
+    registry lacks runs :data:`_FALLBACK_ALGORITHM` (the NCCL backend chooses its own). A broadcast or
+    reduce runs from (to) position ``op.root`` of each group: the group is rotated to start
+    there."""
     from atpsim.collectives.registry import algorithm_names
 
     group_times = get_backend(backend)
+    own_fallback = backend == "nccl"
 
     @cache
     def timer(op: CommOp) -> CommTiming:
@@ -126,7 +138,8 @@ def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_
         if len(groups[0]) == 1:
             return CommTiming.of(groups, [0.0] * len(groups))
         rotated = [g[op.root:] + g[: op.root] for g in groups]
-        chosen = algorithm if algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
+        chosen = algorithm if own_fallback or algorithm in algorithm_names(op.collective) \
+            else _FALLBACK_ALGORITHM
         times = group_times(topology, op.collective, chosen, rotated, op.bytes)
         return CommTiming.of(rotated, [t + overhead_s for t in times])
 

@@ -35,8 +35,8 @@ FIT = load_record()
 #: Largest fit-set error the record reports (cells and IC1 bandwidths), rounded up to the
 #: next percent: the residual the README and the data-file comments quote (held to the record
 #: by test_error_bounds_are_the_records_rounded_up, so they cannot drift loose).
-MAX_CELL_ERROR = 0.14
-MAX_BANDWIDTH_ERROR = 0.08
+MAX_CELL_ERROR = 0.13
+MAX_BANDWIDTH_ERROR = 0.06
 
 
 def test_error_bounds_are_the_records_rounded_up():
@@ -61,8 +61,10 @@ def test_presets_carry_the_recorded_parameters_and_the_paper_stack():
     for name in ("ic1", "ic2", "ic3", "ic4"):
         assert preset_info(name)["hardware"] == params.PAPER_STACK_PROFILE
         assert cell_topology(name).meta["hardware"] == params.PAPER_STACK_PROFILE
-    ic3 = parse_bandwidth(preset_info("ic3")["params"]["gpu_bandwidth_Bps"])
-    assert ic3 == pytest.approx(FIT["measured"]["ic3_gpu_bandwidth_Bps"], rel=1e-4)
+    # IC3's links stay at spec: the builder names the a100 NCCL profile (fitted to the Azure
+    # curve), which the step simulator's NCCL backend runs on them.
+    assert "gpu_bandwidth_Bps" not in preset_info("ic3")["params"]
+    assert cell_topology("ic3").meta["nccl"] == "a100"
 
 
 def test_generic_presets_stay_at_spec():
@@ -92,7 +94,6 @@ def test_every_fitted_preset_line_is_written():
         ("ic1", "socket_bandwidth_Bps"),
         ("ic1", "cross_socket_gpu_bandwidth_Bps"),
         ("ic2", "pcie_bandwidth_Bps"),
-        ("ic3", "gpu_bandwidth_Bps"),
         ("ic4", "nic_bandwidth_Bps"),
     }
 

@@ -1,0 +1,53 @@
+"""One job sweep point, simulated: :class:`~atpsim.scenario.job_point.JobPoint` ->
+:class:`~atpsim.api.job.JobConfig` -> :func:`~atpsim.api.job.run_job` -> a results row of the
+job schema (:mod:`atpsim.results.job_schema`).
+
+A layout whose busiest rank does not fit the GPU's memory is not simulated (as
+:func:`atpsim.api.plan_job` prunes it): its row says how much it needs and ``fits_memory``
+false, with empty times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from atpsim.api.job import JobConfig, JobPrediction, check_job, job_memory, run_job
+from atpsim.api.point import hardware_profile
+from atpsim.parallel.layout import ParallelLayout
+from atpsim.scenario.job_point import JobPoint
+
+
+def job_config(point: JobPoint) -> JobConfig:
+    """The :class:`JobConfig` *point* stands for (checked by :func:`check_job`)."""
+    config = JobConfig(
+        point.model, ParallelLayout(point.tp, point.pp, point.dp, point.order),
+        point.micro_batch, point.global_batch, schedule=point.schedule,
+        virtual_stages=point.virtual_stages, chunks=point.chunks, algorithm=point.algorithm,
+        zero=point.zero, recompute=point.recompute, sequence_parallel=point.sequence_parallel,
+        vocab=point.vocab,
+    )  # fmt: skip
+    check_job(config)
+    return config
+
+
+def simulate_job_point(point: JobPoint) -> dict[str, Any]:
+    """Simulate one job point and return its result columns (memory only when it does not
+    fit)."""
+    from atpsim.topology.spec import load_topology
+
+    config = job_config(point)
+    profile = hardware_profile(point.hardware)
+    memory = job_memory(config).total_bytes
+    if memory > profile.memory_capacity_bytes:
+        return {"memory_per_rank_bytes": memory, "fits_memory": False}
+    spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
+    topology = load_topology(spec, n_gpus=point.n_devices)
+    return prediction_columns(run_job(topology, profile, config))
+
+
+def prediction_columns(prediction: JobPrediction) -> dict[str, Any]:
+    """The result columns of the job schema from *prediction*."""
+    names = ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "hardware_tflops_per_gpu",
+             "mfu", "compute_s", "exposed_tp_comm_s", "exposed_dp_comm_s", "pipeline_bubble_s",
+             "other_s", "memory_per_rank_bytes", "fits_memory")  # fmt: skip
+    return {name: getattr(prediction, name) for name in names}

@@ -1,0 +1,134 @@
+"""A job scenario's report tables and verdicts, from its results (job schema,
+:mod:`atpsim.results.job_schema`); the breakdown figure is :mod:`atpsim.report.job_figures`.
+
+A *comparison* is one (topology, hardware, model, devices, global batch): the layouts that
+answer the same question. In each, the best configuration of each TP scheme (Megatron-LM's 1D
+TP, ``megatron-1d``; ATP's 2D meshes, ``atp-2d``) is the simulated row that fits in memory
+with the shortest iteration (the earliest point on a tie), and :func:`verdicts` says whether
+ATP's best beats Megatron-LM's, and by how much, from those two rows alone.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from atpsim.report.document import Table
+from atpsim.report.tables import fmt
+
+#: Iteration times closer than this (relative) are reported as a tie: the sentence rounds to 0.1 %.
+TIE = 0.001
+COMPARISON = ("topology", "hardware", "model", "n_devices", "global_batch")
+SCHEMES = {"megatron-1d": "Megatron-LM 1D", "atp-2d": "ATP 2D"}
+BEST_COLUMNS = (
+    "topology", "model", "n_devices", "tp_scheme", "tp_mesh", "pp", "dp", "micro_batch",
+    "schedule", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
+    "memory_per_rank_bytes",
+)  # fmt: skip
+ALL_COLUMNS = (
+    "topology", "model", "n_devices", "tp_mesh", "pp", "dp", "micro_batch", "global_batch",
+    "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero", "iteration_time_s",
+    "tflops_per_gpu", "mfu", "pipeline_bubble_s", "exposed_dp_comm_s",
+    "memory_per_rank_bytes", "fits_memory", "status",
+)  # fmt: skip
+HEADERS = {
+    "n_devices": "GPUs", "tp_scheme": "TP scheme", "tp_mesh": "TP mesh",
+    "micro_batch": "micro-batch", "global_batch": "global batch",
+    "virtual_stages": "virtual", "sequence_parallel": "seq. par.",
+    "iteration_time_s": "iteration s", "samples_per_s": "samples/s",
+    "tflops_per_gpu": "TFLOP/s/GPU", "mfu": "MFU", "memory_per_rank_bytes": "memory GB",
+    "fits_memory": "fits", "pipeline_bubble_s": "bubble s", "exposed_dp_comm_s": "exposed DP s",
+}  # fmt: skip
+
+
+def is_job_table(frame: pd.DataFrame) -> bool:
+    """Whether *frame* is a job scenario's table (it has the job schema's iteration time)."""
+    return "iteration_time_s" in frame.columns
+
+
+def best_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The best row of each comparison and TP scheme (see the module docstring), in the
+    order of the sweep."""
+    fits = frame["fits_memory"].fillna(False).astype(bool)
+    rows = frame[(frame["status"] == "ok") & fits & frame["iteration_time_s"].notna()]
+    if rows.empty:
+        return rows
+    rows = rows.sort_values(["iteration_time_s", "point_index"], kind="stable")
+    best = rows.groupby([*COMPARISON, "tp_scheme"], sort=False, dropna=False).head(1)
+    return best.sort_values("point_index", kind="stable")
+
+
+def _cell(name: str, value: object) -> str:
+    if name == "memory_per_rank_bytes":
+        return fmt(None if value is None or pd.isna(value) else float(value) / 1e9, 3)  # type: ignore[arg-type]
+    if name == "mfu":
+        return "" if value is None or pd.isna(value) else f"{float(value):.1%}"  # type: ignore[arg-type]
+    if name == "tp_scheme":
+        return SCHEMES.get(str(value), str(value))
+    return fmt(value)
+
+
+def _table(frame: pd.DataFrame, names: tuple[str, ...], caption: str) -> Table:
+    header = [HEADERS.get(n, n) for n in names]
+    body = [[_cell(n, v) for n, v in zip(names, row, strict=True)]
+            for row in frame[list(names)].astype(object).values]  # fmt: skip
+    return Table(header, body, caption)
+
+
+def best_table(frame: pd.DataFrame) -> Table | None:
+    """The best configuration of each TP scheme per comparison; None without one."""
+    best = best_rows(frame)
+    if best.empty:
+        return None
+    caption = "Best configuration per topology, model, GPU count and TP scheme (memory: GB = 10^9 B)"
+    return _table(best, BEST_COLUMNS, caption)
+
+
+def all_rows(frame: pd.DataFrame) -> Table:
+    """Every point, main columns (every column: results.csv)."""
+    return _table(frame, ALL_COLUMNS, "All points (every column: results.csv)")
+
+
+def failures(frame: pd.DataFrame) -> Table | None:
+    """Failed points grouped by error: count, an example point, the message. None if none."""
+    failed = frame[frame["status"] == "failed"]
+    if failed.empty:
+        return None
+    body = []
+    for error, group in failed.groupby("error", sort=False, dropna=False):
+        first = group.iloc[0]
+        example = (f"{first['topology']} {first['model']} {first['n_devices']} GPUs tp "
+                   f"{first['tp_mesh']} pp {first['pp']} dp {first['dp']}")  # fmt: skip
+        body.append([str(len(group)), example, fmt(error)])
+    return Table(["points", "first point", "error"], body, "Failed points")
+
+
+def _layout(row: pd.Series) -> str:
+    return (f"{row['tp_mesh']}, pp {row['pp']}, dp {row['dp']}, micro-batch "
+            f"{row['micro_batch']}")  # fmt: skip
+
+
+def verdicts(frame: pd.DataFrame) -> list[str]:
+    """One sentence per comparison (see the module docstring): does ATP's best 2D mesh beat
+    Megatron-LM's best 1D TP, with DP and PP searched too, and by how much."""
+    best = best_rows(frame)
+    sentences = []
+    for key, group in best.groupby(list(COMPARISON), sort=False, dropna=False):
+        where = f"{key[2]} on {key[0]} ({key[1]}), {key[3]} GPUs, global batch {key[4]}"
+        by_scheme = {str(r["tp_scheme"]): r for _, r in group.iterrows()}
+        sentences.append(_verdict(where, by_scheme.get("megatron-1d"), by_scheme.get("atp-2d")))
+    return sentences
+
+
+def _verdict(where: str, megatron: pd.Series | None, atp: pd.Series | None) -> str:
+    if megatron is None or atp is None:
+        missing = "ATP 2D mesh" if atp is None else "Megatron-LM 1D layout"
+        return f"{where}: no {missing} was simulated that fits in memory, so there is no comparison."
+    t_meg, t_atp = float(megatron["iteration_time_s"]), float(atp["iteration_time_s"])
+    detail = (f"ATP's best 2D mesh ({_layout(atp)}) takes {t_atp:.3g} s per iteration "
+              f"({float(atp['tflops_per_gpu']):.3g} TFLOP/s per GPU), Megatron-LM's best 1D TP "
+              f"({_layout(megatron)}) {t_meg:.3g} s ({float(megatron['tflops_per_gpu']):.3g})")  # fmt: skip
+    if abs(t_atp / t_meg - 1) < TIE:
+        return f"{where}: a tie, {detail}: within {TIE:.1%} of each other."
+    if t_atp < t_meg:
+        return f"{where}: yes, {detail}: ATP is {t_meg / t_atp - 1:.1%} faster."
+    return f"{where}: no, {detail}: Megatron-LM is {t_atp / t_meg - 1:.1%} faster."

@@ -1,0 +1,102 @@
+"""One point of a job sweep: everything :func:`atpsim.api.job.run_job` needs for one whole
+training iteration (the model, the DP x PP x TP layout and how the step is cut).
+
+A job scenario expands into :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`); the sweep
+runner simulates each like a :class:`~atpsim.scenario.point.SweepPoint` and writes its rows
+in the job schema (:data:`atpsim.results.job_schema.JOB_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from atpsim.compute.models import ModelConfig
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import ResultsSchema
+
+MEGATRON_1D, ATP_2D = "megatron-1d", "atp-2d"
+
+
+@dataclass(frozen=True)
+class JobPoint:
+    """A fully resolved job: *tp* (an ATP DeviceMesh; Megatron-LM's 1D TP is (t, 1)) x *pp*
+    stages x *dp* replicas on *n_devices* GPUs of *topology* (a mapping
+    :func:`atpsim.topology.spec.load_topology` accepts), laid out in *order* (innermost
+    first); *global_batch* samples per iteration in micro-batches of *micro_batch*; the
+    rest are :class:`atpsim.api.job.JobConfig`'s fields of the same names."""
+
+    schema: ClassVar[ResultsSchema] = JOB_SCHEMA
+
+    scenario: str
+    topology: str | Mapping[str, Any]
+    topology_label: str
+    n_devices: int
+    hardware: str
+    model: ModelConfig
+    tp: DeviceMesh
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    chunks: int = 1
+    algorithm: str = "ring"
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    zero: int = 0
+    vocab: int = 0
+    order: tuple[str, str, str] = ("tp", "pp", "dp")
+
+    @property
+    def tp_scheme(self) -> str:
+        """``megatron-1d`` for a mesh t x 1, ``atp-2d`` for d2 > 1."""
+        return MEGATRON_1D if self.tp.d2 == 1 else ATP_2D
+
+    @property
+    def n_microbatches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Canonical JSON-able form (the key's input); ``kind: job`` keeps it apart from any
+        step point's."""
+        topology = self.topology if isinstance(self.topology, str) else dict(self.topology)
+        return {
+            "kind": "job", "scenario": self.scenario, "topology": topology,
+            "topology_label": self.topology_label, "n_devices": self.n_devices,
+            "hardware": self.hardware, "model": self.model.__dict__,
+            "tp": [self.tp.d1, self.tp.d2, self.tp.placement], "pp": self.pp, "dp": self.dp,
+            "micro_batch": self.micro_batch, "global_batch": self.global_batch,
+            "schedule": self.schedule, "virtual_stages": self.virtual_stages,
+            "chunks": self.chunks, "algorithm": self.algorithm,
+            "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
+            "zero": self.zero, "vocab": self.vocab, "order": list(self.order),
+        }  # fmt: skip
+
+    def key(self) -> str:
+        """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
+        return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def columns(self, index: int) -> dict[str, Any]:
+        """The results columns that describe this point, the *index*-th of its sweep (the
+        point columns of the job schema)."""
+        model, mesh = self.model, self.tp
+        return {
+            "scenario": self.scenario, "point_key": self.key(), "topology": self.topology_label,
+            "hardware": self.hardware, "model": model.name, "hidden": model.hidden,
+            "heads": model.heads, "layers": model.layers, "seq": model.seq, "vocab": self.vocab,
+            "dtype": model.dtype, "n_devices": self.n_devices, "tp_scheme": self.tp_scheme,
+            "d1": mesh.d1, "d2": mesh.d2, "tp_mesh": f"{mesh.d1}x{mesh.d2}", "tp": mesh.size,
+            "pp": self.pp, "dp": self.dp, "order": ",".join(self.order),
+            "placement": mesh.placement, "micro_batch": self.micro_batch,
+            "global_batch": self.global_batch, "n_microbatches": self.n_microbatches,
+            "schedule": self.schedule, "virtual_stages": self.virtual_stages,
+            "chunks": self.chunks, "algorithm": self.algorithm,
+            "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
+            "zero": self.zero, "point_index": index,
+        }  # fmt: skip

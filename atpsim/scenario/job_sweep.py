@@ -1,0 +1,225 @@
+"""A job scenario expanded into :class:`~atpsim.scenario.job_point.JobPoint`: the cartesian
+product of its axes, every size checked before anything is simulated.
+
+Axes, outermost first (the order of the points): topology, hardware, model, devices, TP mesh
+(``tp.meshes`` resolved per size), pp, dp (``auto``: devices / (tp·pp)), micro_batch,
+global_batch, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
+algorithm. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
+1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
+without it, and two combinations that differ only there are one point. Likewise
+``virtual_stages`` above 1 pairs only with the interleaved schedule.
+
+Every layout that cannot run is one :class:`ScenarioError` naming its key: a TP x PP x DP
+layout that does not fill the devices, a pipeline deeper than the layers or not dividing
+them, a global batch that micro-batch x dp does not divide, and so on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import product
+from typing import Any
+
+from atpsim.compute.models import PRESET_VOCAB, ModelConfig
+from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.scenario.entries import ModelEntry
+from atpsim.scenario.job_point import JobPoint
+from atpsim.scenario.parallelism import Parallelism
+from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
+from atpsim.scenario.sweep import _error, _sized_topologies
+
+INTERLEAVED = "interleaved-1f1b"
+
+
+def expand_job_sweep(scenario: Scenario) -> list[JobPoint]:
+    """Every point of the job *scenario*, in axis order (see the module docstring); with
+    ``cases``, the points of each case in turn (a point two cases share, once). Raises
+    :class:`ScenarioError` naming the file and key of the first layout that cannot run."""
+    points: dict[str, JobPoint] = {}
+    for part in scenario.parts():
+        for point in _part_points(part):
+            points.setdefault(point.key(), point)
+    return list(points.values())
+
+
+def _part_points(part: Scenario) -> Iterator[JobPoint]:
+    for index, entry in enumerate(part.topologies):
+        sized = _sized_topologies(part, index)
+        default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+        base = {"scenario": part.name, "topology": entry.spec_mapping(),
+                "topology_label": entry.label()}  # fmt: skip
+        for hardware in part.hardware or (default_hardware,):
+            for model_entry in part.models:
+                model = model_entry.config()
+                _check_model(part, model)
+                vocab = _vocab(part.parallelism, model_entry)
+                for _, devices, _topology in sized:
+                    fields = {**base, "hardware": hardware, "model": model,
+                              "n_devices": devices, "vocab": vocab}  # fmt: skip
+                    yield from _layouts(part, fields, model, devices)
+
+
+def _vocab(parallelism: Parallelism, entry: ModelEntry) -> int:
+    """``parallelism.vocab``, else the model preset's padded vocabulary, else 0 (no embedding
+    and LM head)."""
+    if parallelism.vocab is not None:
+        return parallelism.vocab
+    return PRESET_VOCAB.get(entry.preset or "", 0)
+
+
+def _check_model(part: Scenario, model: ModelConfig) -> None:
+    """Pipeline depths and virtual stages against the model's layers."""
+    par = part.parallelism
+    for k, pp in enumerate(par.pp):
+        if pp > model.layers:
+            message = f"{pp} stages exceed the model's {model.layers} layers (model {model.name!r})"
+            raise _error(part, message, "parallelism", "pp", k)
+        if model.layers % pp:
+            message = (f"{model.layers} layers (model {model.name!r}) do not split over {pp} "
+                       "stages; expected a divisor of the layers")  # fmt: skip
+            raise _error(part, message, "parallelism", "pp", k)
+        for j, virtual in enumerate(par.virtual_stages):
+            if model.layers % (pp * virtual):
+                message = (f"{model.layers} layers (model {model.name!r}) do not split over "
+                           f"{pp} stages x {virtual} virtual stages")  # fmt: skip
+                raise _error(part, message, "parallelism", "virtual_stages", j)
+    if any(v > 1 for v in par.virtual_stages) and INTERLEAVED not in par.schedule:
+        message = "virtual stages above 1 need the interleaved schedule; expected 'interleaved' in schedule"
+        raise _error(part, message, "parallelism", "virtual_stages")
+
+
+def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMesh]:
+    """The TP meshes of ``parallelism.tp`` for *model* on *devices* GPUs: the listed ones
+    (checked), then, for ``all`` / ``atp-opt``, every factorization of each ``tp.size`` whose
+    d1 and d2 divide the hidden size."""
+    tp = part.parallelism.tp
+    meshes: list[DeviceMesh] = []
+    for k, choice in enumerate(tp.meshes):
+        if choice.kind == "size":
+            meshes.append(_listed_mesh(part, DeviceMesh(choice.d1, choice.d2), devices, model, k))
+    if any(choice.kind in ("all", "opt") for choice in tp.meshes):
+        for j, size in enumerate(tp.size):
+            if devices % size:
+                message = f"a TP group of {size} GPUs does not divide the {devices} devices"
+                raise _error(part, message, "parallelism", "tp", "size", j)
+            meshes += [m for m in factorizations(size) if not (model.hidden % m.d1 or model.hidden % m.d2)]
+    if not meshes:
+        message = f"no TP mesh of these sizes divides model.hidden = {model.hidden} (model {model.name!r})"
+        raise _error(part, message, "parallelism", "tp")
+    unique = dict.fromkeys((m.d1, m.d2) for m in meshes)
+    return [DeviceMesh(d1, d2) for d1, d2 in unique]
+
+
+def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelConfig, k: int
+                 ) -> DeviceMesh:
+    if devices % mesh.size:
+        message = f"TP mesh {mesh.d1}x{mesh.d2} ({mesh.size} GPUs) does not divide the {devices} devices"
+        raise _error(part, message, "parallelism", "tp", "meshes", k)
+    for dim, size in ((1, mesh.d1), (2, mesh.d2)):
+        if model.hidden % size:
+            message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.hidden = {model.hidden} (model "
+                       f"{model.name!r}) {size} ways on dimension {dim}; expected d1 and d2 to "
+                       "divide the hidden size")  # fmt: skip
+            raise _error(part, message, "parallelism", "tp", "meshes", k)
+    return mesh
+
+
+def _dps(part: Scenario, devices: int, mesh: DeviceMesh, pp: int) -> list[int]:
+    """The data-parallel degrees of ``parallelism.dp`` for *mesh* x *pp* on *devices* GPUs."""
+    par = part.parallelism
+    stages = mesh.size * pp
+    if par.dp is None:
+        if devices % stages:
+            message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} = {stages} GPUs do not divide the "
+                       f"{devices} devices (dp: auto)")  # fmt: skip
+            raise _error(part, message, "parallelism", "pp", par.pp.index(pp))
+        return [devices // stages]
+    for k, dp in enumerate(par.dp):
+        if stages * dp != devices:
+            message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} x dp {dp} = {stages * dp} GPUs; "
+                       f"expected the {devices} devices (or dp: auto)")  # fmt: skip
+            raise _error(part, message, "parallelism", "dp", k)
+    return list(par.dp)
+
+
+def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices: int
+             ) -> Iterator[JobPoint]:
+    par = part.parallelism
+    for mesh, pp in product(tp_meshes(part, devices, model), par.pp):
+        _check_vocab(part, fields["vocab"], mesh)
+        for dp, mb, gb in product(_dps(part, devices, mesh, pp), par.micro_batch, par.global_batch):
+            _check_batch(part, mb, gb, dp)
+            for schedule, virtual in product(par.schedule, par.virtual_stages):
+                if virtual > 1 and schedule != INTERLEAVED:
+                    continue
+                _check_interleaved(part, schedule, gb // (mb * dp), pp)
+                yield from _options(part, fields, mesh, pp, dp, mb, gb, schedule, virtual)
+
+
+def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, dp: int,
+             mb: int, gb: int, schedule: str, virtual: int) -> Iterator[JobPoint]:
+    """The points of one layout: sequence parallelism, recomputation, ZeRO, placement,
+    chunks and algorithm."""
+    par = part.parallelism
+    for sp, recompute, zero, placement, chunks, algorithm in product(
+        par.sequence_parallel, par.recompute, par.zero, par.placement, part.chunks, part.algorithm
+    ):
+        if mb % chunks:
+            message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
+            raise _error(part, message, "chunks", part.chunks.index(chunks))
+        yield JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, placement), pp=pp, dp=dp,
+                       micro_batch=mb, global_batch=gb, schedule=schedule, virtual_stages=virtual,
+                       chunks=chunks, algorithm=algorithm, sequence_parallel=sp and mesh.d2 == 1,
+                       recompute=recompute, zero=zero, order=par.order)  # fmt: skip
+
+
+def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
+    if vocab % mesh.size:
+        message = (f"a vocabulary of {vocab} does not split over the {mesh.size} ranks of TP "
+                   f"mesh {mesh.d1}x{mesh.d2}; expected a multiple (pad it, as Megatron-LM does)")
+        raise _error(part, message, "parallelism", "vocab")
+
+
+def _check_batch(part: Scenario, mb: int, gb: int, dp: int) -> None:
+    if gb % (mb * dp):
+        message = (f"{gb} samples do not split into micro-batches of {mb} over {dp} replicas; "
+                   f"expected a multiple of micro_batch x dp = {mb * dp}")  # fmt: skip
+        raise _error(part, message, "parallelism", "global_batch", part.parallelism.global_batch.index(gb))
+
+
+def _check_interleaved(part: Scenario, schedule: str, n_microbatches: int, pp: int) -> None:
+    if schedule == INTERLEAVED and n_microbatches % pp:
+        message = (f"the interleaved schedule needs the micro-batches per replica "
+                   f"({n_microbatches}) to be a multiple of the {pp} stages")  # fmt: skip
+        raise _error(part, message, "parallelism", "schedule", part.parallelism.schedule.index(schedule))
+
+
+def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
+    """(axis, values) of a job scenario, as ``atpsim run`` announces them."""
+    par = scenario.parallelism
+    meshes = ", ".join(str(c) for c in par.tp.meshes)
+    if any(c.kind in ("all", "opt") for c in par.tp.meshes):
+        meshes += f" (of {', '.join(map(str, par.tp.size))} GPUs)"
+    devices = par.devices
+
+    def listed(values: tuple[Any, ...]) -> str:
+        return ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+
+    return [
+        ("topology", ", ".join(entry.label() for entry in scenario.topologies)),
+        ("hardware", ", ".join(scenario.hardware) if scenario.hardware else "topology default"),
+        ("model", ", ".join(entry.config().name for entry in scenario.models)),
+        ("devices", listed(devices) if devices else "all GPUs of the topology"),
+        ("tp", meshes),
+        ("pp", listed(par.pp)),
+        ("dp", listed(par.dp) if par.dp else "auto"),
+        ("micro_batch", listed(par.micro_batch)),
+        ("global_batch", listed(par.global_batch)),
+        ("schedule", listed(par.schedule)),
+        ("virtual", listed(par.virtual_stages)),
+        ("seq. par.", listed(par.sequence_parallel) + " (1D TP only)"),
+        ("recompute", listed(par.recompute)),
+        ("zero", listed(par.zero)),
+        ("chunks", listed(scenario.chunks)),
+        ("algorithm", listed(scenario.algorithm)),
+    ]

@@ -1,0 +1,183 @@
+"""The scenario's ``parallelism``: how a step's GPUs are used (``devices``, ``meshes``,
+``placement``, ``scheme``: :mod:`atpsim.scenario.schema`), or a whole training job's data x
+pipeline x tensor-parallel layout (issue 12)::
+
+    parallelism:
+      devices: 1024              # as for a step; default: the topology's GPU count
+      tp: {meshes: atp-opt, size: 8}   # TP meshes: all | atp-opt (every d1 x d2 of each
+                                 #   size) | [d1, d2] / "d1xd2" (or a list; [8, 1] is
+                                 #   Megatron-LM's 1D TP); `tp: [[8, 1], [4, 2]]` is short
+                                 #   for `tp: {meshes: ...}`; size (int or list) default 8
+      pp: [1, 8]                 # pipeline stages (int or list)
+      dp: auto                   # auto = devices / (tp·pp) | int or list
+      micro_batch: 1             # samples per micro-batch (int or list)
+      global_batch: 1536         # samples per iteration (int or list); required
+      schedule: 1f1b             # gpipe | 1f1b | interleaved (= interleaved-1f1b), or a list
+      virtual_stages: 1          # model chunks per stage (interleaved only; int or list)
+      sequence_parallel: true    # Megatron-LM's (1D TP only: a 2D mesh runs without)
+      recompute: selective       # none | selective | full (or a list)
+      zero: 1                    # ZeRO stage 0 | 1 (or a list)
+      vocab: 51200               # optional; default: the model preset's (GPT presets), else 0
+      order: [tp, pp, dp]        # layout dimensions, innermost first
+
+Any of ``tp``, ``pp``, ``dp``, ``global_batch`` (or another key above) makes the scenario a
+job scenario: its points are :class:`~atpsim.scenario.job_point.JobPoint` and its table the
+job schema (:mod:`atpsim.results.job_schema`). The sizes are checked against the devices, the
+model's layers and the batch when the sweep is expanded (:mod:`atpsim.scenario.job_sweep`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
+
+from atpsim.scenario.entries import MeshChoice, mesh_choice, meshes_value
+from atpsim.scenario.fields import (
+    Frozen,
+    OneOrMore,
+    Placement,
+    PositiveInt,
+    Scheme,
+    Str,
+    as_tuple,
+    invalid,
+    show,
+)
+
+#: The keys of ``parallelism`` only a job scenario has.
+JOB_KEYS = (
+    "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
+    "sequence_parallel", "recompute", "zero", "vocab", "order",
+)  # fmt: skip
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1)
+LAYOUT_DIMENSIONS = ("tp", "pp", "dp")
+#: Schedule names a scenario may write for the pipeline layer's (``interleaved-1f1b``).
+SCHEDULE_ALIASES = {"interleaved": "interleaved-1f1b"}
+#: Megatron-LM's TP group: one 8-GPU node (Narayanan et al. 2021, Takeaway #1: tensor
+#: parallelism up to the GPUs of a server).
+DEFAULT_TP_SIZE = 8
+
+
+def schedule_names() -> list[str]:
+    """The pipeline schedules a scenario may name (the pipeline layer's and their aliases)."""
+    from atpsim.parallel.pipeline import schedule_names as registered
+
+    return sorted({*registered(), *SCHEDULE_ALIASES})
+
+
+def _schedule(value: str) -> str:
+    from atpsim.errors import did_you_mean
+
+    names = schedule_names()
+    if value not in names:
+        raise invalid(f"unknown schedule {value!r}{did_you_mean(value, names)}")
+    return SCHEDULE_ALIASES.get(value, value)
+
+
+def _recompute(value: str) -> str:
+    if value not in RECOMPUTE:
+        raise invalid(f"expected one of {', '.join(RECOMPUTE)}, got {show(value)}")
+    return value
+
+
+def _zero(value: int) -> int:
+    if value not in ZERO_STAGES:
+        raise invalid(f"expected ZeRO stage 0 or 1, got {show(value)}")
+    return value
+
+
+def _dp(value: Any) -> Any:
+    """``auto`` (None: devices / (tp·pp)) or one or more replica counts."""
+    return None if value == "auto" else as_tuple(value)
+
+
+def _order(value: Any) -> Any:
+    if not isinstance(value, (list, tuple)) or sorted(map(str, value)) != sorted(LAYOUT_DIMENSIONS):
+        raise invalid(f"expected a permutation of [tp, pp, dp], got {show(value)}")
+    return tuple(value)
+
+
+def _tp(value: Any) -> Any:
+    """``tp: [[8, 1], atp-opt]`` is short for ``tp: {meshes: [[8, 1], atp-opt]}``."""
+    return value if isinstance(value, dict) else {"meshes": value}
+
+
+def _mesh(value: Any) -> MeshChoice:
+    return mesh_choice(value)
+
+
+def _tp_choice(value: Any) -> MeshChoice:
+    choice = mesh_choice(value)
+    if choice.kind == "atp":
+        raise invalid(f"a job's TP mesh is [d1, d2], 'D1xD2', 'atp-opt' or 'all', not {choice}")
+    return choice
+
+
+class TpChoice(Frozen):
+    """``parallelism.tp``: the TP meshes of a job. A listed mesh ``[d1, d2]`` is one point;
+    ``all`` and ``atp-opt`` are every factorization d1 x d2 of each *size* whose d1 and d2
+    divide the hidden size (ATP-OPT is then the best of them in the report)."""
+
+    meshes: Annotated[
+        tuple[Annotated[MeshChoice, PlainValidator(_tp_choice)], ...],
+        BeforeValidator(meshes_value),
+    ] = (MeshChoice("all"),)
+    size: OneOrMore[PositiveInt] = (DEFAULT_TP_SIZE,)
+
+
+TpField = Annotated[TpChoice, BeforeValidator(_tp)]
+DpField = Annotated[tuple[PositiveInt, ...] | None, BeforeValidator(_dp)]
+Schedule = Annotated[Str, AfterValidator(_schedule)]
+Recompute = Annotated[Str, AfterValidator(_recompute)]
+Zero = Annotated[int, Field(strict=True), AfterValidator(_zero)]
+StrictBool = Annotated[bool, Field(strict=True)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
+
+
+class Parallelism(Frozen):
+    """How the GPUs are used: device counts, meshes, the placement of meshes on GPUs, and the
+    tensor-parallel *scheme* (``atp``, or ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
+    stacked ``devices / q²`` deep; ``all`` is every such q). With any of :data:`JOB_KEYS`, a
+    whole job's layout instead (see the module docstring): ``tp`` replaces ``meshes``, and
+    ``global_batch`` is required."""
+
+    devices: OneOrMore[PositiveInt] | None = None
+    meshes: Annotated[
+        tuple[Annotated[MeshChoice, PlainValidator(_mesh)], ...],
+        BeforeValidator(meshes_value),
+    ] = (MeshChoice("all"),)
+    placement: OneOrMore[Placement] = ("row-major",)
+    scheme: OneOrMore[Scheme] = ("atp",)
+    tp: TpField = TpChoice()
+    pp: OneOrMore[PositiveInt] = (1,)
+    dp: DpField = None
+    micro_batch: OneOrMore[PositiveInt] = (1,)
+    global_batch: OneOrMore[PositiveInt] = ()
+    schedule: OneOrMore[Schedule] = ("1f1b",)
+    virtual_stages: OneOrMore[PositiveInt] = (1,)
+    sequence_parallel: OneOrMore[StrictBool] = (False,)
+    recompute: OneOrMore[Recompute] = ("none",)
+    zero: OneOrMore[Zero] = (0,)
+    vocab: NonNegativeInt | None = None
+    order: Order = LAYOUT_DIMENSIONS
+
+    @property
+    def is_job(self) -> bool:
+        """Whether these keys describe a whole job (any of :data:`JOB_KEYS` set)."""
+        return bool(self.model_fields_set & set(JOB_KEYS))
+
+    @model_validator(mode="after")
+    def _check_job(self) -> Parallelism:
+        if not self.is_job:
+            return self
+        if not self.global_batch:
+            raise invalid("missing required key (a job scenario needs its global batch)",
+                          ("global_batch",))  # fmt: skip
+        for key in ("meshes", "scheme"):
+            if key in self.model_fields_set:
+                message = f"a job scenario takes its TP meshes from 'tp'; remove '{key}'"
+                raise invalid(message, (key,))
+        return self
