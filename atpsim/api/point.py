@@ -7,10 +7,10 @@ Two modes, compared and never confused:
   communication matrix (Eq. 3, 4) or from a calibration, plus the same compute time, with no
   overlap (step = compute + T_comm).
 
-A point's ``scheme`` picks the program: ATP's mesh (``atp``) or 2D / 2.5D SUMMA (``summa``,
-des only: Eq. 2 is ATP's, so an analytic SUMMA point fails with a clear error). A SUMMA
-point's memory column is ATP's formula on DeviceMesh(q, q): exact for the weights (q² blocks,
-replicated over depth), an upper bound for the activations (SUMMA also splits rows by q·depth).
+A point's ``scheme`` picks the program: ATP's mesh (``atp``), 2D / 2.5D SUMMA (``summa``) or
+SageMaker-style TP over data-parallel ranks (``sagemaker``); the other schemes are des only
+(Eq. 2 is ATP's, so an analytic point of another scheme fails with a clear error). Their
+memory columns are :func:`atpsim.parallel.memory.memory_per_rank`'s estimates.
 """
 
 from __future__ import annotations
@@ -22,10 +22,16 @@ from typing import Any
 from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
-from atpsim.engine.step.run import layer_overhead_s, simulate_des_step, simulate_summa_step
+from atpsim.engine.step.run import (
+    layer_overhead_s,
+    simulate_des_step,
+    simulate_sagemaker_step,
+    simulate_summa_step,
+)
 from atpsim.errors import SimulationError
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.point import SweepPoint
 from atpsim.topology.graph import Topology
 
@@ -70,12 +76,14 @@ def hardware_profile(name: str) -> HardwareProfile:
 def _des_times(point: SweepPoint, topology: Topology, profile: HardwareProfile) -> dict[str, float]:
     if isinstance(point.tp, Grid):
         result = simulate_summa_step(topology, profile, point.model, point.tp, point.chunks, point.algorithm)
-    elif point.scheme == "atp":
+    elif isinstance(point.tp, SageMakerGroup):
+        result = simulate_sagemaker_step(
+            topology, profile, point.model, point.tp, point.chunks, point.algorithm
+        )
+    else:
         result = simulate_des_step(
             topology, profile, point.model, point.mesh, point.chunks, point.algorithm
         )
-    else:
-        raise SimulationError(f"unknown scheme {point.scheme!r}; expected 'atp' or 'summa'")
     return {
         "step_time_s": result.step_time_s,
         "compute_time_s": result.compute_time_s,

@@ -38,6 +38,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims, params_per_rank
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.sagemaker import SageMakerGroup, local_model
 
 #: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.
 LN_SAVED_BYTES_PER_TOKEN = 2 * 2 * 4
@@ -110,15 +111,32 @@ def transient_bytes(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> float:
 
 
 def memory_per_rank(
-    model: ModelConfig, tp: DeviceMesh | Grid, chunks: int, profile: HardwareProfile
+    model: ModelConfig, tp: DeviceMesh | Grid | SageMakerGroup, chunks: int,
+    profile: HardwareProfile,
 ) -> MemoryEstimate:
     """Memory one rank needs to train *model* on *tp* with the batch in *chunks*.
 
-    *tp* is ATP's mesh, or a SUMMA grid, estimated by ATP's formula on one layer of it,
+    *tp* is ATP's mesh; a SUMMA grid, estimated by ATP's formula on one layer of it,
     ``DeviceMesh(q, q)``: exact for the weights (q² blocks, replicated over depth), an upper
-    bound for the activations (SUMMA also splits rows by q·depth)."""
-    mesh = tp.layer_mesh() if isinstance(tp, Grid) else tp
-    dims = layer_dims(model, mesh, chunks)
+    bound for the activations (SUMMA also splits rows by q·depth); or a SageMaker group of
+    ``t`` ranks: the linears' weights split as on DeviceMesh(t, 1), the activations of the
+    rank's own ``batch / t`` samples as on one GPU (the gathered linear inputs of the whole
+    group are transient and left out)."""
+    if isinstance(tp, SageMakerGroup):
+        mesh, model_here = tp.mesh(), local_model(model, tp.t)
+        activation_mesh = DeviceMesh(1, 1)
+    else:
+        mesh = tp.layer_mesh() if isinstance(tp, Grid) else tp
+        model_here, activation_mesh = model, mesh
+    return _estimate(model, mesh, model_here, activation_mesh, chunks, profile)
+
+
+def _estimate(model: ModelConfig, mesh: DeviceMesh, activation_model: ModelConfig,
+              activation_mesh: DeviceMesh, chunks: int, profile: HardwareProfile
+              ) -> MemoryEstimate:
+    """Weights, gradients and optimizer state of *model* on *mesh*; activations and the
+    transient working set of *activation_model* on *activation_mesh*."""
+    dims = layer_dims(activation_model, activation_mesh, chunks)
     params = params_per_rank(model, mesh)
     return MemoryEstimate(
         params_per_rank=params,
@@ -126,6 +144,6 @@ def memory_per_rank(
         gradients_bytes=params * model.dtype_bytes,
         optimizer_bytes=params * optimizer_bytes_per_param(model.dtype_bytes),
         activations_bytes=model.layers * activation_bytes_per_layer(dims, chunks),
-        transient_bytes=transient_bytes(model, mesh, chunks),
+        transient_bytes=transient_bytes(activation_model, activation_mesh, chunks),
         capacity_bytes=profile.memory_capacity_bytes,
     )

@@ -22,6 +22,7 @@ whole input, the reduce-scatter's and the all-gather's the group's whole output.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
@@ -44,6 +45,34 @@ from atpsim.parallel.mesh import DeviceMesh
 from atpsim.program import CommOp, StepProgram
 
 
+@dataclass(frozen=True)
+class SageMakerGroup:
+    """*t* data-parallel ranks that share SageMaker-style TP: the group is dimension 1 of
+    DeviceMesh(t, 1) (consecutive GPUs), and a scenario's or the API's ``model.batch`` is the
+    group's samples, split evenly over its ranks."""
+
+    t: int
+
+    def __post_init__(self) -> None:
+        if self.t < 1:
+            raise SimulationError(f"a SageMaker TP group needs t >= 1 ranks, got {self.t}")
+
+    @property
+    def size(self) -> int:
+        return self.t
+
+    def mesh(self) -> DeviceMesh:
+        """The mesh whose dimension 1 is the group: DeviceMesh(t, 1)."""
+        return DeviceMesh(self.t, 1)
+
+    def groups(self, dim: int) -> list[list[int]]:
+        """GPU ranks of the groups of mesh dimension *dim* (only dimension 1 carries traffic)."""
+        return self.mesh().groups(dim)
+
+    def __str__(self) -> str:
+        return f"SageMakerGroup(t={self.t})"
+
+
 def build_sagemaker_program(model: ModelConfig, t: int, chunks: int = 1,
                             phases: tuple[Literal["fwd", "bwd"], ...] = ("fwd", "bwd")) -> StepProgram:
     """Forward and backward of *model*'s layers with SageMaker-style TP over *t* ranks, the
@@ -53,7 +82,7 @@ def build_sagemaker_program(model: ModelConfig, t: int, chunks: int = 1,
         raise SimulationError(f"the batch ({model.batch}) must split over {t} ranks x {chunks} "
                               f"chunks and the hidden size ({model.hidden}) over {t} ranks",
                               key="chunks")  # fmt: skip
-    local = layer_dims(_local_model(model, t), DeviceMesh(1, 1), chunks)
+    local = layer_dims(local_model(model, t), DeviceMesh(1, 1), chunks)
     issuer = _Issuer(chunks)
     if "fwd" in phases:
         issuer.issue([i for layer in range(model.layers) for i in _forward(model, t, local, layer)], "fwd")
@@ -63,9 +92,8 @@ def build_sagemaker_program(model: ModelConfig, t: int, chunks: int = 1,
     return StepProgram(tasks=tuple(issuer.tasks))
 
 
-def _local_model(model: ModelConfig, t: int) -> ModelConfig:
-    from dataclasses import replace
-
+def local_model(model: ModelConfig, t: int) -> ModelConfig:
+    """*model* as one rank of a group of *t* sees it: its own ``batch / t`` samples."""
     return replace(model, batch=model.batch // t)
 
 

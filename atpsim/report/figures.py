@@ -8,7 +8,8 @@
   devices (log2 axis), one line per ATP-i and ATP-OPT, with the paper's closed form (or the
   table's analytic rows) dashed beside each simulated line.
 - :func:`scheme_bars` (Figure 10): TFLOP/s per GPU by model, one bar per tensor-parallel
-  scheme (Megatron-LM, ATP at its best mesh and chunk count, SUMMA 2D / 2.5D).
+  scheme (Megatron-LM, ATP at its best mesh and chunk count, SUMMA 2D / 2.5D, and SageMaker
+  where the table has it).
 
 Both take a :class:`~atpsim.scenario.report.FigureSpec`: the points to keep (*select*), the
 panel columns and rows (default: topologies as columns, and as rows the combinations of any
@@ -40,7 +41,12 @@ from atpsim.report.data import (
 from atpsim.report.panels import RC, color, legend, log_y_axis, panel_grid
 from atpsim.scenario.report import FigureSpec
 
-SCHEME_SERIES = ("Megatron-LM (ATP-1)", "ATP (best mesh, chunks)", "2D / 2.5D (SUMMA)")
+SCHEME_SERIES = (
+    "Megatron-LM (ATP-1)",
+    "ATP (best mesh, chunks)",
+    "2D / 2.5D (SUMMA)",
+    "SageMaker (TP over DP ranks)",
+)
 SCHEME_FACETS = ("hardware", "algorithm", "placement", "batch", "seq")
 BARS_FACETS = ("n_devices", "hardware", "algorithm", "chunks", "placement", "batch", "seq")
 SCALING_FACETS = ("model", "hardware", "algorithm", "chunks", "placement", "batch", "seq")
@@ -126,9 +132,16 @@ def scheme_bars(
 
 def scheme_series(rows: pd.DataFrame, metric: str) -> dict[str, pd.DataFrame]:
     """The rows of each Figure 10 series: Megatron-LM is ATP-1 without chunking, ATP every
-    ATP row (the bar is the best mesh and chunk count), SUMMA every SUMMA row (its best grid)."""
+    ATP row (the bar is the best mesh and chunk count), SUMMA every SUMMA row (its best grid),
+    SageMaker every SageMaker row (its best chunk count); series without rows are left out."""
     atp = atp_rows(rows)
-    parts = (mesh_rows(atp[atp["chunks"] == 1], 1), atp, rows.drop(atp.index))
+    others = rows.drop(atp.index)
+    parts = (
+        mesh_rows(atp[atp["chunks"] == 1], 1),
+        atp,
+        others[others["scheme"] == "summa"],
+        others[others["scheme"] == "sagemaker"],
+    )
     return {name: part for name, part in zip(SCHEME_SERIES, parts, strict=True) if not part.empty}
 
 

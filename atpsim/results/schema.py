@@ -77,7 +77,7 @@ COLUMNS: tuple[Column, ...] = (
     _col("mesh_group", "string", "", "group the mesh is a candidate of (atp-opt), if any"),
     _col("group_key", "string", "", "key shared by the candidates of one group (best = ATP-OPT)"),
     _col("point_index", "int", "", "index of the point in the expanded sweep (row order)"),
-    _col("scheme", "string", "", "tensor parallelism: atp, or summa (2D/2.5D; mesh 'qxq[xd]')"),
+    _col("scheme", "string", "", "tensor parallelism: atp, summa (2D/2.5D; mesh 'qxq[xd]') or sagemaker (mesh 'tx1')"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

@@ -119,8 +119,9 @@ Str = Annotated[str, Field(strict=True)]
 Mode = Annotated[Str, AfterValidator(one_of("mode", lambda: MODES))]
 Algorithm = Annotated[Str, AfterValidator(one_of("algorithm", algorithm_names))]
 Placement = Annotated[Str, AfterValidator(one_of("placement", placement_names))]
-#: Tensor-parallel schemes: ATP's mesh, or 2D / 2.5D SUMMA (atpsim.parallel.summa).
-SCHEMES = ("atp", "summa")
+#: Tensor-parallel schemes: ATP's mesh, 2D / 2.5D SUMMA (atpsim.parallel.summa), or
+#: SageMaker-style TP over data-parallel ranks (atpsim.parallel.sagemaker).
+SCHEMES = ("atp", "summa", "sagemaker")
 Scheme = Annotated[Str, AfterValidator(one_of("scheme", lambda: SCHEMES))]
 OutputFormat = Annotated[Str, AfterValidator(one_of("output format", lambda: OUTPUT_FORMATS))]
 

@@ -139,8 +139,9 @@ Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
 
 class Parallelism(Frozen):
     """How the GPUs are used: device counts, meshes, the placement of meshes on GPUs, and the
-    tensor-parallel *scheme* (``atp``, or ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
-    stacked ``devices / q²`` deep; ``all`` is every such q). With any of :data:`JOB_KEYS`, a
+    tensor-parallel *scheme* (``atp``; ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
+    stacked ``devices / q²`` deep, ``all`` every such q; ``sagemaker``: the devices are one
+    SageMaker-style TP group over data-parallel ranks, meshes do not apply). With any of :data:`JOB_KEYS`, a
     whole job's layout instead (see the module docstring): ``tp`` replaces ``meshes``, and
     ``global_batch`` is required."""
 

@@ -16,6 +16,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
 
 
@@ -42,9 +43,11 @@ class SweepPoint:
     *tp* is the tensor parallelism, and its type says which: ATP's
     :class:`~atpsim.parallel.mesh.DeviceMesh` (d1, d2, placement), or the
     :class:`~atpsim.parallel.grid.Grid` (q, depth) of 2D / 2.5D SUMMA
-    (:mod:`atpsim.parallel.summa`, ``n_devices = q²·depth``; depth 1 is 2D). :attr:`scheme`
-    and :attr:`mesh_label` are derived from it. Only a SUMMA point's :meth:`key` mentions the
-    scheme and depth, so the keys of ATP points are what they were before SUMMA existed.
+    (:mod:`atpsim.parallel.summa`, ``n_devices = q²·depth``; depth 1 is 2D), or the
+    :class:`~atpsim.parallel.sagemaker.SageMakerGroup` of SageMaker-style TP over ``t =
+    n_devices`` data-parallel ranks. :attr:`scheme` and :attr:`mesh_label` are derived from
+    it. Only a SUMMA or SageMaker point's :meth:`key` mentions the scheme (and a SUMMA grid's
+    depth), so the keys of ATP points are what they were before the other schemes existed.
     """
 
     schema: ClassVar[ResultsSchema] = STEP_SCHEMA
@@ -55,7 +58,7 @@ class SweepPoint:
     n_devices: int
     hardware: str
     model: ModelConfig
-    tp: DeviceMesh | Grid
+    tp: DeviceMesh | Grid | SageMakerGroup
     chunks: int = 1
     algorithm: str = "auto"
     mode: str = "des"
@@ -99,25 +102,32 @@ class SweepPoint:
         if isinstance(self.tp, Grid):
             fields["scheme"] = self.scheme
             fields["depth"] = self.tp.depth
+        elif isinstance(self.tp, SageMakerGroup):
+            fields["scheme"] = self.scheme
         return fields
 
     @property
-    def scheme(self) -> Literal["atp", "summa"]:
-        """The tensor-parallel scheme: 'atp' for a DeviceMesh, 'summa' for a Grid."""
-        return "summa" if isinstance(self.tp, Grid) else "atp"
+    def scheme(self) -> Literal["atp", "summa", "sagemaker"]:
+        """The tensor-parallel scheme: 'atp' for a DeviceMesh, 'summa' for a Grid,
+        'sagemaker' for a SageMakerGroup."""
+        if isinstance(self.tp, Grid):
+            return "summa"
+        return "sagemaker" if isinstance(self.tp, SageMakerGroup) else "atp"
 
     @property
     def mesh(self) -> DeviceMesh:
-        """ATP's mesh of an ATP point; a SUMMA point (a Grid) raises :class:`SimulationError`."""
-        if isinstance(self.tp, Grid):
+        """ATP's mesh of an ATP point; another scheme's point raises :class:`SimulationError`."""
+        if not isinstance(self.tp, DeviceMesh):
             raise SimulationError(f"a {self.scheme} point has {self.tp}, not an ATP DeviceMesh")
         return self.tp
 
     @property
     def shape(self) -> DeviceMesh:
-        """The mesh the results table describes the point by: ATP's mesh, or one layer of a
-        SUMMA grid, ``DeviceMesh(q, q)``."""
-        return self.tp.layer_mesh() if isinstance(self.tp, Grid) else self.tp
+        """The mesh the results table describes the point by: ATP's mesh, one layer of a
+        SUMMA grid, ``DeviceMesh(q, q)``, or a SageMaker group's ``DeviceMesh(t, 1)``."""
+        if isinstance(self.tp, Grid):
+            return self.tp.layer_mesh()
+        return self.tp.mesh() if isinstance(self.tp, SageMakerGroup) else self.tp
 
     @property
     def mesh_label(self) -> str:

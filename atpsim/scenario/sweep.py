@@ -13,7 +13,9 @@ report keeps the fastest mesh of each group (see :meth:`SweepPoint.group_key`).
 
 ``parallelism.scheme`` (after the device count): ``atp`` expands meshes as above; ``summa``
 takes square grids ``[q, q]`` stacked ``devices / q²`` deep (:func:`resolve_grids`; placement
-does not apply: the grid's layers are consecutive GPUs, :class:`atpsim.parallel.grid.Grid`).
+does not apply: the grid's layers are consecutive GPUs, :class:`atpsim.parallel.grid.Grid`);
+``sagemaker`` makes the devices one SageMaker-style TP group over data-parallel ranks
+(:class:`atpsim.parallel.sagemaker.SageMakerGroup`; meshes and placement do not apply).
 
 A job scenario (``parallelism`` with tp / pp / dp / global_batch) expands into whole-job
 points instead: :mod:`atpsim.scenario.job_sweep`.
@@ -31,6 +33,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError, ScenarioError, did_you_mean
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
@@ -203,6 +206,8 @@ def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> It
                 for scheme in scenario.parallelism.scheme:
                     if scheme == "summa":
                         yield from _summa_points(scenario, fields, devices, model)
+                    elif scheme == "sagemaker":
+                        yield from _sagemaker_points(scenario, fields, devices, model)
                     else:
                         yield from _mesh_points(scenario, fields, devices, model)
 
@@ -285,6 +290,26 @@ def _summa_points(
                         **fields, tp=Grid(q, depth), chunks=chunks, algorithm=algorithm,
                         mode=mode, group=group,
                     )  # fmt: skip
+
+
+def _sagemaker_points(
+    scenario: Scenario, fields: dict[str, Any], devices: int, model: ModelConfig
+) -> Iterator[SweepPoint]:
+    """One SageMaker group of all *devices* (meshes and placement do not apply), its
+    ``model.batch`` samples split over the ranks."""
+    if model.batch % devices:
+        message = (
+            f"scheme sagemaker splits the batch over the {devices} devices: model "
+            f"{model.name!r} has batch {model.batch}, expected a multiple of {devices}"
+        )
+        raise _error(scenario, message, "parallelism", "scheme")
+    for chunks in scenario.chunks:
+        for algorithm in scenario.algorithm:
+            for mode in scenario.mode:
+                yield SweepPoint(
+                    **fields, tp=SageMakerGroup(devices), chunks=chunks, algorithm=algorithm,
+                    mode=mode,
+                )  # fmt: skip
 
 
 def describe_sweep(

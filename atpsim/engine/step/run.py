@@ -21,6 +21,7 @@ from atpsim.engine.backends import charges_call_cost, get_backend
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.program import CommOp, ComputeOp, StepProgram
 from atpsim.topology.graph import Topology
 
@@ -72,6 +73,17 @@ def simulate_summa_step(topology: Topology, profile: HardwareProfile, model: Mod
 
     program = build_summa_program(model, grid.q, grid.depth, chunks)
     return simulate_program(topology, profile, model, program, grid, algorithm, backend=backend)
+
+
+def simulate_sagemaker_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
+                            group: SageMakerGroup, chunks: int, algorithm: str, *,
+                            backend: str = DEFAULT_BACKEND) -> StepResult:
+    """Run *model* with SageMaker-style TP over the *group*'s data-parallel ranks
+    (:mod:`atpsim.parallel.sagemaker`) and time it."""
+    from atpsim.parallel.sagemaker import build_sagemaker_program
+
+    program = build_sagemaker_program(model, group.t, chunks)
+    return simulate_program(topology, profile, model, program, group, algorithm, backend=backend)
 
 
 def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelConfig,
