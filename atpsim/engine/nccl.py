@@ -41,6 +41,7 @@ from atpsim.collectives.protocols import (
 from atpsim.collectives.registry import (
     PatternFn,
     algorithm_names,
+    build_schedule,
     default_algorithm,
     pattern,
     register_planned,
@@ -102,11 +103,13 @@ def check_nccl_algorithm(op: str, algorithm: str, key: str = "--algorithm") -> N
 
 def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
              nbytes: float, *, protocol: str = "auto", channels: int | None = None,
-             engine: str = "auto") -> NcclCall:
+             engine: str = "auto", prune: bool = True) -> NcclCall:
     """*op* by *algorithm* (:func:`nccl_algorithm_names`) with *protocol* (LL, LL128, Simple,
     ``auto`` or ``none``: bare links) on *channels* channels (default: one per NIC rail) on
     every group of *groups* at once, *nbytes* per rank; the fastest candidate where
-    *algorithm* or *protocol* is ``auto`` (NCCL's tuner, by this model)."""
+    *algorithm* or *protocol* is ``auto`` (NCCL's tuner, by this model). With *prune* (the
+    default), candidates that a lower bound shows cannot win are not simulated
+    (:func:`_fastest`, exact); ``prune=False`` simulates every one (the plain path)."""
     check_protocol(protocol)
     if channels is not None:
         check_channels(channels)
@@ -115,9 +118,66 @@ def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Seque
     if "nvls" in algorithms:
         _check_nvls(topology, groups)
     protocols = PROTOCOLS if protocol == "auto" else (protocol,)
-    calls = [_nccl_call(topology, op, a, groups, float(nbytes), p, channels, engine)
-             for a in algorithms for p in protocols]
-    return min(calls, key=lambda c: c.time_s)
+    candidates = [(a, p) for a in algorithms for p in protocols]
+    if len(candidates) == 1 or not prune or engine == "longest-path":
+        calls = [_nccl_call(topology, op, a, groups, float(nbytes), p, channels, engine)
+                 for a, p in candidates]
+        return min(calls, key=lambda c: c.time_s)
+    return _fastest(topology, op, groups, float(nbytes), candidates, channels, engine)
+
+
+def _fastest(topology: Topology, op: str, groups: Sequence[Sequence[int]], nbytes: float,
+             candidates: list[tuple[str, str]], channels: int | None, engine: str) -> NcclCall:
+    """The first fastest of *candidates* (algorithm, protocol), as ``min`` over all of them
+    would pick, simulating only those that can win: in ascending order of a lower bound of
+    each one's time (:func:`_lower_bound_s`), stopping at the first bound above the fastest
+    time found. Exact: a skipped candidate is slower than the one kept."""
+    bounds = [_lower_bound_s(topology, op, a, groups, nbytes, p, channels) for a, p in candidates]
+    best: tuple[float, int, NcclCall] | None = None
+    for index in sorted(range(len(candidates)), key=bounds.__getitem__):
+        if best is not None and bounds[index] > best[0]:
+            break
+        algorithm, protocol = candidates[index]
+        call = _nccl_call(topology, op, algorithm, groups, nbytes, protocol, channels, engine)
+        if best is None or (call.time_s, index) < best[:2]:
+            best = (call.time_s, index, call)
+    assert best is not None
+    return best[2]
+
+
+def _lower_bound_s(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
+                   nbytes: float, protocol: str, channels: int | None) -> float:
+    """A time the candidate cannot beat: its fixed protocol latency plus the longest any GPU
+    needs to push out (or take in) its schedule's bytes through all its links at once, at
+    the protocol's efficiency (each byte a GPU sends leaves over one of its own links)."""
+    name, orders, kind = _plan(topology, op, algorithm, groups, channels)
+    links = topology
+    fixed = 0.0
+    if protocol != "none":
+        profile = topology_profile(topology)
+        links = effective_topology(topology, protocol, profile)
+        classes = _step_classes(topology, op, name, groups, orders, kind)
+        fixed = latency_s(protocol, "tree" if kind == "tree" else "ring", classes, profile)
+    sent, received = _bytes_per_gpu(build_schedule(op, name, groups, nbytes).steps, links.n_gpus)
+    if not sent.any():
+        return 0.0
+    gpu = np.array([links.node_index[node] for node in links.gpu_nodes], dtype=np.int64)
+    n_nodes = len(links.nodes)
+    table = links.links
+    out_Bps = np.bincount(table.src, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
+    in_Bps = np.bincount(table.dst, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
+    return fixed + float(max((sent / out_Bps).max(), (received / in_Bps).max()))
+
+
+def _bytes_per_gpu(steps: Steps, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes each GPU sends to and receives from other GPUs over all *steps* (each template
+    counted once per step that runs it)."""
+    sent, received = np.zeros(n_gpus), np.zeros(n_gpus)
+    for template, count in steps.in_use():
+        moved = np.where(template.src != template.dst, template.nbytes, 0.0)
+        sent += count * np.bincount(template.src, weights=moved, minlength=n_gpus)
+        received += count * np.bincount(template.dst, weights=moved, minlength=n_gpus)
+    return sent, received
 
 
 def _candidates(topology: Topology, op: str, groups: Sequence[Sequence[int]]) -> tuple[str, ...]:

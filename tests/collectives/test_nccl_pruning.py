@@ -1,0 +1,70 @@
+"""``auto`` simulates only the candidates that can win (atpsim.engine.nccl._fastest): the same
+call as simulating every (algorithm, protocol) and keeping the first fastest, on machines
+where the ring, the tree, NVLS or a protocol wins, and never more simulations than that."""
+
+import pytest
+
+import atpsim.engine.nccl as nccl
+from atpsim.engine.nccl import run_nccl
+from atpsim.topology.spec import load_topology
+
+CASES = [
+    ("dgx-a100", "all_reduce", None, 2**16),
+    ("dgx-a100", "all_reduce", None, 2**30),
+    ("dgx-h100", "all_reduce", None, 2**28),
+    ("dgx-h100", "all_gather", None, 2**24),
+    ("ib-cluster:2x8,nics_per_node=4", "all_reduce", None, 2**20),
+    ("ib-cluster:2x8,nics_per_node=4", "all_reduce", None, 2**27),
+    ("ib-cluster:4x8", "all_reduce", [list(range(0, 32, 8)), list(range(1, 32, 8))], 2**26),
+    ("ib-cluster:4x8", "reduce_scatter", None, 2**25),
+    ("ic4", "all_reduce", None, 2**24),
+    ("ic1", "all_reduce", [[0, 1, 2, 3], [4, 5, 6, 7]], 2**22),
+]
+
+
+@pytest.mark.parametrize("spec, op, groups, nbytes", CASES)
+def test_pruned_auto_is_the_plain_auto(spec, op, groups, nbytes, monkeypatch):
+    topology = load_topology(spec)
+    groups = groups or [list(range(topology.n_gpus))]
+    plain = run_nccl(topology, op, "auto", groups, nbytes, prune=False)
+    simulated = []
+    real = nccl._nccl_call
+
+    def counted(*args, **kwargs):
+        simulated.append(args[2:6:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nccl, "_nccl_call", counted)
+    pruned = run_nccl(topology, op, "auto", groups, nbytes)
+    assert (pruned.algorithm, pruned.protocol, pruned.channels) == (
+        plain.algorithm, plain.protocol, plain.channels)
+    assert pruned.time_s == plain.time_s
+    assert pruned.group_time_s == plain.group_time_s
+    assert 1 <= len(simulated) <= 3 * len(nccl._candidates(topology, op, groups))
+
+
+def test_a_large_buffer_skips_the_slow_protocols(monkeypatch):
+    """1 GiB on 2 nodes: LL and LL128 move the bytes at a fraction of the link rate, so their
+    bound lies above the Simple protocol's simulated time and they are never simulated."""
+    topology = load_topology("ib-cluster:2x8,nics_per_node=4")
+    simulated = []
+    real = nccl._nccl_call
+
+    def counted(*args, **kwargs):
+        simulated.append((args[2], args[5]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nccl, "_nccl_call", counted)
+    run_nccl(topology, "all_reduce", "auto", [list(range(16))], 2**30)
+    assert {protocol for _, protocol in simulated} == {"Simple"}
+
+
+@pytest.mark.parametrize("protocol", ["LL", "LL128", "Simple", "none"])
+def test_the_bound_is_below_the_simulated_time(protocol):
+    topology = load_topology("ib-cluster:2x8,nics_per_node=4")
+    groups = [list(range(16))]
+    for algorithm in ("ring", "tree", "ring-rank-order"):
+        call = run_nccl(topology, "all_reduce", algorithm, groups, 2**26, protocol=protocol)
+        bound = nccl._lower_bound_s(topology, "all_reduce", algorithm, groups, 2**26, protocol,
+                                    None)
+        assert 0 < bound <= call.time_s, (algorithm, protocol)
