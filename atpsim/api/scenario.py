@@ -71,6 +71,7 @@ def run_scenario(
     out_dir: Path | str | None = None,
     *,
     jobs: int = 1,
+    scheduler: str | None = None,
     resume: bool = False,
     fresh: bool = False,
     progress: bool = True,
@@ -80,10 +81,13 @@ def run_scenario(
 ) -> RunSummary:
     """Run the scenario in *path* into *out_dir* (default ``reports/<name>/``): results.csv
     (+ .parquet), scenario.yaml, report.md, report.html and figures/. *announce* receives the
-    sweep's description before it runs. Raises ScenarioError for a bad scenario (before
-    simulating anything), OutputLockedError while another run writes *out_dir*, and
-    SweepInterrupted on Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set
-    aside (*fresh*); with neither, the run is refused rather than lose them."""
+    sweep's description before it runs. *scheduler* sends the points to a Dask cluster:
+    ``local`` (*jobs* worker processes on this machine) or a scheduler's address such as
+    ``tcp://host:8786`` (:func:`atpsim.sweep.runner.run_sweep`). Raises ScenarioError for a
+    bad scenario (before simulating anything), AtpsimError for a scheduler that does not
+    answer, OutputLockedError while another run writes *out_dir*, and SweepInterrupted on
+    Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set aside (*fresh*);
+    with neither, the run is refused rather than lose them."""
     scenario = load_scenario(path, expand=False)
     points = expand_sweep(scenario)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
@@ -99,6 +103,7 @@ def run_scenario(
             points,
             out,
             jobs=jobs,
+            scheduler=scheduler,
             resume=resume,
             fresh=fresh,
             simulate=simulate or default,

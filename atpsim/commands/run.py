@@ -17,6 +17,8 @@ from atpsim.commands._common import clean_errors
 
 EXIT_FAILED_POINTS = 1
 EXIT_INTERRUPTED = 130
+#: Worker processes of ``--scheduler local`` when -j is not given.
+LOCAL_WORKERS = 2
 
 
 @click.command("run")
@@ -32,9 +34,16 @@ EXIT_INTERRUPTED = 130
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Points simulated in parallel worker processes.",
+    default=None,
+    help="Points simulated in parallel worker processes (default 1; with --scheduler local, "
+    f"the cluster's workers, default {LOCAL_WORKERS}).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Simulate the points on a Dask cluster: 'local' starts one of -j worker processes "
+    "on this machine; an address such as tcp://host:8786 uses a running `dask scheduler` "
+    "and its workers (each with atpsim installed; -j is then ignored).",
 )
 @click.option(
     "--resume",
@@ -49,12 +58,19 @@ EXIT_INTERRUPTED = 130
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @clean_errors
 def command(
-    scenario: Path, out_dir: Path | None, jobs: int, resume: bool, fresh: bool, no_progress: bool
+    scenario: Path,
+    out_dir: Path | None,
+    jobs: int | None,
+    scheduler: str | None,
+    resume: bool,
+    fresh: bool,
+    no_progress: bool,
 ) -> None:
     """Run the sweep of SCENARIO (a YAML file) and write results.csv and the report.
 
     One run writes a folder at a time (a second is refused, naming the first one's pid). An
     interrupted run's rows are kept: continue with --resume, or start over with --fresh.
+    With --scheduler the points run on a Dask cluster, with the same guarantees.
     """
     if resume and fresh:
         raise AtpsimError("give --resume or --fresh, not both", key="--fresh")
@@ -64,7 +80,8 @@ def command(
             summary = run_scenario(
                 scenario,
                 out_dir,
-                jobs=jobs,
+                jobs=jobs or (LOCAL_WORKERS if scheduler == "local" else 1),
+                scheduler=scheduler,
                 resume=resume,
                 fresh=fresh,
                 progress=not no_progress,

@@ -1,5 +1,6 @@
-"""Run a sweep: simulate every point (in parallel processes with *jobs* > 1), keep each finished
-row at once in ``results.partial.csv``, and write the sorted table at the end.
+"""Run a sweep: simulate every point (in parallel processes with *jobs* > 1, or on a Dask
+cluster with a *scheduler*, :mod:`atpsim.sweep.dask_executor`), keep each finished row at once
+in ``results.partial.csv``, and write the sorted table at the end.
 
 Safety: each finished point is appended and fsync'ed before the next is counted, so Ctrl-C or
 a crash loses at most the points in flight; ``resume=True`` reads the partial file (or a
@@ -66,6 +67,11 @@ class Point(Protocol):
 Simulate = Callable[[Any], Mapping[str, Any]]
 
 
+class WorkerLost(Exception):
+    """An executor lost a worker it could not replace (a Dask batch whose workers kept dying):
+    the sweep stops as it does when a process pool breaks."""
+
+
 class SweepInterrupted(KeyboardInterrupt):
     """Ctrl-C (or a KeyboardInterrupt from a point) stopped the sweep; *kept* of *total*
     points are saved in *partial_path* and a rerun with resume continues from there."""
@@ -86,6 +92,7 @@ def run_sweep(
     out_dir: Path | str,
     *,
     jobs: int = 1,
+    scheduler: str | None = None,
     resume: bool = False,
     fresh: bool = False,
     simulate: Simulate,
@@ -95,7 +102,9 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Simulate *points* and return the results table (one row per point, in point order) as
     written to ``out_dir/results.csv`` (and ``.parquet``) and read back. *simulate* must be a
-    module-level function when *jobs* > 1 (it is pickled to the worker processes).
+    module-level function when *jobs* > 1 (it is pickled to the worker processes). With a
+    *scheduler* (``local``: a Dask cluster of *jobs* processes here; else a Dask scheduler's
+    address such as ``tcp://host:8786``) the points run on that cluster instead.
     Raises :class:`SweepInterrupted` on Ctrl-C and WorkerDiedError when a worker process
     dies, after saving what finished."""
     out = Path(out_dir)
@@ -112,7 +121,7 @@ def run_sweep(
     bar = SweepProgress(len(unique), len(done), enabled=progress, console=console)
     failures = _FailureLog()
     try:
-        with bar, closing(_results(todo, simulate, jobs)) as rows:
+        with bar, closing(_results(todo, simulate, jobs, scheduler)) as rows:
             for row in rows:
                 append_row(partial, row, schema)
                 done[row["point_key"]] = row
@@ -121,7 +130,7 @@ def run_sweep(
     except KeyboardInterrupt:
         kept = len(_load_done(out, partial, unique, quiet=True))
         raise SweepInterrupted(kept, len(unique), partial) from None
-    except BrokenProcessPool:
+    except (BrokenProcessPool, WorkerLost):
         kept = len(_load_done(out, partial, unique, quiet=True))
         raise WorkerDiedError(
             f"a worker process died (killed, out of memory?) with {kept} of {len(unique)} "
@@ -184,8 +193,15 @@ def _final_frame(
 
 
 def _results(
-    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int
+    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int, scheduler: str | None
 ) -> Generator[dict[str, Any], None, None]:
+    """Rows of *todo*: on the Dask cluster *scheduler* when one is given (dask is imported
+    only then), else in *jobs* processes, or in this one."""
+    if scheduler is not None and todo:
+        from atpsim.sweep.dask_executor import dask_results
+
+        yield from dask_results(todo, simulate, scheduler, workers=jobs)
+        return
     if jobs <= 1 or len(todo) <= 1:
         for index, point in todo:
             yield simulate_row(simulate, point, index)
