@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.errors import read_text
-from atpsim.report import chunk_table, figures, job_figures, job_tables, tables
+from atpsim.report import chunk_table, claims, figures, job_figures, job_tables, tables
 from atpsim.report.data import ok_rows, select_rows
 from atpsim.report.document import (
     Code,
@@ -30,6 +30,7 @@ from atpsim.report.document import (
     Figure,
     Heading,
     Paragraph,
+    Table,
     to_html,
     to_markdown,
 )
@@ -70,6 +71,7 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
     name = str(scenario.name or out_dir.name)
     document = Document(options.title or f"atpsim report: {name}")
     _intro(document, scenario.description, frame, options)
+    _claims(document, frame, reference)
     if job_tables.is_job_table(frame):
         written = _job_sections(document, out_dir, frame)
     else:
@@ -110,6 +112,28 @@ def _intro(
     if options.notes:
         document.add(Heading("What the results show"))
         document.add(*(Paragraph(p.strip()) for p in options.notes.split("\n\n") if p.strip()))
+
+
+def _claims(document: Document, frame: pd.DataFrame, reference: Reference | None) -> None:
+    """The paper's claims about this figure, each with what the simulation shows and whether
+    it agrees (:mod:`atpsim.report.claims`), and Table 3's rank agreement where it applies."""
+    checked = claims.verdicts(frame, reference)
+    taus = claims.rank_agreement(frame, reference)
+    if not checked and not taus:
+        return
+    document.add(Heading("Against the paper"))
+    if checked:
+        agreed = sum(v.agrees is True for v in checked)
+        verdict = {True: "yes", False: "**no**", None: "no data"}
+        rows = [[v.claim.text, v.shown, verdict[v.agrees]] for v in checked]
+        caption = (f"The paper's claims, checked on the simulated rows: {agreed} of "
+                   f"{len(checked)} agree")
+        document.add(Table(["the paper says", "simulated", "agrees"], rows, caption))
+    if taus:
+        text = ", ".join(f"{topology} {tau:.2f}" for topology, tau in taus.items())
+        document.add(Paragraph(
+            "Rank agreement with the paper's Table 3 (Kendall's tau of the simulated against "
+            f"the paper's cells of each interconnect, 1 = the same order): {text}."))
 
 
 def _figures(

@@ -30,6 +30,9 @@ unit; topology labels match case-insensitively)::
     reference:
       table3:                     # ATP paper, Table 3
         M2: {ic1: {1: 3.45, 2: 3.46, 4: 3.51}, ic2: {1: 42.82, 2: 43.59, 4: 43.73}}
+      claims:                     # what the paper says, checked in the report
+        - {text: "IC1: ATP gains 37-64% (Sec. 5.1)", check: atp_gain, topology: ic1,
+           low: 0.37, high: 0.64}
 """
 
 from __future__ import annotations
@@ -234,13 +237,60 @@ def _table3(value: Any) -> dict[str, dict[str, dict[int, float]]]:
     return table
 
 
+#: What a claim of the paper can assert about a report's results (atpsim.report.claims):
+#: the fastest ATP mesh without chunks; ATP's best over Megatron-LM (ATP-1, chunks 1) within
+#: [low, high]; a SUMMA grid below Megatron-LM; ATP above SUMMA except for some models; the
+#: SUMMA advantage over Megatron-LM falling with the model; a chunk count's gain over chunks 1
+#: on the same mesh within [low, high]; ATP-i's communication (in Delta) rising or falling
+#: with the device count.
+CLAIM_CHECKS = (
+    "best_mesh",
+    "atp_gain",
+    "summa_below_megatron",
+    "atp_beats_summa",
+    "summa_advantage_shrinks",
+    "chunk_gain",
+    "comm_trend",
+)
+
+
+def _one_of_checks(value: Any) -> Any:
+    if value not in CLAIM_CHECKS:
+        raise invalid(f"unknown claim check {value!r}{did_you_mean(str(value), CLAIM_CHECKS)}; "
+                      f"expected one of {list(CLAIM_CHECKS)}")
+    return value
+
+
+class Claim(Frozen):
+    """One claim of the paper about a figure, with where the paper makes it (*text*), and the
+    *check* (:data:`CLAIM_CHECKS`) that tests it on the rows of *topology* (and *models*,
+    default every model). *mesh*: the claimed best mesh ``d1xd2``; *low*, *high*: the claimed
+    range of a gain (fractions, e.g. 0.37 for 37%; either may be left open); *chunks*: the
+    chunk count of a chunk gain; *atp*: the ATP-i of a trend, *trend*: ``up`` or ``down``;
+    *except_models*: models the claim excepts."""
+
+    text: Str
+    check: Annotated[Str, BeforeValidator(_one_of_checks)]
+    topology: Str
+    models: tuple[Str, ...] = ()
+    mesh: Str | None = None
+    low: float | None = None
+    high: float | None = None
+    chunks: int | None = None
+    atp: int | None = None
+    trend: Literal["up", "down"] | None = None
+    except_models: tuple[Str, ...] = ()
+
+
 class Reference(Frozen):
     """The ``reference:`` section (see the module docstring): *table3*, the paper's Table 3
-    as model -> topology label -> chunks -> TFLOP/s per GPU (2^40 unit)."""
+    as model -> topology label -> chunks -> TFLOP/s per GPU (2^40 unit); *claims*, what the
+    paper says about the figure, each checked against the results in the report."""
 
     table3: Annotated[dict[str, dict[str, dict[int, float]]], BeforeValidator(_table3)] = Field(
         default_factory=dict
     )
+    claims: tuple[Claim, ...] = ()
 
     def cells(self) -> dict[tuple[str, str, int], float]:
         """(model, topology lower-cased, chunks) -> the paper's value, for every Table 3 cell."""
