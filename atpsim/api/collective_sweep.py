@@ -21,7 +21,7 @@ from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
 from atpsim.engine.nccl import check_nccl_algorithm, run_nccl
-from atpsim.errors import SimulationError, did_you_mean
+from atpsim.errors import AtpsimError, SimulationError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
@@ -144,12 +144,20 @@ def collective(
 
 
 def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
-    """Sizes in bytes from a number, a size string, a ``MIN:MAX`` doubling range or a list."""
-    if isinstance(sizes, str):
-        return parse_size_range(sizes)
-    if isinstance(sizes, (int, float)):
-        return [int(sizes)]
-    return [int(parse_bytes(s)) for s in sizes]
+    """Sizes in bytes from a number, a size string, a ``MIN:MAX`` doubling range or a list;
+    a malformed or negative size is an AtpsimError at ``--bytes``."""
+    try:
+        if isinstance(sizes, str):
+            found = parse_size_range(sizes)
+        elif isinstance(sizes, (int, float)):
+            found = [int(sizes)]
+        else:
+            found = [int(parse_bytes(s)) for s in sizes]
+    except AtpsimError as error:
+        raise AtpsimError(error.message, key="--bytes") from None
+    if any(size < 0 for size in found):
+        raise AtpsimError(f"expected sizes >= 0 bytes, got {sizes!r}", key="--bytes")
+    return found
 
 
 @dataclass(frozen=True)

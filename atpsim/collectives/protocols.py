@@ -122,7 +122,9 @@ def runs_nccl(topology: Topology) -> bool:
 def check_protocol(protocol: str, key: str = "protocol") -> str:
     """*protocol* if valid; a SimulationError (at *key*) naming the choices otherwise."""
     if protocol not in PROTOCOL_CHOICES:
-        raise SimulationError(f"unknown protocol {protocol!r}{did_you_mean(protocol, PROTOCOL_CHOICES)}"
+        hint = did_you_mean(protocol, PROTOCOL_CHOICES)
+        raise SimulationError(f"unknown protocol {protocol!r}{hint}"
+                              if hint.startswith(" (") else f"unknown protocol {protocol!r}"
                               f"; expected one of {', '.join(PROTOCOL_CHOICES)}", key=key)
     return protocol
 

@@ -114,7 +114,10 @@ def test_json_rows_carry_the_nccl_columns():
         (["-t", "dgx-a100", "--groups", "dim3:2x4"], "--groups"),
         (["-t", "dgx-a100", "--groups", "dim1:4x4"], "needs 16 GPUs"),
         (["-t", "dgx-a100", "--devices", "9"], "--devices"),
-        (["-t", "dgx-a100", "--bytes", "lots"], "expected a size"),
+        (["-t", "dgx-a100", "--bytes", "lots"], "--bytes: expected a size"),
+        (["-t", "dgx-a100", "--bytes", "-5"], "--bytes: expected a size"),
+        (["-t", "dgx-a100", "--bytes", "1M:-3"], "--bytes: expected a size"),
+        (["-t", "dgx-a100", "--protocol", "foo"], "'foo'; expected one of LL, LL128, Simple"),
         (["-t", "dgx-a101"], "did you mean"),
         (["-t", "dgx-a100", "-d", "floot"], "did you mean 'float'"),
         (["-t", "dgx-a100", "--protocol", "LL129"], "unknown protocol 'LL129'"),
@@ -127,4 +130,5 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
+    assert result.output.count("expected") <= 1, "one statement of what was expected"
     assert "Traceback" not in result.output
