@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from atpsim.collectives.registry import check_algorithm, check_groups, pattern
+from atpsim.engine.budget import check_reference_budget
 from atpsim.engine.pipeline import SOLVERS, Solver, solve_cluster, solve_reference
 from atpsim.engine.reductions.replicate import replicate
 from atpsim.engine.result import CollectiveResult
@@ -87,6 +88,7 @@ def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, .
     members = [groups[i] for i in busy]
     solvers = ENGINES[engine]
     if solvers is None:
+        check_reference_budget(op, algorithm, members, nbytes)
         result = solve_reference(topology, op, algorithm, members, nbytes)
     else:
         result = _replicated(topology, op, algorithm, members, nbytes, solvers)

@@ -1,0 +1,46 @@
+"""The reference engine's memory budget (atpsim.engine.budget): flows counted from the
+pattern alone, equal to what the run simulates; a run over the limit is refused before
+anything is built, one line naming --engine."""
+
+import pytest
+from click.testing import CliRunner
+
+from atpsim.cli import main
+from atpsim.engine.budget import BYTES_PER_REFERENCE_FLOW, reference_flows
+from atpsim.engine.collective import run_collective
+from atpsim.errors import AtpsimError
+from atpsim.topology.spec import load_topology
+
+
+@pytest.mark.parametrize("op, algorithm, groups", [
+    ("all_reduce", "ring", [list(range(8))]),
+    ("all_reduce", "rabenseifner", [[0, 1, 2, 3, 4], [5, 6, 7]]),
+    ("all_gather", "ring", [[0, 1], [2, 3], [4, 5, 6]]),
+    ("all_to_all", "pairwise", [list(range(6))]),
+])
+def test_the_count_is_what_the_reference_run_simulates(op, algorithm, groups):
+    topology = load_topology("torus:2x4")
+    result = run_collective(topology, op, algorithm, groups, 2**20, engine="reference")
+    assert reference_flows(op, algorithm, groups, 2**20) == result.n_flows > 0
+
+
+def test_a_run_over_the_limit_is_refused_before_it_starts(monkeypatch):
+    """A ring on 64 GPUs is 2 x 63 x 64 = 8064 flows; a limit below their estimate refuses it."""
+    monkeypatch.setenv("ATPSIM_MAX_MEMORY", str(8064 * BYTES_PER_REFERENCE_FLOW - 1))
+    with pytest.raises(AtpsimError, match="8,064 flows") as info:
+        run_collective(load_topology("torus:8x8"), "all_reduce", "ring", [list(range(64))],
+                       2**20, engine="reference")
+    assert info.value.key == "--engine"
+    monkeypatch.setenv("ATPSIM_MAX_MEMORY", str(8064 * BYTES_PER_REFERENCE_FLOW))
+    run_collective(load_topology("torus:8x8"), "all_reduce", "ring", [list(range(64))],
+                   2**20, engine="reference")
+
+
+def test_the_cli_says_so_in_one_line(monkeypatch):
+    monkeypatch.setenv("ATPSIM_MAX_MEMORY", str(2**28))
+    result = CliRunner().invoke(main, ["collective", "-t", "torus:32x32", "--engine", "reference",
+                                       "--bytes", "1G", "--protocol", "none", "-a", "ring"])
+    assert result.exit_code == 2
+    assert result.output.startswith("atpsim: error: --engine: the plain reference run of "
+                                    "all_reduce by ring is 2,095,104 flows")
+    assert len(result.output.strip().splitlines()) == 1
