@@ -82,6 +82,8 @@ _EXPORTS: dict[str, str] = {
     "LinkFit": "calibrate",
     "Comparison": "calibrate",
     # types and helpers the validation harness builds programs with
+    "validate_trace": "calibrate",
+    "TraceComparison": "calibrate",
     "ModelConfig": "harness",
     "model_preset": "harness",
     "DeviceMesh": "harness",
@@ -131,6 +133,7 @@ __all__ = [
     "SweepInterrupted",
     "Topology",
     "Validation",
+    "TraceComparison",
     "WorkerDiedError",
     "build_schedule",
     "build_step_program",
@@ -171,6 +174,7 @@ __all__ = [
     "validate",
     "write_trace",
 ]
+    "validate_trace",
 
 
 def __getattr__(name: str) -> Any:
@@ -194,10 +198,12 @@ if TYPE_CHECKING:
         NcclLogFit,
         Validation,
         fit_folder,
+        TraceComparison,
         fit_nccl_log,
         validate,
     )
     from atpsim.api.collective_sweep import CollectiveRow, CollectiveSweep, collective
+        validate_trace,
     from atpsim.api.errors import (
         EXIT_CODES,
         AtpsimError,

@@ -1,6 +1,7 @@
 """Calibration against measurements through the API: fit a machine folder written by the
 validation harness, predict its measured layers and compare (:func:`validate`), or fit an
-nccl-tests log alone (:func:`fit_nccl_log`). The fitting itself is :mod:`atpsim.calibrate`."""
+nccl-tests log alone (:func:`fit_nccl_log`), or take a PyTorch profiler trace as measurements
+(:func:`validate_trace`). The fitting itself is :mod:`atpsim.calibrate`."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from atpsim.calibrate.fit.link import LinkFit
 from atpsim.calibrate.machine import FolderFit, fit_folder
 from atpsim.calibrate.measurements.folder import REPORT_PREFIX
 from atpsim.calibrate.measurements.nccl_tests import NcclTestsLog
+from atpsim.calibrate.trace.compare import TraceComparison
 
-__all__ = ["REPORT_PREFIX", "Comparison", "FolderFit", "LinkFit", "NcclLogFit", "Validation",
-           "fit_folder", "fit_nccl_log", "validate"]
+__all__ = ["REPORT_PREFIX", "Comparison", "FolderFit", "LinkFit", "NcclLogFit", "TraceComparison",
+           "Validation", "fit_folder", "fit_nccl_log", "validate", "validate_trace"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,20 @@ def fit_nccl_log(
 
     log = read_nccl_tests(path)
     return NcclLogFit(log, fit_link(nccl_samples(log, n_ranks=ranks, placement=placement)))
+
+
+def validate_trace(
+    path: str | Path, *, fitted: str | Path | None = None, layer: str | None = None
+) -> TraceComparison:
+    """Read the PyTorch profiler (Kineto) trace in *path*, map its GEMMs, memory-bound ops and
+    collectives onto atpsim's program of the layer it profiled (the trace's ``atpsim_layer``
+    entry, or *layer* text such as ``hidden=256,heads=8,batch=4,seq=128,mesh=1x2,chunks=1``)
+    and predict each op and the step: with the fit in *fitted* (a measurements folder; a blind
+    check) or with a fit to the trace's own ops (residuals). Raises AtpsimError for a file
+    that is not a trace, a trace with no recognizable ops, or an unknown layer."""
+    from atpsim.calibrate.trace.compare import compare_trace
+    from atpsim.calibrate.trace.layer import traced_layer
+    from atpsim.calibrate.trace.reader import read_trace
+
+    trace = read_trace(path)
+    return compare_trace(trace, traced_layer(trace.metadata, layer), fitted)

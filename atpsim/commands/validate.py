@@ -2,14 +2,17 @@
 
 ``atpsim validate DIR`` compares (fitting first when ``DIR/fitted/`` is missing, or with
 ``--refit``); ``--fit-only`` stops after the fit; ``atpsim validate LOG`` (a file) fits an
-nccl-tests log alone and prints the link it implies. Exit 0 pass, 1 when the median |error|
-passes ``DIR/tolerance.yaml``, 2 on bad input.
+nccl-tests log alone and prints the link it implies; ``atpsim validate TRACE.json`` takes a
+PyTorch profiler trace as measurements (per-op predicted vs measured, :mod:`._trace`). Exit 0
+pass, 1 when the median |error| passes ``DIR/tolerance.yaml`` (a trace: ``--tolerance``), 2 on
+bad input.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -25,6 +28,7 @@ from atpsim.api import (
     validate,
 )
 from atpsim.commands._common import clean_errors, warnings_to_stderr
+from atpsim.commands._trace import is_trace, trace_options, validate_trace_command
 
 
 @click.command("validate")
@@ -37,10 +41,20 @@ from atpsim.commands._common import clean_errors, warnings_to_stderr
 )
 @click.option("--placement", type=click.Choice(["out-of-place", "in-place"]),
               default="out-of-place", show_default=True, help="Columns of an nccl-tests LOG.")  # fmt: skip
+@trace_options
 @clean_errors
-def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement: str) -> None:
-    """Fit DIR's collectives and GEMMs, predict its layers, and compare (or fit a LOG)."""
+def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement: str,
+            **trace: Any) -> None:  # fmt: skip
+    """Fit DIR's collectives and GEMMs, predict its layers, and compare (or fit a LOG, or
+    check a profiler TRACE.json)."""
     console = Console(width=120)
+    if is_trace(path):
+        validate_trace_command(console, path, refit or fit_only or ranks is not None
+                               or placement != "out-of-place", **trace)  # fmt: skip
+        return
+    if any(value is not None for value in trace.values()):
+        raise AtpsimError("--fitted, --layer and --tolerance apply to a profiler trace (.json)",
+                          source=path)  # fmt: skip
     if Path(path).is_file():
         if refit or fit_only:
             raise AtpsimError("--refit and --fit-only apply to a folder, not a LOG file", source=path)

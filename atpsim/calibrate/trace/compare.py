@@ -1,0 +1,231 @@
+"""A profiler trace as measurements: predict each mapped op and the whole step, and score them.
+
+``compare_trace(trace, layer, fitted=None)`` maps the trace onto the layer's program
+(:mod:`atpsim.calibrate.trace.mapping`), then predicts every mapped op with
+
+* **a check** (*fitted* = a measurements folder with ``fitted/``, from ``atpsim validate DIR``):
+  its hardware profile (GEMMs and memory-bound ops, :func:`atpsim.compute.timing.compute_time_s`,
+  at the share of a core each rank gets, as :mod:`atpsim.calibrate.compare` runs it) and its
+  link (collectives by the closed form of a ring on the fitted star); nothing of the trace is
+  fitted, so every error is a blind one;
+* **or a fit to the trace itself** (no *fitted*): the mapped GEMMs fit a profile
+  (:func:`atpsim.calibrate.fit.profile.fit_profile`), the memory-bound groups of one op class
+  fit that class's bandwidth (:mod:`atpsim.calibrate.fit.memory`) and the collectives a link
+  (:func:`atpsim.calibrate.fit.link.fit_link`, when they have two sizes or more); the per-op
+  errors are then residuals of a fit.
+
+Either way the **whole step** (the median ``ProfilerStep`` duration, never fitted) is
+predicted by the event simulation of the layer (:func:`atpsim.calibrate.compare.predict_layer`)
+when a link is known, with the CPU rule of :mod:`atpsim.calibrate.measurements.description`
+(no spare core: compute and communication take turns). An op's error is
+``(predicted - measured) / measured`` with *measured* the median over its chunks and steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from atpsim.calibrate.fit.link import LinkFit, fit_link, predict_s
+from atpsim.calibrate.fit.memory import fit_memory_bandwidth
+from atpsim.calibrate.fit.profile import fit_profile
+from atpsim.calibrate.machine import FITTED, SUMMARY_FILE, _with_memory, fitted_paths
+from atpsim.calibrate.measurements.description import (
+    base_profile,
+    comm_overlaps_compute,
+    cpu_share,
+    slowed,
+)
+from atpsim.calibrate.measurements.samples import (
+    CollectiveSample,
+    GemmSample,
+    LayerPoint,
+    MemoryOpSample,
+)
+from atpsim.calibrate.trace.layer import TracedLayer
+from atpsim.calibrate.trace.mapping import MatchedOp, TraceMapping, layer_program, map_trace
+from atpsim.calibrate.trace.reader import KinetoTrace
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.timing import compute_time_s, memory_op_class
+from atpsim.errors import AtpsimError
+from atpsim.program import CommOp, ComputeOp
+
+
+@dataclass(frozen=True)
+class OpCheck:
+    """One program op (or memory group): measured median (s) over *instances* chunk-steps,
+    predicted (s; None when nothing predicts it), the trace's event names."""
+
+    key: str
+    kind: str
+    instances: int
+    measured_s: float
+    predicted_s: float | None
+    trace_names: tuple[str, ...]
+
+    @property
+    def rel_error(self) -> float | None:
+        if self.predicted_s is None:
+            return None
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+@dataclass(frozen=True)
+class TraceComparison:
+    """Per-op checks, the whole step's check, where the predictions came from (*source*:
+    ``fit`` to the trace or the folder checked against) and what could not be mapped."""
+
+    path: Path
+    layer: TracedLayer
+    source: str
+    ops: tuple[OpCheck, ...]
+    mapping: TraceMapping
+    step_measured_s: float
+    step_predicted_s: float | None
+
+    def median_abs_error(self, kind: str | None = None) -> float | None:
+        """Median |error| of the predicted ops (of *kind*; all kinds when None)."""
+        errors = [abs(e) for o in self.ops if (kind is None or o.kind == kind)
+                  and (e := o.rel_error) is not None]  # fmt: skip
+        return statistics.median(errors) if errors else None
+
+    @property
+    def step_error(self) -> float | None:
+        if self.step_predicted_s is None:
+            return None
+        return (self.step_predicted_s - self.step_measured_s) / self.step_measured_s
+
+
+@dataclass(frozen=True)
+class _Predictor:
+    profile: HardwareProfile
+    link: tuple[float, float] | None  # (bandwidth_Bps, latency_s)
+    topology: Any  # a Topology, or None without a link
+    share: float
+
+
+def compare_trace(trace: KinetoTrace, layer: TracedLayer, fitted: str | Path | None = None) -> TraceComparison:
+    """Map *trace* onto *layer*'s program and predict each op and the step (module docstring)."""
+    mesh = layer.mesh
+    mapping = map_trace(trace, layer_program(layer.model, mesh, layer.chunks), mesh)
+    if not mapping.matched:
+        raise AtpsimError(f"none of the trace's ops matches the program of {layer.describe()} "
+                          "(wrong --layer?)", source=str(trace.path))  # fmt: skip
+    if fitted is not None:
+        predictor, source = _from_folder(Path(fitted), layer), f"check against {fitted}"
+    else:
+        predictor, source = _fit_trace(mapping, layer), "fit to this trace (residuals)"
+    ops = tuple(_check(entry, predictor, layer) for entry in mapping.matched)
+    measured = statistics.median(trace.step_s)
+    return TraceComparison(trace.path, layer, source, ops, mapping, measured,
+                           _predict_step(layer, predictor, measured))  # fmt: skip
+
+
+def _check(entry: MatchedOp, predictor: _Predictor, layer: TracedLayer) -> OpCheck:
+    return OpCheck(entry.key, entry.kind, len(entry.measured_s), statistics.median(entry.measured_s),
+                   _predict_ops(entry.ops, predictor, layer), tuple(sorted(entry.trace_names)))  # fmt: skip
+
+
+def _predict_ops(ops: tuple[ComputeOp | CommOp, ...], predictor: _Predictor, layer: TracedLayer) -> float | None:
+    total = 0.0
+    for op in ops:
+        if isinstance(op, ComputeOp):
+            total += compute_time_s(op, predictor.profile, layer.model.dtype)
+        elif predictor.link is None:
+            return None
+        else:
+            group = layer.mesh.d1 if op.dim == 1 else layer.mesh.d2
+            sample = CollectiveSample(op.collective, group, layer.mesh.size // group, op.bytes, 0.0)
+            total += predict_s(sample, "ring", *predictor.link)
+    return total
+
+
+def _from_folder(folder: Path, layer: TracedLayer) -> _Predictor:
+    """The profile, link and star of ``folder/fitted/`` (``atpsim validate --fit-only``)."""
+    from atpsim.compute.hardware import load_profile
+    from atpsim.topology.spec import load_topology
+
+    topology_path, profile_path = fitted_paths(folder)
+    summary = folder / FITTED / SUMMARY_FILE
+    if not (topology_path.is_file() and profile_path.is_file() and summary.is_file()):
+        raise AtpsimError(f"no fit in {folder / FITTED}/ (run `atpsim validate --fit-only "
+                          f"{folder}` first)", key="--fitted")  # fmt: skip
+    link = (yaml.safe_load(summary.read_text()) or {}).get("link")
+    share = cpu_share(layer.machine, layer.mesh.size)
+    return _Predictor(
+        slowed(load_profile(profile_path), share),
+        (float(link["bandwidth_Bps"]), float(link["latency_s"])) if link else None,
+        load_topology(str(topology_path)) if link else None,
+        share,
+    )
+
+
+def _fit_trace(mapping: TraceMapping, layer: TracedLayer) -> _Predictor:
+    """A profile and link fitted to the trace's own mapped ops."""
+    dtype = layer.model.dtype
+    gemms = [GemmSample(op.m, op.n, op.k, dtype, statistics.median(e.measured_s), op.batch, e.key)
+             for e in mapping.matched if e.kind == "gemm"
+             for op in e.ops if isinstance(op, ComputeOp)]  # fmt: skip
+    if len(gemms) < 2:
+        raise AtpsimError("fewer than two GEMMs mapped: nothing to fit (give --fitted DIR)")
+    base = base_profile(f"fitted-{layer.describe()}", layer.machine, layer.mesh.size)
+    profile_fit = fit_profile(gemms, base)
+    memory = _memory_samples(mapping)
+    if memory:
+        memory_fit = fit_memory_bandwidth(memory, profile_fit.profile.launch_overhead_s)
+        profile_fit = _with_memory(profile_fit, memory_fit)
+    link = _fit_link(mapping, layer)
+    topology = None
+    if link is not None:
+        from atpsim.calibrate.fit.star import star_topology
+        from atpsim.topology.custom import build_custom
+
+        topology = build_custom(star_topology(layer.mesh.size, link))
+    return _Predictor(profile_fit.profile, (link.bandwidth_Bps, link.latency_s) if link else None,
+                      topology, 1.0)  # fmt: skip
+
+
+def _memory_samples(mapping: TraceMapping) -> list[MemoryOpSample]:
+    """A sample per memory group whose ops are all of one class (a class's bandwidth)."""
+    samples = []
+    for entry in mapping.matched:
+        classes = {memory_op_class(op.name) for op in entry.ops}
+        if entry.kind == "memory" and len(classes) == 1:
+            moved = sum(op.bytes_moved for op in entry.ops if isinstance(op, ComputeOp))
+            samples.append(MemoryOpSample(entry.ops[0].name, moved, statistics.median(entry.measured_s),
+                                          entry.key))  # fmt: skip
+    return samples
+
+
+def _fit_link(mapping: TraceMapping, layer: TracedLayer) -> LinkFit | None:
+    samples = []
+    for entry in mapping.matched:
+        for op in entry.ops:
+            if isinstance(op, CommOp):
+                group = layer.mesh.d1 if op.dim == 1 else layer.mesh.d2
+                samples.append(CollectiveSample(op.collective, group, layer.mesh.size // group, op.bytes,
+                                                statistics.median(entry.measured_s), entry.key))  # fmt: skip
+    try:
+        return fit_link(samples, "ring") if samples else None
+    except AtpsimError:
+        return None  # one message size: no bandwidth and latency apart
+
+
+def _predict_step(layer: TracedLayer, predictor: _Predictor, measured_s: float) -> float | None:
+    """The event simulation of the layer on the predictor's fabric (None without a link)."""
+    from atpsim.calibrate.compare import predict_layer
+
+    if predictor.topology is None:
+        return None
+    m, mesh = layer.model, layer.mesh
+    point = LayerPoint(mesh.d1, mesh.d2, layer.chunks, m.hidden, m.heads, m.batch, m.seq, m.dtype,
+                       measured_s, layer.describe(), m.ffn_mult)  # fmt: skip
+    result = predict_layer(point, predictor.topology, predictor.profile, predictor.share)
+    if comm_overlaps_compute(layer.machine, mesh.size):
+        return result.predicted_s
+    return max(result.predicted_s, result.compute_s + result.comm_s)
+

@@ -1,0 +1,79 @@
+"""Which layer a trace profiled: from the trace's ``atpsim_layer`` entry (written by
+``validation/bench/profile_layer.py``) or from a ``--layer`` text such as
+``hidden=256,heads=8,batch=4,seq=128,mesh=1x2,chunks=1,dtype=fp32`` for a trace made
+elsewhere; the text's keys override the trace's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.parallel.mesh import DeviceMesh
+
+#: The trace's top-level key that describes the profiled layer.
+METADATA_KEY = "atpsim_layer"
+_INT_KEYS = ("hidden", "heads", "batch", "seq", "ffn_mult", "chunks", "d1", "d2")
+_KEYS = (*_INT_KEYS, "mesh", "dtype")
+_REQUIRED = ("hidden", "heads", "batch", "seq", "d1", "d2")
+
+
+@dataclass(frozen=True)
+class TracedLayer:
+    """One layer of *model* on *mesh* in *chunks*; *machine*: the machine description the
+    trace carries (``device``, ``cpu_count``, ...; empty if none)."""
+
+    model: ModelConfig
+    mesh: DeviceMesh
+    chunks: int
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        m = self.model
+        return (f"h{m.hidden}-a{m.heads}-b{m.batch}-s{m.seq}-{self.mesh.d1}x{self.mesh.d2}"
+                f"-c{self.chunks}")  # fmt: skip
+
+
+def parse_layer_text(text: str) -> dict[str, Any]:
+    """``"hidden=256,mesh=1x2"`` -> ``{"hidden": 256, "d1": 1, "d2": 2}``; errors name the key."""
+    values: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _KEYS:
+            raise AtpsimError(f"expected KEY=VALUE with KEY one of {', '.join(_KEYS)}, got "
+                              f"{part!r}{did_you_mean(key, _KEYS)}", key="--layer")  # fmt: skip
+        if key == "mesh":
+            d1, x, d2 = value.lower().partition("x")
+            if not (x and d1.strip().isdigit() and d2.strip().isdigit()):
+                raise AtpsimError(f"mesh must be D1xD2, e.g. 1x2, got {value!r}", key="--layer")
+            values["d1"], values["d2"] = int(d1), int(d2)
+        elif key in _INT_KEYS:
+            if not value.strip().isdigit() or int(value) < 1:
+                raise AtpsimError(f"{key} must be a positive integer, got {value!r}", key="--layer")
+            values[key] = int(value)
+        else:
+            values[key] = value.strip()
+    return values
+
+
+def traced_layer(metadata: dict[str, Any], text: str | None = None) -> TracedLayer:
+    """The layer of a trace whose top-level entries are *metadata*, *text* (``--layer``)
+    overriding them."""
+    described = metadata.get(METADATA_KEY)
+    values = dict(described) if isinstance(described, dict) else {}
+    values.update(parse_layer_text(text or ""))
+    missing = [k for k in _REQUIRED if not isinstance(values.get(k), int)]
+    if missing:
+        raise AtpsimError(
+            f"the trace does not say which layer it profiled (no {METADATA_KEY!r} entry with "
+            f"{', '.join(missing)}): give --layer hidden=H,heads=A,batch=B,seq=S,mesh=D1xD2,"
+            "chunks=C", key="--layer")  # fmt: skip
+    machine = values.get("machine") if isinstance(values.get("machine"), dict) else {}
+    model = ModelConfig("traced", values["hidden"], values["heads"], layers=1,
+                        batch=values["batch"], seq=values["seq"],
+                        dtype=str(values.get("dtype", "fp32")),
+                        ffn_mult=int(values.get("ffn_mult", 4)))  # fmt: skip
+    return TracedLayer(model, DeviceMesh(values["d1"], values["d2"]), int(values.get("chunks", 1)),
+                       dict(machine or {}))  # fmt: skip
