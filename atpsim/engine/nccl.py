@@ -226,6 +226,13 @@ def _nccl_call(topology: Topology, op: str, algorithm: str, groups: Sequence[Seq
                     len(orders), result.path, result.n_flows, per_group, result.link_bytes)
 
 
+def planned_name(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
+                 channels: int | None = None) -> str:
+    """The registry name of the schedule :func:`run_nccl` runs for *algorithm* (a chosen one,
+    not ``auto``) on *groups*: NCCL's channel rings, tree or hierarchical plan, registered."""
+    return _plan(topology, op, algorithm, groups, channels)[0]
+
+
 def _plan(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
           channels: int | None) -> tuple[str, tuple[tuple[int, ...], ...], str]:
     """(registry name to run, ring orders of the first group, step-latency kind): NCCL's

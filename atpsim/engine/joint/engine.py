@@ -1,0 +1,232 @@
+"""The joint run with its exact shortcuts: tasks as timed events, calls timed alone wherever
+nothing else is on their links, episodes of calls that meet simulated together.
+
+The task graph (:mod:`~atpsim.engine.joint.graph`) runs as events: a task starts when its
+last dependency ends; a delay ends *seconds* later; comm tasks that start at one instant on
+one call form a cohort (:class:`~atpsim.engine.joint.episodes.Cohort`). Each directed link
+is held by at most one open episode at a time (the calls in flight on it). A cohort whose
+links no open episode holds runs alone: its groups end at ``start + alone`` (the call's own
+time, so where nothing overlaps every number is the list schedule's, bit for bit). A cohort
+that meets open episodes merges with them into one, which is simulated again from its first
+member's start with the newcomer released at its start
+(:func:`~atpsim.engine.joint.episodes.solve_episode`): the members' past is unchanged (the
+newcomer's flows start now) and their ends still to come move to the joint answer.
+
+Exact because max-min rates decompose over connected components of the flow-link graph: a
+call that shares no link with anything in flight has the rates it has alone, and an episode
+holds every flow that met its members' flows. :func:`~atpsim.engine.joint.plain.run_plain`
+runs the same graph as one network without these shortcuts; the tests hold one to the other.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
+from atpsim.engine.joint.flows import reverse_csr
+from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, TaskGraph
+from atpsim.engine.joint.network import JointNetwork
+
+
+@dataclass(eq=False)
+class _Episode:
+    """Members (cohorts) in flight together, the tasks each member ends, the links they hold,
+    when the last ends (s), and the joint answer (None: one member, timed alone)."""
+
+    members: list[Cohort]
+    tasks: list[list[tuple[int, np.ndarray]]]
+    links: np.ndarray
+    end_s: float
+    answer: Answer | None = None
+    t0: float = 0.0
+    alive: bool = True
+
+
+@dataclass
+class _Stats:
+    alone: int = 0
+    episodes: int = 0
+    memo_hits: int = 0
+    symmetric: int = 0
+    flows: int = 0
+    rate_solves: int = 0
+    largest: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"calls_alone": self.alone, "episodes_solved": self.episodes,
+                "episode_memo_hits": self.memo_hits, "episodes_symmetric": self.symmetric,
+                "flows": self.flows, "rate_solves": self.rate_solves,
+                "largest_episode": self.largest}  # fmt: skip
+
+
+class _Comm:
+    """Cohorts in, task ends out (module docstring)."""
+
+    def __init__(self, graph: TaskGraph, network: JointNetwork, memo: bool, symmetry: bool):
+        self.graph, self.network = graph, network
+        self.memo: dict[tuple, Answer] | None = {} if memo else None
+        self.symmetry = symmetry
+        self.holder = np.full(network.n_links, -1, dtype=np.int64)
+        self.episodes: list[_Episode] = []
+        self.stats = _Stats()
+        self._links: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+
+    def submit(self, now: float, tasks: list[int]) -> list[tuple[int, float]]:
+        """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
+        is new or moved."""
+        out: list[tuple[int, float]] = []
+        for call, groups, owned in self._cohorts(tasks):
+            plan = self.network.plan(self.graph.calls[call])
+            cohort = Cohort(plan, groups, now)
+            links = self._links_of(call, groups)
+            holders = np.unique(self.holder[links])
+            met = [self.episodes[h] for h in holders.tolist() if h >= 0 and self.episodes[h].end_s > now]
+            episode = self._alone(cohort, owned, links) if not met else self._merge(met, cohort, owned, links, now)
+            for h in range(len(episode.members)):
+                out += self._ends(episode, h)
+            self.holder[episode.links] = len(self.episodes)
+            self.episodes.append(episode)
+        return out
+
+    def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:
+        """Tasks grouped by call (a task whose groups are already in its call's cohort starts
+        another); each with the positions of its groups in the cohort's sorted groups."""
+        by_call: dict[int, list[list[int]]] = {}
+        for task in tasks:
+            lists = by_call.setdefault(int(self.graph.call[task]), [[]])
+            taken = {g for t in lists[-1] for g in self.graph.groups[t]}
+            if taken & set(self.graph.groups[task]):
+                lists.append([])
+            lists[-1].append(task)
+        out = []
+        for call, lists in by_call.items():
+            for members in lists:
+                groups = tuple(sorted(g for t in members for g in self.graph.groups[t]))
+                where = {g: i for i, g in enumerate(groups)}
+                owned = [(t, np.array([where[g] for g in self.graph.groups[t]], dtype=np.int64))
+                         for t in members]  # fmt: skip
+                out.append((call, groups, owned))
+        return out
+
+    def _links_of(self, call: int, groups: tuple[int, ...]) -> np.ndarray:
+        key = (call, groups)
+        if key not in self._links:
+            self._links[key] = self.network.plan(self.graph.calls[call]).links_of(groups)
+        return self._links[key]
+
+    def _alone(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]], links: np.ndarray) -> _Episode:
+        self.stats.alone += 1
+        alone = cohort.plan.alone(cohort.groups)
+        end = cohort.start_s + float(alone.max()) if len(alone) else cohort.start_s
+        return _Episode([cohort], [owned], links, end, None, cohort.start_s)
+
+    def _merge(self, met: list[_Episode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
+               links: np.ndarray, now: float) -> _Episode:
+        members = [m for e in met for m in e.members] + [cohort]
+        tasks = [t for e in met for t in e.tasks] + [owned]
+        for e in met:
+            e.alive = False
+        t0 = min(m.start_s for m in members)
+        answer = self._solve(members, t0)
+        end = t0 + max((float(f.max()) for f in answer.finish_s if len(f)), default=0.0)
+        union = np.unique(np.concatenate([e.links for e in met] + [links]))
+        return _Episode(members, tasks, union, max(end, now), answer, t0)
+
+    def _solve(self, members: list[Cohort], t0: float) -> Answer:
+        key = tuple((id(m.plan), m.groups, m.start_s - t0) for m in members)
+        if self.memo is not None and key in self.memo:
+            self.stats.memo_hits += 1
+            return self.memo[key]
+        answer = solve_episode(self.network, members, symmetry=self.symmetry)
+        stats = self.stats
+        stats.episodes += 1
+        stats.symmetric += answer.path.startswith("symmetry")
+        stats.flows += answer.flows
+        stats.rate_solves += answer.rate_solves
+        stats.largest = max(stats.largest, len(members))
+        if self.memo is not None:
+            self.memo[key] = answer
+        return answer
+
+    def _ends(self, episode: _Episode, h: int) -> list[tuple[int, float]]:
+        """(task, end) of member *h*'s tasks: each the last of its groups."""
+        member = episode.members[h]
+        if episode.answer is None:
+            alone = member.plan.alone(member.groups)
+            return [(task, member.start_s + float(alone[where].max()) if len(where) else member.start_s)
+                    for task, where in episode.tasks[h]]  # fmt: skip
+        rel = episode.answer.finish_s[h]
+        return [(task, episode.t0 + float(rel[where].max()) if len(where) else member.start_s)
+                for task, where in episode.tasks[h]]  # fmt: skip
+
+    def link_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time per link over every final episode (a call alone simulated once
+        per distinct call and groups, for its links' busy time)."""
+        n = self.network.n_links
+        total_bytes, total_busy = np.zeros(n), np.zeros(n)
+        for episode in self.episodes:
+            if not episode.alive:
+                continue
+            answer = episode.answer or self._solve(episode.members, episode.t0)
+            total_bytes += answer.link_bytes
+            total_busy += answer.link_busy_s
+        return total_bytes, total_busy
+
+
+def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
+              links: bool = False) -> GraphTimeline:
+    """Run *graph* on *network* (module docstring); *memo* and *symmetry* switch those
+    shortcuts (for the tests); *links*: also count bytes and busy time per link."""
+    n = len(graph)
+    waiting = np.diff(graph.dep_ptr).tolist()
+    dep_ptr, dep_idx = (a.tolist() for a in reverse_csr(graph.dep_ptr, graph.dep_idx, n))
+    kind, seconds, fraction = graph.kind.tolist(), graph.seconds.tolist(), graph.fraction.tolist()
+    start, finish = [math.nan] * n, [math.nan] * n
+    version = [0] * n
+    heap: list[tuple[float, int, int, int]] = []
+    pending: list[int] = []
+    comm = _Comm(graph, network, memo, symmetry)
+    seq = 0
+
+    def push(t: float, task: int) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (t, seq, task, version[task]))
+
+    def ready(task: int, t: float) -> None:
+        start[task] = t
+        if kind[task] == DELAY:
+            push(t + seconds[task], task)
+        elif kind[task] == COMM:
+            pending.append(task)
+        else:
+            push(t + fraction[task] * ((t + seconds[task]) - t), task)
+
+    for task in range(n):
+        if waiting[task] == 0:
+            ready(task, 0.0)
+    now = 0.0
+    while heap or pending:
+        if pending and (not heap or heap[0][0] > now):
+            for task, t in comm.submit(now, pending):
+                if math.isnan(finish[task]):
+                    version[task] += 1
+                    push(max(t, now), task)
+            pending = []
+            continue
+        t, _, task, v = heapq.heappop(heap)
+        if v != version[task] or not math.isnan(finish[task]):
+            continue
+        now = finish[task] = t
+        for child in dep_idx[dep_ptr[task]:dep_ptr[task + 1]]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready(child, t)
+    link_bytes, link_busy = comm.link_totals() if links else (None, None)
+    return GraphTimeline(graph, np.array(start), np.array(finish), link_bytes, link_busy,
+                         comm.stats.as_dict())  # fmt: skip

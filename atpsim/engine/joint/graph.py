@@ -1,0 +1,134 @@
+"""A step or an iteration as one task graph over the ranks: compute delays and collective
+calls, with the dependencies that streams, programs and pipelines impose.
+
+A task starts when every task it depends on has finished (at once, with none), so stream
+order is a dependency on the stream's previous task, and a collective group's rendezvous (it
+starts when its last member is ready) is a dependency on every member's previous task. Kinds:
+
+- ``delay``: lasts *seconds* (compute, an optimizer step, a pass whose communication is proven
+  to meet nothing else);
+- ``marker``: a point part-way through a delay of *seconds* that starts with it: it ends at
+  ``start + fraction·((start + seconds) - start)``, the list schedule's own arithmetic for "a
+  gradient bucket is ready this far into the backward";
+- ``comm``: groups *groups* (indices into the call's groups) of collective call *call*
+  (:class:`~atpsim.engine.joint.calls.CallSpec`); it ends when the last of its groups does.
+  Comm tasks of one call that start at the same instant run as one cohort (every group at
+  once, as the list schedule times a call), and every flow in flight shares the links.
+
+Task ids are issue order: a task depends only on earlier ones. *labels* (optional) name each
+task's track and name for traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from atpsim.engine.joint.calls import CallSpec
+from atpsim.errors import SimulationError
+
+DELAY, MARKER, COMM = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class TaskGraph:
+    """Tasks as arrays (see the module docstring): *kind*, *seconds* (delay, marker),
+    *fraction* (marker), *call* (comm; -1 otherwise), *groups* (comm), dependencies as CSR
+    *dep_ptr*/*dep_idx*, the *calls*, and *labels* ``(track, name)`` or None."""
+
+    kind: np.ndarray
+    seconds: np.ndarray
+    fraction: np.ndarray
+    call: np.ndarray
+    groups: tuple[tuple[int, ...], ...]
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    calls: tuple[CallSpec, ...]
+    labels: tuple[tuple[str, str], ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def deps(self, task: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[task]:self.dep_ptr[task + 1]]
+
+
+class GraphBuilder:
+    """Builds a :class:`TaskGraph` task by task; each method returns the new task's id."""
+
+    def __init__(self, labelled: bool = False):
+        self._kind: list[int] = []
+        self._seconds: list[float] = []
+        self._fraction: list[float] = []
+        self._call: list[int] = []
+        self._groups: list[tuple[int, ...]] = []
+        self._deps: list[Sequence[int]] = []
+        self._calls: dict[CallSpec, int] = {}
+        self._labels: list[tuple[str, str]] | None = [] if labelled else None
+
+    def __len__(self) -> int:
+        return len(self._kind)
+
+    def call(self, spec: CallSpec) -> int:
+        """The index of *spec* among the graph's calls (added once)."""
+        return self._calls.setdefault(spec, len(self._calls))
+
+    def delay(self, seconds: float, deps: Iterable[int] = (), label: tuple[str, str] | None = None) -> int:
+        return self._add(DELAY, seconds, 0.0, -1, (), deps, label)
+
+    def marker(self, fraction: float, seconds: float, deps: Iterable[int] = (),
+               label: tuple[str, str] | None = None) -> int:
+        return self._add(MARKER, seconds, fraction, -1, (), deps, label)
+
+    def comm(self, call: int, groups: Iterable[int], deps: Iterable[int] = (),
+             label: tuple[str, str] | None = None) -> int:
+        return self._add(COMM, 0.0, 0.0, call, tuple(sorted(groups)), deps, label)
+
+    def _add(self, kind: int, seconds: float, fraction: float, call: int, groups: tuple[int, ...],
+             deps: Iterable[int], label: tuple[str, str] | None) -> int:
+        task = len(self._kind)
+        listed = tuple(dict.fromkeys(int(d) for d in deps))
+        if any(d >= task or d < 0 for d in listed):
+            raise SimulationError(f"task {task} depends on {listed}: a task waits only for earlier ones")
+        if not seconds >= 0:
+            raise SimulationError(f"task {task} lasts {seconds!r} s; expected >= 0")
+        self._kind.append(kind)
+        self._seconds.append(float(seconds))
+        self._fraction.append(float(fraction))
+        self._call.append(call)
+        self._groups.append(groups)
+        self._deps.append(listed)
+        if self._labels is not None:
+            self._labels.append(label or ("", ""))
+        return task
+
+    def build(self) -> TaskGraph:
+        lens = np.fromiter((len(d) for d in self._deps), dtype=np.int64, count=len(self._deps))
+        ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        idx = np.fromiter((d for deps in self._deps for d in deps), dtype=np.int64, count=int(ptr[-1]))
+        calls = tuple(sorted(self._calls, key=self._calls.__getitem__))
+        return TaskGraph(np.array(self._kind, dtype=np.int8), np.array(self._seconds),
+                         np.array(self._fraction), np.array(self._call, dtype=np.int64),
+                         tuple(self._groups), ptr, idx, calls,
+                         None if self._labels is None else tuple(self._labels))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GraphTimeline:
+    """When every task of a graph started and finished (s); bytes and busy time per directed
+    link of the topology (None unless asked for); *stats*: what the run did (flows simulated,
+    rate solves, calls timed alone, episodes solved jointly, reductions used)."""
+
+    graph: TaskGraph
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray | None
+    link_busy_s: np.ndarray | None
+    stats: dict[str, int]
+
+    @property
+    def end_s(self) -> float:
+        return float(self.finish_s.max()) if len(self.finish_s) else 0.0

@@ -1,0 +1,43 @@
+"""The machine a joint run shares: its links (capacities as they run, perhaps degraded), the
+protocols' weights per link class, and every call planned once.
+
+*topology* is the machine as it runs (a perturbation may have slowed links,
+:mod:`atpsim.engine.joint.perturb`), *nominal* the machine as built: NCCL's tuner picks each
+call's algorithm and protocol on the nominal one (it does not know a NIC is degraded), and
+the call runs on the real one.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from atpsim.engine.joint.calls import CallPlan, CallSpec, link_classes, plan_call, weight_table
+from atpsim.engine.joint.flows import Fabric
+from atpsim.topology.graph import Topology
+
+
+class JointNetwork:
+    """Links and call plans of one joint run (module docstring)."""
+
+    def __init__(self, topology: Topology, nominal: Topology | None = None):
+        self.topology = topology
+        self.nominal = nominal or topology
+        self._plans: dict[CallSpec, CallPlan] = {}
+
+    @cached_property
+    def fabric(self) -> Fabric:
+        table = self.topology.links
+        return Fabric(np.asarray(table.bandwidth_Bps, dtype=np.float64),
+                      link_classes(self.topology), weight_table(self.nominal))  # fmt: skip
+
+    @property
+    def n_links(self) -> int:
+        return len(self.topology.links)
+
+    def plan(self, spec: CallSpec) -> CallPlan:
+        """*spec* planned on this machine (once per run)."""
+        if spec not in self._plans:
+            self._plans[spec] = plan_call(spec, self.topology, self.nominal)
+        return self._plans[spec]
