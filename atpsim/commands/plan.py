@@ -54,16 +54,25 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
+@click.option("--uncertainty", "draws", type=int, default=None, metavar="N",
+              help="Also simulate N draws of the fitted parameters: p10/p50/p90 per candidate and "
+                   "how sure the best is (about N+1 times the time).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the --uncertainty draws.")
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
-            global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top):
+            global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
+    if draws is not None and global_batch is not None:
+        raise AtpsimError("parameter draws are for meshes of one step; leave out --global-batch",
+                          key="--uncertainty")  # fmt: skip
     if global_batch is not None:
         ranked_jobs = plan_job(topology, model_name, devices=devices or _all_gpus(topology),
                                global_batch=global_batch, max_tp=max_tp,
                                pipelines=_int_list(pipelines, "--pp") if pipelines else None,
-                               micro_batches=_int_list(micro_batches, "--micro-batch"), hardware=hardware,
+                               micro_batches=_int_list(micro_batches, "--micro-batch"),
+                               chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule)  # fmt: skip
         _print_jobs(ranked_jobs, top)
@@ -74,7 +83,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
     with warnings_to_stderr():
         ranked = plan(topology, model_name, devices=devices, chunks=_int_list(chunks),
                       algorithm=algorithm, hardware=hardware, placement=placement,
-                      calibration=calibration)  # fmt: skip
+                      calibration=calibration, uncertainty=draws, seed=seed)  # fmt: skip
     _print_plan(ranked)
     if trace_path:
         best = ranked.des_choice
@@ -87,13 +96,17 @@ def _print_plan(ranked: Plan) -> None:
     console = Console(width=140)
     title = f"{ranked.model.name} on {ranked.topology_label}, {ranked.n_devices} GPUs"
     table = Table(title=title, caption=f"Eq. 2 bandwidths: {ranked.calibration_note}")
-    for name in ("mesh", "ATP-i", "chunks", "step ms", "compute ms", "comm ms", "exposed ms",
-                 "TFLOP/s/GPU", "Eq.2 T_comm ms", "memory", ""):  # fmt: skip
+    drawn = ranked.confidence is not None
+    for name in ("mesh", "ATP-i", "chunks", "step ms", *(DRAWN_COLUMNS if drawn else ()),
+                 "compute ms", "comm ms", "exposed ms", "TFLOP/s/GPU", "Eq.2 T_comm ms", "memory", ""):  # fmt: skip
         table.add_column(name, justify="right")
     analytic_best = ranked.analytic_choice
-    for entry in ranked.entries:
-        table.add_row(*_row(entry, entry is ranked.des_choice, entry is analytic_best))
+    for k, entry in enumerate(ranked.entries):
+        row = _row(entry, entry is ranked.des_choice, entry is analytic_best)
+        table.add_row(*row[:4], *(_drawn_cells(ranked, k) if drawn else ()), *row[4:])
     console.print(table)
+    if drawn:
+        console.print(_confidence_line(ranked))
     des = ranked.des_choice.mesh
     if analytic_best is None:
         console.print(f"DES picks {des}; Eq. 2 has no estimate.")
@@ -112,6 +125,31 @@ def _row(entry: PlanEntry, des_best: bool, analytic_best: bool) -> list[str]:
         _ms(des.step_time_s), _ms(des.compute_time_s), _ms(des.comm_time_s), _ms(des.exposed_comm_s),
         f"{des.tflops_per_gpu:.1f}", eq2, "fits" if des.fits_memory else "OOM", marks,
     ]  # fmt: skip
+
+
+#: The columns --uncertainty adds after "step ms".
+DRAWN_COLUMNS = ("p10-p90 ms", "p50 ms", "P(best)")
+
+
+def _drawn_cells(ranked: Plan, k: int) -> list[str]:
+    """Entry *k*'s step-time interval over the draws and its share of draws won."""
+    entry, confidence = ranked.entries[k], ranked.confidence
+    if entry.draws is None or confidence is None:
+        return ["-"] * len(DRAWN_COLUMNS)
+    step = entry.draws.step_interval
+    return [f"{_ms(step.p10)}-{_ms(step.p90)}", _ms(step.p50), f"{confidence.p_best_by_candidate[k]:.2f}"]
+
+
+def _confidence_line(ranked: Plan) -> str:
+    """What the draws say about the DES choice (one paragraph)."""
+    c, draws, best = ranked.confidence, ranked.uncertainty, ranked.des_choice
+    if c is None or draws is None or best.draws is None:
+        return ""
+    return (f"Under {c.draws} draws of the fitted parameters ({' + '.join(best.draws.sources)}; "
+            f"seed {draws.seed}), {best.mesh} with chunks={best.chunks} is the fastest in "
+            f"{round(c.p_best * c.draws)} of {c.draws} (P = {c.p_best:.2f}); choosing it costs "
+            f"{c.expected_loss_pct:.2f}% of step time on average against each draw's fastest "
+            f"(at most {c.worst_loss_pct:.2f}%).")
 
 
 def _ms(seconds: float) -> str:

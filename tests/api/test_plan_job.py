@@ -40,3 +40,22 @@ def test_indivisible_layouts_are_pruned_and_an_empty_plan_says_so():
     assert plan.pruned["divisibility"] > 0 and not plan.candidates
     with pytest.raises(SimulationError, match="no layout"):
         plan.best  # noqa: B018
+
+
+def test_chunk_counts_are_searched_and_match_simulate_job():
+    """Chunks 1 and 2 on micro-batches of 1 and 2: a 2-chunk pass needs a micro-batch of 2
+    (chunks split the micro-batch), so 2 chunks on micro-batch 1 are pruned by divisibility;
+    a chunked candidate's time is simulate_job's with the same chunks."""
+    one = plan_job("ib-cluster:1x8", SMALL, devices=8, global_batch=8, pipelines=(1,),
+                   micro_batches=(1, 2), chunk_counts=(1,))  # fmt: skip
+    both = plan_job("ib-cluster:1x8", SMALL, devices=8, global_batch=8, pipelines=(1,),
+                    micro_batches=(1, 2), chunk_counts=(1, 2))  # fmt: skip
+    chunked = [c for c in both.candidates if c.config.chunks == 2]
+    assert chunked and all(c.config.micro_batch == 2 for c in chunked)
+    assert len(both.candidates) == len(one.candidates) + len(chunked)
+    assert both.pruned["divisibility"] > one.pruned["divisibility"]
+    c = chunked[0]
+    again = simulate_job("ib-cluster:1x8", SMALL, tp=c.config.layout.tp, pp=1, dp=c.config.layout.dp,
+                         micro_batch=2, global_batch=8, chunks=2)  # fmt: skip
+    assert again.iteration_time_s == c.prediction.iteration_time_s
+    assert c.label.endswith(", chunks 2")
