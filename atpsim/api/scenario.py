@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from rich.console import Console
 
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
+from atpsim.api.point_trace import select_trace_points, write_point_traces
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY, build_report
 from atpsim.report.build import rebuild_report as _rebuild_report
@@ -78,6 +79,7 @@ def run_scenario(
     console: Console | None = None,
     simulate: Simulate | None = None,
     announce: Callable[[str], None] = log.info,
+    trace: Sequence[str] = (),
 ) -> RunSummary:
     """Run the scenario in *path* into *out_dir* (default ``reports/<name>/``): results.csv
     (+ .parquet), scenario.yaml, report.md, report.html and figures/. *announce* receives the
@@ -87,9 +89,12 @@ def run_scenario(
     bad scenario (before simulating anything), AtpsimError for a scheduler that does not
     answer, OutputLockedError while another run writes *out_dir*, and SweepInterrupted on
     Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set aside (*fresh*);
-    with neither, the run is refused rather than lose them."""
+    with neither, the run is refused rather than lose them. *trace* selectors
+    (:mod:`atpsim.api.point_trace`, checked before simulating) write the chosen points'
+    timelines to ``<out>/traces/<point_key>.json``."""
     scenario = load_scenario(path, expand=False)
     points = expand_sweep(scenario)
+    selections, swept = select_trace_points(points, trace, scenario.is_job), list(points)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     announce(describe_sweep(scenario, points))
     warning = long_sweep_warning(list(points), jobs)
@@ -114,6 +119,7 @@ def run_scenario(
         shutil.copyfile(path, out / SCENARIO_COPY)
         text = (out / SCENARIO_COPY).read_text(encoding="utf-8")
         files = [out / "results.csv", *build_report(out, frame, text)]
+        files += write_point_traces(out, frame, swept, selections)
     return RunSummary(out, frame, files)
 
 

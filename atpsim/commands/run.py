@@ -56,6 +56,15 @@ LOCAL_WORKERS = 2
     help="Start over: set an interrupted run's rows aside (results.partial.discarded.csv).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option(
+    "--trace",
+    "traces",
+    multiple=True,
+    metavar="SELECTOR",
+    help="Write the Chrome/Perfetto timeline of chosen points to OUT/traces/<point_key>.json: "
+    "'model=M2,mesh=2x4,chunks=2' (results columns), 'point_index=3', 'best' (fastest step), "
+    "or 'topology=ic1,best'. Repeatable.",
+)
 @clean_errors
 def command(
     scenario: Path,
@@ -65,6 +74,7 @@ def command(
     resume: bool,
     fresh: bool,
     no_progress: bool,
+    traces: tuple[str, ...] = (),
 ) -> None:
     """Run the sweep of SCENARIO (a YAML file) and write results.csv and the report.
 
@@ -87,6 +97,7 @@ def command(
                 progress=not no_progress,
                 console=console,
                 announce=click.echo,
+                trace=traces,
             )
         except SweepInterrupted as stop:
             click.echo(f"atpsim: {stop.message()}", err=True)

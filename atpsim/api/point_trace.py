@@ -1,0 +1,141 @@
+"""Timelines of chosen sweep points: ``atpsim run SCENARIO --trace SELECTOR``.
+
+A SELECTOR picks points of the sweep by the results table's point columns
+(:data:`atpsim.results.schema.POINT_COLUMNS`), checked before anything is simulated:
+
+* ``COLUMN=VALUE[,COLUMN=VALUE...]``: every point whose columns have those values
+  (``model=M2,mesh=2x4,chunks=2``; ``point_index=3`` for one point by its row);
+* ``best``: the point with the shortest step time of the whole sweep (known after it ran);
+  with conditions (``topology=ic1,best``), the shortest among the points that meet them.
+
+Only points of the event simulation (``mode=des``) have a timeline; the analytic mode's are
+left out. Each chosen point that ran is simulated once more (the same deterministic run as
+its row) and its per-rank timeline written as a Chrome/Perfetto trace
+(:func:`atpsim.report.trace.write_chrome_trace`) to ``<out>/traces/<point_key>.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.results.schema import POINT_COLUMNS
+from atpsim.scenario.point import SweepPoint
+
+log = logging.getLogger(__name__)
+
+BEST = "best"
+TRACES_DIR = "traces"
+
+
+@dataclass(frozen=True)
+class TraceSelection:
+    """The points one selector matched (indices into the sweep) and whether it keeps only
+    the fastest of them."""
+
+    text: str
+    indices: tuple[int, ...]
+    best: bool
+
+
+def parse_selector(text: str) -> tuple[dict[str, str], bool]:
+    """``"model=M2,best"`` -> ``({"model": "M2"}, True)``; errors name the column."""
+    conditions: dict[str, str] = {}
+    best = False
+    for part in (p.strip() for p in text.split(",")):
+        if part == BEST:
+            best = True
+            continue
+        column, sep, value = part.partition("=")
+        column = column.strip()
+        if not sep or not column or not value.strip():
+            raise AtpsimError(f"expected COLUMN=VALUE or 'best' in {text!r}, got {part!r}",
+                              key="--trace")  # fmt: skip
+        if column not in POINT_COLUMNS:
+            raise AtpsimError(f"unknown column {column!r} in {text!r}; one of "
+                              f"{', '.join(POINT_COLUMNS)}{did_you_mean(column, POINT_COLUMNS)}",
+                              key="--trace")  # fmt: skip
+        conditions[column] = value.strip()
+    return conditions, best
+
+
+def select_trace_points(points: Sequence[Any], selectors: Sequence[str], is_job: bool) -> list[TraceSelection]:
+    """Check every selector against the sweep's *points* before they are simulated: each must
+    be well formed and match at least one point of the event simulation."""
+    if not selectors:
+        return []
+    if is_job:
+        raise AtpsimError("traces are written for step scenarios; a job scenario has no "
+                          "per-rank step timeline", key="--trace")  # fmt: skip
+    columns = [p.columns(i) for i, p in enumerate(points)]
+    selections = []
+    for text in selectors:
+        conditions, best = parse_selector(text)
+        matched = [i for i, c in enumerate(columns) if _matches(c, conditions)]
+        if not matched:
+            raise AtpsimError(f"{text!r} matches no point of the sweep", key="--trace")
+        traceable = tuple(i for i in matched if columns[i]["mode"] == "des")
+        if not traceable:
+            raise AtpsimError(f"{text!r} matches only analytic points (a timeline needs mode "
+                              "des)", key="--trace")  # fmt: skip
+        selections.append(TraceSelection(text, traceable, best))
+    return selections
+
+
+def _matches(columns: dict[str, Any], conditions: dict[str, str]) -> bool:
+    return all(_same(columns.get(name), value) for name, value in conditions.items())
+
+
+def _same(actual: Any, wanted: str) -> bool:
+    if isinstance(actual, bool) or not isinstance(actual, (int, float)):
+        return str(actual).lower() == wanted.lower()
+    try:
+        return float(actual) == float(wanted)
+    except ValueError:
+        return False
+
+
+def write_point_traces(out: Path, frame: pd.DataFrame, points: Sequence[Any],
+                       selections: Sequence[TraceSelection]) -> list[Path]:  # fmt: skip
+    """Write the timeline of every selected point that ran (module docstring)."""
+    chosen: dict[int, None] = {}
+    ok = {int(r.point_index): float(r.step_time_s) for r in frame.itertuples()
+          if r.status == "ok" and pd.notna(r.step_time_s)}  # fmt: skip
+    for selection in selections:
+        ran = [i for i in selection.indices if i in ok]
+        if not ran:
+            log.warning("--trace %r: none of its points ran; no trace written", selection.text)
+        elif selection.best:
+            chosen[min(ran, key=lambda i: (ok[i], i))] = None
+        else:
+            chosen.update(dict.fromkeys(ran))
+    return [write_point_trace(points[i], out / TRACES_DIR) for i in chosen]
+
+
+def write_point_trace(point: SweepPoint, folder: Path) -> Path:
+    """Simulate *point* (mode des) and write its timeline to ``folder/<point_key>.json``."""
+    from atpsim.api.point import hardware_profile, topology_for
+    from atpsim.engine.step.run import (
+        simulate_des_step,
+        simulate_sagemaker_step,
+        simulate_summa_step,
+    )
+    from atpsim.parallel.grid import Grid
+    from atpsim.parallel.sagemaker import SageMakerGroup
+    from atpsim.report.trace import write_chrome_trace
+
+    topology, profile = topology_for(point), hardware_profile(point.hardware)
+    tp, model, chunks, algorithm = point.tp, point.model, point.chunks, point.algorithm
+    if isinstance(tp, Grid):
+        result = simulate_summa_step(topology, profile, model, tp, chunks, algorithm)
+    elif isinstance(tp, SageMakerGroup):
+        result = simulate_sagemaker_step(topology, profile, model, tp, chunks, algorithm)
+    else:
+        result = simulate_des_step(topology, profile, model, point.mesh, chunks, algorithm)
+    return write_chrome_trace(result.timeline, folder / f"{point.key()}.json")
