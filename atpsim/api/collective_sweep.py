@@ -8,6 +8,11 @@ also says what NCCL would have run (:func:`atpsim.engine.collective.run_nccl`): 
 cost) and the channels. *time_s* is what the step simulator charges for the same call: with a
 protocol, NCCL's latency model is the per-call cost; with ``none`` (bare links, as the step's
 ``event`` backend runs them) the hardware profile's ``collective_overhead_s`` is added.
+
+With *uncertainty* = N, every size is also simulated on N seeded draws of the topology's fitted
+parameters (its preset's fitted links, its NCCL profile's fit; the same draws for every size,
+:mod:`atpsim.api.uncertainty`), and :attr:`CollectiveSweep.uncertainty` holds the p10/p50/p90
+of each size's time and busbw.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from atpsim.calibrate.uncertainty.draws import Draws
+from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
@@ -53,6 +60,26 @@ class CollectiveRow:
 
 
 @dataclass(frozen=True)
+class CollectiveInterval:
+    """One size's time (s) and busbw (bytes/s) percentiles over the draws."""
+
+    size_bytes: int
+    time_s: Interval
+    busbw_Bps: Interval
+
+
+@dataclass(frozen=True)
+class CollectiveUncertainty:
+    """The draws behind a sweep's intervals: how many, the seed, the fits drawn, and one
+    :class:`CollectiveInterval` per row."""
+
+    draws: int
+    seed: int
+    sources: tuple[str, ...]
+    intervals: tuple[CollectiveInterval, ...]
+
+
+@dataclass(frozen=True)
 class CollectiveSweep:
     """What the sweep ran on and one :class:`CollectiveRow` per size, smallest first."""
 
@@ -66,6 +93,7 @@ class CollectiveSweep:
     n_gpus: int
     rows: tuple[CollectiveRow, ...]
     protocol: str = "auto"
+    uncertainty: CollectiveUncertainty | None = None
 
 
 def parse_groups(text: str, n_available: int) -> tuple[list[list[int]], str]:
@@ -103,6 +131,8 @@ def collective(
     engine: str = "auto",
     protocol: str = "auto",
     channels: int | None = None,
+    uncertainty: int | None = None,
+    seed: int = 0,
 ) -> CollectiveSweep:
     """Simulate *op* by *algorithm* (default ``auto``: what NCCL's tuner picks; ``ring`` is
     NCCL's channel rings, one per NIC; ``ring-rank-order`` one ring in rank order) with
@@ -114,7 +144,8 @@ def collective(
     scalable topology); *groups* is ``"all"`` or ``"dimD:D1xD2"`` (the groups of mesh
     dimension D of DeviceMesh(D1, D2)); *engine* is ``"auto"`` (every exact shortcut that
     applies), ``"reference"`` (the plain event run) or ``"longest-path"`` (an error where
-    that solver is not exact).
+    that solver is not exact). *uncertainty* = N adds N draws of the fitted parameters from
+    *seed* (module docstring; about N + 1 times the cost).
 
     >>> import atpsim
     >>> sweep = atpsim.collective("ib-cluster:4x8", "all_reduce", "1 GiB")
@@ -129,7 +160,10 @@ def collective(
     if dtype not in DTYPE_BYTES:
         raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", key="--dtype")
     spec = topology if isinstance(topology, str) else dict(topology)
+    draws = None if uncertainty is None else Draws(uncertainty, seed)
     topo = load_topology(spec, n_gpus=devices or mesh_size(groups), source="--topology")
+    if draws is not None:
+        _sources(spec, devices or mesh_size(groups))
     if devices is not None and not 1 <= devices <= topo.n_gpus:
         raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", key="--devices")
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
@@ -139,8 +173,38 @@ def collective(
     call = _Call(op, algorithm, protocol, channels, engine, overhead_s)
     rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
                  for size in buffer_sizes(sizes))  # fmt: skip
+    drawn = None
+    if draws is not None:
+        drawn = _draws(spec, devices or mesh_size(groups), draws, call, group_list, rows,
+                       DTYPE_BYTES[dtype])  # fmt: skip
     return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus,
-                           rows, protocol)
+                           rows, protocol, drawn)
+
+
+def _sources(spec: str | dict[str, Any], n_gpus: int | None) -> tuple[str, ...]:
+    """The fits a draw of topology *spec* perturbs; refused when there are none."""
+    from atpsim.api.uncertainty import require_sources, topology_sources
+
+    sources = tuple(topology_sources(spec, n_gpus))
+    require_sources(sources, f"topology {spec}")
+    return sources
+
+
+def _draws(spec: str | dict[str, Any], n_gpus: int | None, draws: Draws, call: _Call,
+           groups: list[list[int]], rows: tuple[CollectiveRow, ...],
+           element_bytes: int) -> CollectiveUncertainty:  # fmt: skip
+    """Every row's size again on each drawn topology (the same draws for every size)."""
+    from atpsim.calibrate.uncertainty.apply import ParameterDraw, drawn_topology
+
+    sources = _sources(spec, n_gpus)
+    topologies = [drawn_topology(spec, n_gpus, ParameterDraw(draws, i), "--topology")
+                  for i in draws.indices()]  # fmt: skip
+    intervals = []
+    for row in rows:
+        drawn = [_row(t, call, groups, row.size_bytes, element_bytes) for t in topologies]
+        intervals.append(CollectiveInterval(row.size_bytes, Interval.of([d.time_s for d in drawn]),
+                                            Interval.of([d.busbw_Bps for d in drawn])))  # fmt: skip
+    return CollectiveUncertainty(draws.n, draws.seed, sources, tuple(intervals))
 
 
 def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:

@@ -5,6 +5,12 @@ Each candidate is a :class:`SweepPoint` simulated twice through
 paper's model (``analytic``), so a plan uses exactly the code paths a sweep uses. The DES
 ranks the candidates; the analytic column shows what ATP's own planner (hierarchical matrix +
 Eq. 2-4) would have chosen.
+
+With *uncertainty* = N, every DES candidate is also simulated under N seeded draws of the
+fitted parameters, the same draws for every candidate (:mod:`atpsim.api.uncertainty`): each
+entry gets its p10/p50/p90, and the plan says how likely its choice is to be the fastest and
+what choosing it costs, on average over the draws, against each draw's fastest
+(:class:`~atpsim.calibrate.uncertainty.summary.RankingConfidence`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import Any
 
 from atpsim.api.point import simulate_point
 from atpsim.api.step import DEFAULT_HARDWARE, StepPrediction
+from atpsim.api.uncertainty import Draws, PointDraws, point_draws, point_sources, require_sources
+from atpsim.calibrate.uncertainty.summary import RankingConfidence, ranking_confidence
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import AtpsimError, SimulationError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
@@ -39,6 +47,7 @@ class PlanEntry:
     chunks: int
     des: StepPrediction
     analytic: StepPrediction | None
+    draws: PointDraws | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Plan:
     algorithm: str
     entries: tuple[PlanEntry, ...]
     calibration_note: str
+    confidence: RankingConfidence | None = None
+    uncertainty: Draws | None = None
 
     @property
     def des_choice(self) -> PlanEntry:
@@ -90,13 +101,16 @@ def plan(
     hardware: str | None = None,
     placement: str = "row-major",
     calibration: str = "auto",
+    uncertainty: int | None = None,
+    seed: int = 0,
 ) -> Plan:
     """Simulate every DeviceMesh(d1, d2) of *devices* GPUs (default: all of the topology) for
     each chunk count in *chunks* and rank them by simulated step time.
 
     *calibration* picks Eq. 2's B1, B2 for the analytic column: ``"auto"`` (the paper's
     Section 5.3 values on ``ic1``, else derived from the topology's hierarchical matrix),
-    ``"paper-ic1"`` or ``"none"`` (always derived).
+    ``"paper-ic1"`` or ``"none"`` (always derived). *uncertainty* = N adds N draws of the
+    fitted parameters from *seed* (module docstring; about N + 1 times the cost).
 
     >>> import atpsim
     >>> best = atpsim.plan("ic1", "M2").des_choice
@@ -107,6 +121,7 @@ def plan(
     from atpsim.topology.spec import load_topology, topology_label
 
     _check_plan_options(devices, chunks)
+    draws = None if uncertainty is None else Draws(uncertainty, seed)
     check_nccl_algorithm("all_reduce", algorithm)
     config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "--model")
     _check_names(hardware, placement)
@@ -130,16 +145,38 @@ def plan(
         for chunk in chunks:
             point = SweepPoint("plan", topology, label, n, profile, config, placed, chunk, algorithm, "des")
             candidates.append((point, calibrated))
-    warning = long_sweep_warning([p for p, _ in candidates] * 2, 1, "plan", "fewer --devices or --chunks shorten it")
+    sources = _uncertainty_sources(candidates[0][0], draws)
+    runs = 2 + (draws.n if draws else 0)
+    warning = long_sweep_warning([p for p, _ in candidates] * runs, 1, "plan", "fewer --devices or --chunks shorten it")
     if warning:
         log.warning(warning)
-    entries = [_entry(point, chosen is None or calibrated is not None, calibrated) for point, calibrated in candidates]
+    entries = [_entry(point, chosen is None or calibrated is not None, calibrated, draws, sources)
+               for point, calibrated in candidates]  # fmt: skip
     entries.sort(key=lambda e: (e.des.step_time_s, e.mesh.d2, e.chunks))
     note = "paper's calibrated B1, B2 (Section 5.3)" if chosen else "derived from the topology's matrix"
     if chosen and topology != "ic1":
         note = f"IC1's calibrated B1, B2 (paper Section 5.3) applied to {label}, another machine"
         log.warning("--calibration %s: %s; 'auto' derives them from %s", calibration, note, label)
-    return Plan(label, n, config, profile, algorithm, tuple(entries), note)
+    confidence = _confidence(entries) if draws else None
+    return Plan(label, n, config, profile, algorithm, tuple(entries), note, confidence, draws)
+
+
+def _uncertainty_sources(point: SweepPoint, draws: Draws | None) -> tuple[str, ...]:
+    """The fits the draws perturb (every candidate shares topology and profile), or () without
+    draws; a request for draws of nothing fitted is refused here, before any simulation."""
+    if draws is None:
+        return ()
+    sources = point_sources(point)
+    require_sources(sources, f"{point.topology_label} with {point.hardware}")
+    return sources
+
+
+def _confidence(entries: Sequence[PlanEntry]) -> RankingConfidence:
+    """How sure the first entry (the DES choice) is, over the candidates' draws."""
+    import numpy as np
+
+    times = np.array([e.draws.step_time_s for e in entries if e.draws is not None]).T
+    return ranking_confidence(times, 0)
 
 
 def _keyed(fn: Any, value: Any, key: str) -> Any:
@@ -170,13 +207,15 @@ def _check_plan_options(devices: int | None, chunks: Sequence[int]) -> None:
         raise SimulationError(f"expected chunk counts >= 1, got {list(chunks)!r}", key="--chunks")
 
 
-def _entry(point: SweepPoint, with_analytic: bool, calibrated: Mapping[str, float] | None) -> PlanEntry:
+def _entry(point: SweepPoint, with_analytic: bool, calibrated: Mapping[str, float] | None,
+           draws: Draws | None = None, sources: tuple[str, ...] = ()) -> PlanEntry:  # fmt: skip
     des = StepPrediction.from_row(point, simulate_point(point))
     analytic = None
     if with_analytic:
         analytic_point = replace(point, mode="analytic", calibration=calibrated)
         analytic = StepPrediction.from_row(analytic_point, simulate_point(analytic_point))
-    return PlanEntry(point.mesh, point.chunks, des, analytic)
+    drawn = point_draws(point, draws, sources) if draws is not None else None
+    return PlanEntry(point.mesh, point.chunks, des, analytic, drawn)
 
 
 def _calibration(name: str, topology: str | Mapping[str, Any]) -> Calibration | None:

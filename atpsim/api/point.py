@@ -41,8 +41,12 @@ PAPER_TERA = 2.0**40  # Table 2/3's unit (atp-paper-facts.md, "Units")
 
 def simulate_point(point: SweepPoint) -> dict[str, Any]:
     """Simulate one sweep point and return its result columns (see atpsim.results.schema)."""
-    topology = topology_for(point)
-    profile = hardware_profile(point.hardware)
+    return simulate_point_on(point, topology_for(point), hardware_profile(point.hardware))
+
+
+def simulate_point_on(point: SweepPoint, topology: Topology, profile: HardwareProfile) -> dict[str, Any]:
+    """Simulate *point* on *topology* with *profile* (its own, or a parameter draw of them:
+    :mod:`atpsim.api.uncertainty`) and return its result columns."""
     if point.mode == "des":
         times = _des_times(point, topology, profile)
     elif point.mode == "analytic":

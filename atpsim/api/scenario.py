@@ -19,6 +19,7 @@ from rich.console import Console
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
 from atpsim.api.point_trace import select_trace_points, write_point_traces
+from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY, build_report
 from atpsim.report.build import rebuild_report as _rebuild_report
@@ -97,11 +98,14 @@ def run_scenario(
     selections, swept = select_trace_points(points, trace, scenario.is_job), list(points)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     announce(describe_sweep(scenario, points))
-    warning = long_sweep_warning(list(points), jobs)
+    draws = Draws(scenario.uncertainty.draws, scenario.uncertainty.seed) if scenario.uncertainty else None
+    warning = long_sweep_warning(list(points) * (1 + (draws.n if draws else 0)), jobs)
     if warning:
         log.warning(warning)
     _warn_uneven_heads([p for p in points if isinstance(p, SweepPoint)])
-    default = simulate_job_point if scenario.is_job else simulate_point
+    default: Simulate = simulate_job_point if scenario.is_job else simulate_point
+    if draws is not None:
+        points, default = with_draws(list(points), draws), simulate_with_draws
     parquet = "parquet" in scenario.output.formats
     with folder_lock(out):
         frame = run_sweep(

@@ -12,7 +12,10 @@
   ``DIR/fitted/hardware.yaml``;
 
 and saves every fit point's residual to ``DIR/fitted/residuals.csv`` and the fitted numbers
-with their RMS errors to ``DIR/fitted/fit.yaml``. Only collectives, GEMMs and memory-bound
+with their RMS errors to ``DIR/fitted/fit.yaml``, whose ``uncertainty`` block records how well
+the points pinned them (``link``: the link's, ``profile``: the GEMM and memory fields', each
+fit's 1-sigmas and correlation, :mod:`atpsim.calibrate.uncertainty`): what
+``--uncertainty N`` draws when a scenario or plan names the fitted files. Only collectives, GEMMs and memory-bound
 ops are fit points; the layers are check points (:mod:`atpsim.calibrate.compare`) and are
 never read here. The files are rewritten byte for byte from the same measurements.
 """
@@ -34,6 +37,7 @@ from atpsim.calibrate.fit.star import star_topology
 from atpsim.calibrate.measurements.description import base_profile, describe
 from atpsim.calibrate.measurements.folder import Measurements, read_measurements
 from atpsim.calibrate.measurements.settings import read_settings
+from atpsim.calibrate.uncertainty.record import block_diagonal
 from atpsim.compute.hardware import profile_to_dict
 from atpsim.errors import AtpsimError
 
@@ -200,7 +204,24 @@ def summary(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
         }
     if result.memory is not None:
         data["memory_ops"] = _memory_summary(result.memory)
+    uncertainty = _uncertainty(result, measurements)
+    if uncertainty:
+        data["uncertainty"] = uncertainty
     return data
+
+
+def _uncertainty(result: FolderFit, measurements: Measurements) -> dict[str, Any]:
+    """The ``uncertainty`` block: the link's record, and the profile's (GEMM fields and, where
+    fitted, the memory fields, uncorrelated with each other)."""
+    block: dict[str, Any] = {}
+    if result.link is not None:
+        block["link"] = result.link.uncertainty().to_dict()
+    if result.profile is not None:
+        records = [result.profile.uncertainty(measurements.gemms)]
+        if result.memory is not None:
+            records.append(result.memory.uncertainty())
+        block["profile"] = block_diagonal("profile", *records).to_dict()
+    return block
 
 
 def _memory_summary(memory: MemoryFit) -> dict[str, Any]:

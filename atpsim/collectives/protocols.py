@@ -103,8 +103,10 @@ def load_profile(name: str | None) -> Profile:
 
 
 def topology_profile(topology: Topology) -> Profile:
-    """The profile *topology* names in ``meta["nccl"]``, else :data:`SPEC_PROFILE`."""
-    return load_profile(topology.meta.get("nccl"))
+    """The profile *topology* names in ``meta["nccl"]`` (or holds there: a parameter draw,
+    :func:`with_profile`), else :data:`SPEC_PROFILE`."""
+    named = topology.meta.get("nccl")
+    return named if isinstance(named, Profile) else load_profile(named)
 
 
 #: Builders of GPU machines that run NCCL (PCIe trees, NVLink pairs, NVSwitch nodes and
@@ -145,6 +147,17 @@ def routing_base(topology: Topology) -> Topology:
     """The topology whose routes *topology* shares: the one an :func:`effective_topology`
     scales (same links in the same order, same router; only bandwidths differ), else itself."""
     return _SCALED_FROM.get(topology, topology)
+
+
+def with_profile(topology: Topology, profile: Profile) -> Topology:
+    """*topology* running NCCL with *profile* instead of its own (same graph, links and router,
+    so routes are shared): how a parameter draw of the NCCL profile reaches the engine
+    (:mod:`atpsim.calibrate.uncertainty`). *profile*'s name must differ from every other
+    profile's with other values: :func:`effective_topology` caches by name."""
+    copy = Topology(topology.name, topology.graph, topology.router, topology.description,
+                    {**topology.meta, "nccl": profile})
+    _SCALED_FROM[copy] = routing_base(topology)
+    return copy
 
 
 def effective_topology(topology: Topology, protocol: str, profile: Profile) -> Topology:

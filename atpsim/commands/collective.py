@@ -34,30 +34,48 @@ HEADER = ["topology", "op", "algorithm", "protocol", "channels", "p", "dtype", "
               help="auto: exact shortcuts where they apply; reference: the plain event run; longest-path: fail where it is not exact.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print a CSV table instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON instead.")
+@click.option("--uncertainty", "draws", type=int, default=None, metavar="N",
+              help="Also simulate N draws of the fitted parameters: p10/p50/p90 of time and busbw "
+                   "per size (about N+1 times the time).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the --uncertainty draws.")
 @clean_errors
 def command(topology: str, op: str, algorithm: str | None, protocol: str, channels: int | None,
             sizes: str, devices: int | None, groups: str, dtype: str, engine: str, as_csv: bool,
-            as_json: bool) -> None:
+            as_json: bool, draws: int | None, seed: int) -> None:
     """Simulate a collective over buffer sizes and print, per size, time, algbw and busbw, the
     algorithm, protocol and channels NCCL would use, and the per-call cost the step simulator
     charges (included in the time)."""
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
-                       dtype=dtype, engine=engine, protocol=protocol, channels=channels)  # fmt: skip
+                       dtype=dtype, engine=engine, protocol=protocol, channels=channels,
+                       uncertainty=draws, seed=seed)  # fmt: skip
     if as_json:
-        click.echo(json.dumps(asdict(sweep), indent=1))
+        data = asdict(sweep)
+        if sweep.uncertainty is None:
+            data.pop("uncertainty")
+        click.echo(json.dumps(data, indent=1))
     elif as_csv:
         _print_csv(sweep)
     else:
         _print_text(sweep)
 
 
+#: The CSV columns --uncertainty adds (percentiles over the draws).
+DRAWN_HEADER = ["time_us_p10", "time_us_p50", "time_us_p90", "busbw_GBps_p10", "busbw_GBps_p50",
+                "busbw_GBps_p90"]
+
+
 def _print_csv(sweep: CollectiveSweep) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(HEADER)
-    for row in sweep.rows:
+    drawn = sweep.uncertainty
+    writer.writerow(HEADER + (DRAWN_HEADER if drawn else []))
+    for k, row in enumerate(sweep.rows):
         values = [sweep.topology, sweep.op, row.algorithm, row.protocol, row.channels, sweep.p,
                   sweep.dtype, row.size_bytes, row.count, row.time_s * 1e6, row.algbw_Bps / 1e9,
                   row.busbw_Bps / 1e9, row.overhead_s * 1e6, row.path, row.n_flows]
+        if drawn:
+            t, b = drawn.intervals[k].time_s, drawn.intervals[k].busbw_Bps
+            values += [t.p10 * 1e6, t.p50 * 1e6, t.p90 * 1e6, b.p10 / 1e9, b.p50 / 1e9, b.p90 / 1e9]
         writer.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in values])
 
 
@@ -77,3 +95,20 @@ def _print_text(sweep: CollectiveSweep) -> None:
             f" {row.algbw_Bps / 1e9:>9.2f} {row.busbw_Bps / 1e9:>9.2f} {row.algorithm:>16}"
             f" {row.protocol:>6} {row.channels:>3}  {row.path}"
         )
+    if sweep.uncertainty is not None:
+        _print_intervals(sweep)
+
+
+def _print_intervals(sweep: CollectiveSweep) -> None:
+    """The percentiles of each size over the draws, below the point estimates."""
+    drawn = sweep.uncertainty
+    if drawn is None:
+        return
+    click.echo("#")
+    click.echo(f"# under {drawn.draws} draws of the fitted parameters "
+               f"({' + '.join(drawn.sources)}; seed {drawn.seed}): p10 / p50 / p90")
+    click.echo(f"# {'size (B)':>12} {'time (us)':>32} {'busbw (GB/s)':>26}")
+    for i in drawn.intervals:
+        t, b = i.time_s, i.busbw_Bps
+        click.echo(f"  {i.size_bytes:>12} {t.p10 * 1e6:>10.2f} {t.p50 * 1e6:>10.2f} {t.p90 * 1e6:>10.2f}"
+                   f" {b.p10 / 1e9:>8.2f} {b.p50 / 1e9:>8.2f} {b.p90 / 1e9:>8.2f}")

@@ -11,6 +11,10 @@
   scheme (Megatron-LM, ATP at its best mesh and chunk count, SUMMA 2D / 2.5D, and SageMaker
   where the table has it).
 
+Where the table has parameter draws (``uncertainty:`` in the scenario, columns
+``tflops_per_gpu_p10`` / ``_p90``), each bar of :func:`atp_bars` and :func:`scheme_bars` carries
+an error bar from the p10 to the p90 of its row over the draws.
+
 Both take a :class:`~atpsim.scenario.report.FigureSpec`: the points to keep (*select*), the
 panel columns and rows (default: topologies as columns, and as rows the combinations of any
 other parameter that varies: model, algorithm, chunks, placement, ...), and a log y axis.
@@ -92,6 +96,9 @@ def _bar_panel(ax: Axes, panel: pd.DataFrame, atps: list[int], metric: str) -> N
         values = _by_model(bars, atp, metric, models)
         if values.notna().any():
             ax.bar(xs, values, width, label=f"ATP-{atp}", color=color(k))
+            best = mesh_rows(bars, atp)
+            best = best.loc[best.groupby("model")[metric].idxmax()] if not best.empty else best
+            _error_bars(ax, xs, best, models, metric)
         marks = _by_model(ticks, atp, metric, models)
         if marks.notna().any():
             ax.hlines(marks, xs - width / 2, xs + width / 2, colors=OPT_COLOR, lw=1.5)
@@ -158,11 +165,32 @@ def _scheme_panel(ax: Axes, panel: pd.DataFrame, metric: str) -> None:
             x, value = m + (k - (len(series) - 1) / 2) * width, best.loc[model, metric]
             label = name if m == 0 else None
             ax.bar([x], [value], width, color=color(SCHEME_SERIES.index(name)), label=label)
+            _error_bars(ax, pd.Series([x]), best.loc[[model]].reset_index(), [model], metric)
             if name == SCHEME_SERIES[2]:
                 grid = str(best.loc[model, "mesh"])
                 ax.text(x, value, grid, ha="center", va="bottom", fontsize=6)
     ax.set_xticks(range(len(models)), [str(m) for m in models])
     ax.set_axisbelow(True)
+
+
+#: Percentile columns of the draws (SI TFLOP/s), and the paper unit's factor from SI.
+DRAWN_TFLOPS = ("tflops_per_gpu_p10", "tflops_per_gpu_p90")
+PAPER_PER_SI = 1e12 / 2.0**40
+
+
+def _error_bars(ax: Axes, xs: pd.Series, best: pd.DataFrame, models: list, metric: str) -> None:
+    """A p10-p90 error bar over each bar whose row (*best*: one per model) has draws."""
+    if not set(DRAWN_TFLOPS) <= set(best.columns) or best.empty:
+        return
+    scale = PAPER_PER_SI if metric == TFLOPS_COLUMNS["paper"] else 1.0
+    by_model = best.set_index("model")
+    for x, model in zip(xs, models, strict=True):
+        if model not in by_model.index or pd.isna(by_model.loc[model, DRAWN_TFLOPS[0]]):
+            continue
+        lo, hi = (float(by_model.loc[model, c]) * scale for c in DRAWN_TFLOPS)
+        value = float(by_model.loc[model, metric])
+        ax.errorbar([x], [value], yerr=[[max(value - lo, 0.0)], [max(hi - value, 0.0)]],
+                    fmt="none", ecolor=OPT_COLOR, elinewidth=0.8, capsize=2)  # fmt: skip
 
 
 def _bar_handles() -> list:

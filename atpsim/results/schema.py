@@ -151,6 +151,25 @@ STEP_SCHEMA = ResultsSchema(
 )  # fmt: skip
 
 
+#: The columns a scenario that asks for parameter draws (``uncertainty: {draws: N}``,
+#: :mod:`atpsim.api.uncertainty`) adds after the step table's: percentiles over the N draws
+#: of the fitted parameters (the point estimate stays in step_time_s and tflops_per_gpu).
+UNCERTAINTY_COLUMNS: tuple[Column, ...] = (
+    _col("draws", "int", "", "parameter draws behind the percentiles"),
+    _col("draw_seed", "int", "", "seed of the parameter draws (the same for every point)"),
+    _col("uncertainty_sources", "string", "", "the fits whose parameters were drawn"),
+    *(_col(f"step_time_s_p{q}", "float", "s", f"{q}th percentile of step_time_s over the draws")
+      for q in (10, 50, 90)),
+    *(_col(f"tflops_per_gpu_p{q}", "float", "TFLOP/s (1e12)",
+           f"{q}th percentile of tflops_per_gpu over the draws") for q in (10, 50, 90)),
+)  # fmt: skip
+
+#: The step table of a scenario with parameter draws: every step column, then the draws'.
+STEP_UNCERTAINTY_SCHEMA = ResultsSchema(
+    "step-uncertainty", COLUMNS + UNCERTAINTY_COLUMNS, POINT_COLUMNS, STEP_SCHEMA.describe
+)
+
+
 class ResultsError(AtpsimError):
     """A results row or table that does not match the schema."""
 

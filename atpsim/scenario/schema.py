@@ -34,6 +34,8 @@ a list of one. The YAML form::
     report: {...}                # optional: figures and options of the report
                                  #   (both typed in atpsim.scenario.report)
     output: {formats: [csv, parquet]}
+    uncertainty: {draws: 32, seed: 0}   # optional: N draws of the fitted parameters, p10/p50/p90
+                                 #   columns (atpsim.api.uncertainty); step scenarios only
 
 Relative ``file:`` paths (topology, hardware profile) resolve against the scenario file's
 folder (the validation context's ``base_dir``). Errors are raised as pydantic errors of type
@@ -132,6 +134,15 @@ class Output(Frozen):
     formats: OneOrMore[OutputFormat] = OUTPUT_FORMATS
 
 
+class Uncertainty(Frozen):
+    """``uncertainty: {draws: N, seed: S}``: simulate every point under N seeded draws of its
+    fitted parameters (the same draws for every point) and add percentile columns
+    (:mod:`atpsim.api.uncertainty`); about N + 1 times the cost of the sweep."""
+
+    draws: Annotated[int, Field(strict=True, ge=1, le=10_000)]
+    seed: Annotated[int, Field(strict=True, ge=0)] = 0
+
+
 class Case(Frozen):
     """One part of a sweep made of several products: the keys it sets replace the
     scenario's (a whole key: a case's ``parallelism`` replaces the scenario's)."""
@@ -171,6 +182,7 @@ class Scenario(Frozen):
     reference: Reference | None = None
     report: ReportField = ReportOptions()
     output: Output = Output()
+    uncertainty: Uncertainty | None = None
 
     _source: str | None = PrivateAttr(default=None)
     _raw: Any = PrivateAttr(default=None)
@@ -233,6 +245,9 @@ class Scenario(Frozen):
         if self.calibration:
             raise invalid("a job scenario takes no calibration (analytic mode only)",
                           ("calibration",))  # fmt: skip
+        if self.uncertainty is not None:
+            raise invalid("parameter draws are for step scenarios; a job scenario takes none",
+                          ("uncertainty",))  # fmt: skip
         if self.report.figures is not None:
             raise invalid("a job scenario's report draws its own figures; remove 'figures'",
                           ("report", "figures"))  # fmt: skip

@@ -18,6 +18,12 @@ switches in between): alpha is fitted to the *small* messages (size <= 16 x the 
 fixed point; a few dozen rounds). Every point, middle sizes included, gets a residual. For a
 ring all-reduce, busbw = 2(p-1)/p · n / t tends to B as n grows: the fitted B is the asymptotic
 bus bandwidth of nccl-tests.
+
+Uncertainty (:meth:`LinkFit.uncertainty`, written by ``atpsim validate`` to ``fitted/fit.yaml``
+beside the fitted numbers): the **least-squares covariance** of (alpha, ln B) over the fitted
+points' relative errors, J = (c_lat / t, -c_bw / (B t)). The model is linear in (alpha, 1/B),
+so the covariance is exact for it and costs nothing, where a bootstrap would repeat the
+alternating fit for nothing more; alpha's sigma is of the value (it may be 0), B's of its log.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from atpsim.calibrate.measurements.samples import CollectiveSample
+from atpsim.calibrate.uncertainty.estimate import covariance_from_jacobian
+from atpsim.calibrate.uncertainty.record import FitUncertainty, record_from_covariance
 from atpsim.collectives.closed_form import collective_time_s
 from atpsim.errors import AtpsimError
 
@@ -66,6 +74,30 @@ class LinkFit:
         """RMS of the relative errors of the points whose role is in *roles*."""
         errors = [r.rel_error for r in self.residuals if r.role in roles]
         return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
+
+
+    def uncertainty(self, source: str = "link") -> FitUncertainty:
+        """The covariance record of (``latency_s``, ``bandwidth_Bps``) (module docstring)."""
+        import numpy as np
+
+        fitted = [r for r in self.residuals if r.role in ("small", "large", "both")]
+        rows = []
+        for r in fitted:
+            c_lat, c_bw = coefficients(r.sample.op, self.algorithm, r.sample.group_size,
+                                       r.sample.nbytes)  # fmt: skip
+            rows.append((c_lat / r.sample.time_s, -c_bw / (self.bandwidth_Bps * r.sample.time_s)))
+        errors = [r.rel_error for r in fitted]
+        covariance = covariance_from_jacobian(np.array(rows), errors, 2)
+        return record_from_covariance(
+            source, "covariance", COVARIANCE_WHY, ("latency_s", "bandwidth_Bps"), covariance,
+            ("linear", "log"), {"latency_s": (0.0, None)},
+            residual_rms=self.rms_rel_error(("small", "large", "both")),
+            dof=len(errors) - 2,
+        )  # fmt: skip
+
+
+COVARIANCE_WHY = ("least-squares covariance of (alpha, ln B) over the fitted points' relative "
+                  "errors: the model is linear in (alpha, 1/B), so it is exact for it")
 
 
 def coefficients(op: str, algorithm: str, p: int, nbytes: float) -> tuple[float, float]:

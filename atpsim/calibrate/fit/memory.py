@@ -19,6 +19,13 @@ fit, a set of ops' effective bandwidth is the one that makes their total time ex
 let the many cheap ops outvote the few expensive ones). It is taken over every op (the
 fallback for classes not measured) and over each class. A class whose ops take no longer than
 the overhead gets no bandwidth of its own.
+
+Uncertainty (:meth:`MemoryFit.uncertainty`): B is a ratio estimator, the least-squares slope of
+busy time on bytes through the origin with variance proportional to bytes; its standard
+variance (Cochran, Sampling Techniques, Section 6.4) gives
+``Var(ln B) = n s^2 / (sum(t - o))^2`` with ``s^2 = sum(e_i^2) / (n - 1)``,
+``e_i = (t_i - o) - bytes_i / B``: a **least-squares covariance**, closed form and free. The
+classes are fitted to disjoint ops, so they are drawn independently (zero correlation).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from atpsim.calibrate.measurements.samples import MemoryOpSample
+from atpsim.calibrate.uncertainty.record import FitUncertainty, ParameterSigma
 from atpsim.errors import AtpsimError
 
 
@@ -53,6 +61,34 @@ class MemoryFit:
             if op_class is None or s.op_class == op_class
         ]
         return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
+
+
+    def log_sigma(self, op_class: str | None = None) -> float:
+        """The 1-sigma of ln B of all ops or one class (module docstring; 0 for one op)."""
+        members = [s for s, _ in self.residuals if op_class is None or s.op_class == op_class]
+        bandwidth = self.bandwidth_Bps if op_class is None else self.bandwidth_for(op_class)
+        busy = sum(s.time_s - self.overhead_s for s in members)
+        if len(members) < 2 or busy <= 0:
+            return 0.0
+        errors = [(s.time_s - self.overhead_s) - s.bytes_moved / bandwidth for s in members]
+        s2 = sum(e * e for e in errors) / (len(members) - 1)
+        return math.sqrt(len(members) * s2) / busy
+
+    def uncertainty(self) -> FitUncertainty:
+        """The record of the profile fields this fit sets, each with its log sigma, bounded to
+        (0, 1], uncorrelated (module docstring)."""
+        names = ["memory_efficiency", *(f"memory_efficiency_by_class.{c}"
+                                        for c, _ in self.class_bandwidth_Bps)]  # fmt: skip
+        sigmas = [self.log_sigma(), *(self.log_sigma(c) for c, _ in self.class_bandwidth_Bps)]
+        parameters = tuple(ParameterSigma(n, s, "log", 0.0, 1.0) for n, s in zip(names, sigmas, strict=True))
+        identity = tuple(tuple(1.0 if i == j else 0.0 for j in range(len(names)))
+                         for i in range(len(names)))  # fmt: skip
+        return FitUncertainty("memory", "covariance", RATIO_WHY, parameters, identity,
+                              self.rms_rel_error(), len(self.residuals) - len(names))  # fmt: skip
+
+
+RATIO_WHY = ("the ratio estimator's least-squares variance n s^2 / (sum(t - o))^2 of ln B per "
+             "class: closed form; classes fitted to disjoint ops are drawn independently")
 
 
 def effective_bandwidth_Bps(samples: Sequence[MemoryOpSample], overhead_s: float) -> float | None:

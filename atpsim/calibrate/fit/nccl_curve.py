@@ -20,6 +20,16 @@ sizes (:data:`~atpsim.calibrate.fit.nccl_overhead.AZURE_A100_ALLREDUCE`, measure
 H100 (no NCCL curve in the shared data): efficiencies x (376/450) / (274/300), the measured
 GPU-GPU NVLink copy fractions of H100 and A100 (measured-data.md 'Links', MLE [M]); overheads
 x 300/450 (Simple's overhead is its pipeline fill, chunks moving at the link rate).
+
+Uncertainty (written beside the values, the a100 entry's ``uncertainty`` block; the h100
+entry's says it is derived): a **residual bootstrap**
+(:func:`atpsim.calibrate.uncertainty.estimate.residual_bootstrap`), 200 replicates, seed 0:
+the eight log residuals resampled onto the fitted curve, refitted from the fitted values. Not
+the least-squares covariance, because LL128's overhead sits at its bound (0), where the
+Jacobian says nothing, and the tuner's choice of protocol per size makes the loss a minimum of
+branches, not smooth where it switches; a refit costs a fraction of a second, so 200 are
+affordable. The sigmas are those of the values themselves (linear: an overhead may be 0);
+draws are clipped to the fit's bounds.
 """
 
 from __future__ import annotations
@@ -31,9 +41,16 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import yaml
 from scipy.optimize import minimize
 
 from atpsim.calibrate.fit.nccl_overhead import AZURE_A100_ALLREDUCE, N_RANKS
+from atpsim.calibrate.uncertainty.estimate import (
+    REPLICATES,
+    bootstrap_covariance,
+    residual_bootstrap,
+)
+from atpsim.calibrate.uncertainty.record import FitUncertainty, record_from_covariance
 from atpsim.collectives.closed_form import bus_factor, collective_time_s
 from atpsim.collectives.protocols import PROTOCOLS, latency_s, profile_from_dict
 
@@ -45,6 +62,13 @@ PARAMS = ("simple_nvlink_efficiency", "ll128_nvlink_efficiency", "simple_overhea
           "ll128_overhead_s")
 START = (0.78, 0.5, 2e-4, 1e-5)
 COMMAND = "python -m atpsim.calibrate.fit.nccl_curve"
+#: The fit's bounds (efficiencies a fraction of the link, overheads >= 0), as draws clip.
+BOUNDS = {"simple_nvlink_efficiency": (0.05, 1.0), "ll128_nvlink_efficiency": (0.05, 1.0),
+          "simple_overhead_s": (0.0, None), "ll128_overhead_s": (0.0, None)}
+BOOTSTRAP_WHY = ("residual bootstrap, not the Jacobian covariance: ll128_overhead_s sits at "
+                 "its bound (0) and the tuner's protocol choice per size makes the loss "
+                 "non-smooth; a refit costs a fraction of a second")
+DERIVED_WHY = "the h100 entry is derived from a100: its draws are a100's draws, derived again"
 
 
 @dataclass(frozen=True)
@@ -73,10 +97,17 @@ def predict(params: dict[str, float], nbytes: float,
     return bus_factor("all_reduce", N_RANKS) * nbytes / times[best], best
 
 
-def _loss(x: np.ndarray) -> float:
-    params = dict(zip(PARAMS, _bounded(x), strict=True))
-    errs = [np.log(predict(params, n)[0] / bw) for n, bw in AZURE_A100_ALLREDUCE]
-    return float(np.sum(np.square(errs)))
+Curve = tuple[tuple[int, float], ...]
+
+
+def _loss(x: np.ndarray, data: Curve = AZURE_A100_ALLREDUCE) -> float:
+    return float(np.sum(np.square(_log_residuals(dict(zip(PARAMS, _bounded(x), strict=True)),
+                                                 data))))  # fmt: skip
+
+
+def _log_residuals(params: dict[str, float], data: Curve) -> np.ndarray:
+    """ln(model busbw / measured busbw) per size of *data*."""
+    return np.array([np.log(predict(params, n)[0] / bw) for n, bw in data])
 
 
 def _bounded(x: np.ndarray) -> list[float]:
@@ -85,15 +116,49 @@ def _bounded(x: np.ndarray) -> list[float]:
             float(max(x[2], 0.0)), float(max(x[3], 0.0))]
 
 
+_SCALE = np.array([1.0, 1.0, 1e-4, 1e-5])
+
+
+def _minimise(data: Curve, start: tuple[float, ...]) -> dict[str, float]:
+    """Nelder-Mead on the squared log errors of *data* from *start* (scaled so its steps are
+    alike)."""
+    result = minimize(lambda y: _loss(y * _SCALE, data), np.array(start) / _SCALE,
+                      method="Nelder-Mead",
+                      options={"xatol": 1e-6, "fatol": 1e-12, "maxiter": 4000})  # fmt: skip
+    return dict(zip(PARAMS, _bounded(result.x * _SCALE), strict=True))
+
+
 def fit() -> CurveFit:
-    """Fit :data:`PARAMS` to the Azure curve (scaled so Nelder-Mead's steps are alike)."""
-    scale = np.array([1.0, 1.0, 1e-4, 1e-5])
-    result = minimize(lambda y: _loss(y * scale), np.array(START) / scale, method="Nelder-Mead",
-                      options={"xatol": 1e-6, "fatol": 1e-12, "maxiter": 4000})
-    params = dict(zip(PARAMS, _bounded(result.x * scale), strict=True))
+    """Fit :data:`PARAMS` to the Azure curve."""
+    params = _minimise(AZURE_A100_ALLREDUCE, START)
     rows = [predict(params, n) for n, _ in AZURE_A100_ALLREDUCE]
     errors = tuple(bw / m - 1 for (bw, _), (_, m) in zip(rows, AZURE_A100_ALLREDUCE, strict=True))
     return CurveFit(params, tuple(r[0] for r in rows), tuple(r[1] for r in rows), errors)
+
+
+def bootstrap(result: CurveFit, replicates: int = REPLICATES) -> FitUncertainty:
+    """The residual bootstrap of *result* (module docstring) as the a100 entry's record."""
+    residuals = _log_residuals(result.params, AZURE_A100_ALLREDUCE)
+    sizes = [n for n, _ in AZURE_A100_ALLREDUCE]
+    fitted_log = np.log(result.predicted_Bps)
+    start = tuple(result.params[k] for k in PARAMS)
+
+    def refit(log_busbw: np.ndarray) -> list[float]:
+        params = _minimise(tuple(zip(sizes, np.exp(log_busbw), strict=True)), start)
+        return [params[k] for k in PARAMS]
+
+    # measured = model / exp(residual): ln measured* = ln model - a resampled residual
+    rows = residual_bootstrap(fitted_log, -residuals, refit, replicates=replicates)
+    return record_from_covariance(
+        "nccl:a100", "bootstrap", BOOTSTRAP_WHY, PARAMS, bootstrap_covariance(rows), "linear",
+        BOUNDS, residual_rms=float(np.sqrt(np.mean(residuals**2))),
+        dof=len(residuals) - len(PARAMS), replicates=replicates,
+    )  # fmt: skip
+
+
+def derive(name: str, a100: dict[str, float]) -> dict[str, float]:
+    """Profile *name*'s parameters derived from the a100 ones (:data:`DERIVED`)."""
+    return DERIVED[name](a100)
 
 
 def derive_h100(a100: dict[str, float]) -> dict[str, float]:
@@ -106,12 +171,25 @@ def derive_h100(a100: dict[str, float]) -> dict[str, float]:
             "ll128_overhead_s": a100["ll128_overhead_s"] * rate}
 
 
-def rewrite(text: str, entry: str, values: dict[str, float], note: str) -> str:
-    """*text* (nccl.yaml) with each of *values*' lines of *entry* rewritten, *note* after."""
+#: Profiles derived from the a100 fit, by name.
+DERIVED = {"h100": derive_h100}
+
+
+def rewrite(text: str, entry: str, values: dict[str, float], note: str,
+            uncertainty: dict[str, object] | None = None) -> str:
+    """*text* (nccl.yaml) with each of *values*' lines of *entry* rewritten, *note* after, and
+    the entry's ``uncertainty`` block replaced by *uncertainty* (when given)."""
     head, _, rest = text.partition(f"\n{entry}:\n")
     body, sep, tail = rest.partition("\n\n")
     for key, value in values.items():
-        body = re.sub(rf"^(\s+{key}:) .*$", rf"\1 {value:.4g}  # {note}", body, flags=re.M)
+        body = re.sub(rf"^(  {key}:) .*$", rf"\1 {value:.4g}  # {note}", body, count=1,
+                      flags=re.M)  # fmt: skip
+    if uncertainty is not None:
+        end = "\n" if body.endswith("\n") else ""
+        body = body.split("\n  uncertainty:", 1)[0].rstrip("\n")
+        block = yaml.safe_dump({"uncertainty": uncertainty}, sort_keys=False, width=1000,
+                               default_flow_style=None)  # fmt: skip
+        body += "\n" + "\n".join(f"  {line}" for line in block.rstrip("\n").split("\n")) + end
     return f"{head}\n{entry}:\n{body}{sep}{tail}"
 
 
@@ -128,11 +206,16 @@ def main(argv: list[str] | None = None) -> int:
                                          result.protocols, result.errors, strict=True):
         print(f"  {n:>12} B  measured {bw / 1e9:7.2f}  model {pred / 1e9:7.2f} GB/s"
               f"  {proto:>6}  {err:+.1%}")
+    record = bootstrap(result)
+    print("a100 1-sigma (residual bootstrap, 200 replicates):",
+          {p.name: float(f"{p.sigma:.3g}") for p in record.parameters})
     if not args.dry_run:
         path = Path(str(resources.files("atpsim").joinpath("data/nccl.yaml")))
         text = rewrite(path.read_text(), "a100", result.params,
-                       f"fitted by {COMMAND} (RMS {rms:.1%} over the Azure curve)")
-        text = rewrite(text, "h100", h100, f"derived from a100 by {COMMAND}")
+                       f"fitted by {COMMAND} (RMS {rms:.1%} over the Azure curve)",
+                       record.to_dict())
+        text = rewrite(text, "h100", h100, f"derived from a100 by {COMMAND}",
+                       {"derived_from": "a100", "why": DERIVED_WHY})
         path.write_text(text)
         print(f"rewrote {path}")
     return 0

@@ -20,6 +20,15 @@ is; ``efficiency_max`` starts at 1 and the refinement may lower it). It is writt
 ``gemm.model: table`` and those kernel rates as its points, so the measured shapes are
 predicted from their own measurement and other shapes from the curve pulled toward their
 measured neighbours.
+
+Uncertainty (:meth:`ProfileFit.uncertainty`): the **least-squares covariance** of
+(overhead, ln efficiency_max, ln P_half) over every GEMM's relative curve error, J by central
+differences at the fitted values. The grid search's optimum is as fine as its grid, so a
+bootstrap of it would mostly measure the grid; the curve is smooth in these three. (k_half is a
+grid choice among a few values and is not drawn.) Where the data do not pin P_half within a
+factor e (its log sigma >= 1: every measured GEMM's output is far above it, as on the committed
+CPU folders, and no time depends on it), it is held at its fitted value and the other two are
+conditioned on it: a linearised sigma of such a parameter would be meaningless.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ import numpy as np
 
 from atpsim.calibrate.fit.gemm_curve import fit_gemm_curve
 from atpsim.calibrate.measurements.samples import GemmSample
+from atpsim.calibrate.uncertainty.estimate import covariance_from_jacobian, numerical_jacobian
+from atpsim.calibrate.uncertainty.record import FitUncertainty, record_from_covariance
 from atpsim.compute.gemm import curve_kernel_time_s, gemm_time_s
 from atpsim.compute.hardware import GemmModel, HardwareProfile
 from atpsim.errors import AtpsimError
@@ -76,6 +87,39 @@ class ProfileFit:
     def rms_rel_error(self, curve: bool = False) -> float:
         errors = [r.curve_rel_error if curve else r.rel_error for r in self.residuals]
         return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
+
+
+    def uncertainty(self, samples: Sequence[GemmSample]) -> FitUncertainty:
+        """The covariance record of the profile's GEMM fields (module docstring) given the
+        *samples* it was fitted to."""
+        import numpy as np
+
+        profile, dtype = self.profile, self.profile.gemm.points_dtype
+        names = ("launch_overhead_s", "gemm.efficiency_max", "gemm.output_half_elements")
+
+        def errors(x: np.ndarray) -> np.ndarray:
+            gemm = replace(profile.gemm, efficiency_max=math.exp(x[1]),
+                           output_half_elements=math.exp(x[2]))  # fmt: skip
+            trial = replace(profile, gemm=gemm)
+            return np.array([(x[0] + _curve_kernel_s(s, trial, dtype)) / s.time_s - 1
+                             for s in samples])  # fmt: skip
+
+        x = np.array([profile.launch_overhead_s, math.log(profile.gemm.efficiency_max),
+                      math.log(profile.gemm.output_half_elements)])  # fmt: skip
+        r, jac = errors(x), numerical_jacobian(errors, x, 1e-6)
+        covariance = covariance_from_jacobian(jac, r, 3)
+        kept = 3 if covariance[2, 2] < 1.0 else 2  # P_half unpinned: hold it (docstring)
+        covariance = covariance_from_jacobian(jac[:, :kept], r, kept)
+        return record_from_covariance(
+            "gemm", "covariance", COVARIANCE_WHY, names[:kept], covariance,
+            ("linear", "log", "log")[:kept], {"launch_overhead_s": (0.0, None)},
+            residual_rms=float(np.sqrt(np.mean(r**2))), dof=len(r) - kept,
+        )  # fmt: skip
+
+
+COVARIANCE_WHY = ("least-squares covariance of (overhead, ln efficiency_max, ln P_half) over "
+                  "the GEMMs' relative curve errors, J at the fitted values: the grid search's "
+                  "optimum is as fine as its grid, the curve smooth in these")
 
 
 def fit_profile(samples: Sequence[GemmSample], base: HardwareProfile) -> ProfileFit:

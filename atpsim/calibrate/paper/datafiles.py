@@ -66,7 +66,7 @@ def preset_lines(result: FitResult) -> list[tuple[str, str, str, str]]:
             continue
         spec = "none" if p.spec is None else f"{p.spec / GB:g} GB/s"
         residual = group_rms(result.fit, p.topology)
-        comment = f"{FITTED}; residual {residual:.1%} (RMS, {p.topology}); spec {spec}"
+        comment = f"{FITTED}; residual {residual:.1%} (RMS, {p.topology}){_sigma(result, p.name)}; spec {spec}"
         lines.append((p.topology, p.key, f"{values[p.name] / GB:.5g} GB/s", comment))
     return lines
 
@@ -81,17 +81,27 @@ def profile_lines(result: FitResult) -> list[tuple[str, str, str]]:
         (
             "efficiency_max",
             f"{values['gemm_efficiency_max']:.5g}",
-            f"{fitted}; spec {spec['gemm_efficiency_max']:g}",
+            f"{fitted}{_sigma(result, 'gemm_efficiency_max')}; spec {spec['gemm_efficiency_max']:g}",
         ),
         (
             "layer_overhead_s",
             f"{values['layer_overhead_s']:.4g}",
-            f"{fitted}; spec {spec['layer_overhead_s']:g}",
+            f"{fitted}{_sigma(result, 'layer_overhead_s')}; spec {spec['layer_overhead_s']:g}",
         ),
         ("collective_overhead_s", f"{measured.overhead_s:.4g}",
          f"{MEASURED}; charged by the event backend only (the default nccl backend charges "
          f"NCCL's latency model); spec 0"),
     ]
+
+
+def _sigma(result: FitResult, name: str) -> str:
+    """``; 1-sigma x%`` of parameter *name* relative to its value, or ''."""
+    record = getattr(result, "uncertainty", None)
+    if record is None:
+        return ""
+    p = record.parameter(name)
+    relative = p.sigma if p.space == "log" else p.sigma / result.fit.values[name]
+    return f"; 1-sigma {relative:.1%}"
 
 
 def write_all(result: FitResult) -> list[Path]:

@@ -112,6 +112,12 @@ PARAMETERS: tuple[FitParameter, ...] = (
 )  # fmt: skip
 
 
+def target(p: FitParameter) -> str:
+    """What *p* sets, as an uncertainty record names it: ``preset:NAME:KEY`` or
+    ``profile:a100-sxm4-80gb-paper-stack:KEY``."""
+    return f"preset:{p.topology}:{p.key}" if p.topology else f"profile:{PAPER_STACK_PROFILE}:{p.key}"
+
+
 def parameter_names() -> list[str]:
     return [p.name for p in PARAMETERS]
 

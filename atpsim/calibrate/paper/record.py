@@ -30,7 +30,9 @@ _HEADER = (
     "# `python -m atpsim.calibrate.paper` (atpsim/calibrate/paper/record.py). Generated: do not\n"
     "# edit. Parameters in SI units; TFLOP/s per GPU in the paper's 2^40 unit; `simulated` is\n"
     "# the best mesh's value; DeviceMesh(d1, d2) is written d1xd2. Tests hold the data files to\n"
-    "# it (tests/calibrate/paper/test_fitted_data.py).\n"
+    "# it (tests/calibrate/paper/test_fitted_data.py). `uncertainty`: each parameter's 1-sigma\n"
+    "# (of its logarithm; of the value for an overhead) and their correlation, drawn by\n"
+    "# --uncertainty N (atpsim/calibrate/uncertainty).\n"
 )
 
 
@@ -72,6 +74,7 @@ def record_data(result: FitResult) -> dict[str, Any]:
         },
         "check_cells": {c.cell.label: _cell_entry(c) for c in result.check},
         "held_out_cells": {c.cell.label: _cell_entry(c) for c in result.held_out},
+        **({"uncertainty": result.uncertainty.to_dict()} if result.uncertainty else {}),
     }
 
 
