@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from atpsim.results.job_schema import JOB_SCHEMA
-from atpsim.results.schema import STEP_SCHEMA, ResultsError, ResultsSchema
+from atpsim.results.schema import STEP_SCHEMA, STEP_UNCERTAINTY_SCHEMA, ResultsError, ResultsSchema
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ RESULTS_CSV = "results.csv"
 RESULTS_PARQUET = "results.parquet"
 PARTIAL_CSV = "results.partial.csv"
 #: Every results schema; a header that both could read is the step table's.
-SCHEMAS: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA)
+SCHEMAS: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA)
 
 
 def schema_for(names: Iterable[str]) -> ResultsSchema:
