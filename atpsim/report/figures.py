@@ -80,7 +80,7 @@ def atp_bars(
             if spec.log_y:
                 log_y_axis(panel.ax)
         both_modes = rows["mode"].nunique() > 1 and (rows["mode"] == ANALYTIC).any()
-        legend(figure, panels, _bar_handles() if both_modes else ())
+        legend(figure, panels, [*(_bar_handles() if both_modes else ()), *_draws_handle(rows)])
     return figure
 
 
@@ -133,7 +133,7 @@ def scheme_bars(
             panel.ax.set_ylabel(TFLOPS_LABELS[unit])
             if spec.log_y:
                 log_y_axis(panel.ax)
-        legend(figure, panels, ())
+        legend(figure, panels, _draws_handle(rows))
     return figure
 
 
@@ -191,6 +191,14 @@ def _error_bars(ax: Axes, xs: pd.Series, best: pd.DataFrame, models: list, metri
         value = float(by_model.loc[model, metric])
         ax.errorbar([x], [value], yerr=[[max(value - lo, 0.0)], [max(hi - value, 0.0)]],
                     fmt="none", ecolor=OPT_COLOR, elinewidth=0.8, capsize=2)  # fmt: skip
+
+
+def _draws_handle(rows: pd.DataFrame) -> list[Line2D]:
+    """The legend entry of the error bars, where the rows have draws."""
+    if "draws" not in rows.columns or rows["draws"].isna().all():
+        return []
+    n = int(rows["draws"].max())
+    return [Line2D([], [], color=OPT_COLOR, lw=0.8, marker="|", label=f"p10-p90 over {n} parameter draws")]
 
 
 def _bar_handles() -> list:

@@ -187,8 +187,14 @@ def rewrite(text: str, entry: str, values: dict[str, float], note: str,
     if uncertainty is not None:
         end = "\n" if body.endswith("\n") else ""
         body = body.split("\n  uncertainty:", 1)[0].rstrip("\n")
-        block = yaml.safe_dump({"uncertainty": uncertainty}, sort_keys=False, width=1000,
-                               default_flow_style=None)  # fmt: skip
+        pairs = uncertainty.get("correlation")
+        block = yaml.safe_dump({"uncertainty": {k: v for k, v in uncertainty.items()
+                                                if k != "correlation"}},
+                               sort_keys=False, width=1000, default_flow_style=None)  # fmt: skip
+        if pairs is not None:  # one pair a line
+            pair_lines = yaml.safe_dump({"correlation": pairs}, sort_keys=False, width=1000,
+                                        default_flow_style=False).rstrip("\n")  # fmt: skip
+            block += "  " + pair_lines.replace("\n", "\n  ") + "\n"
         body += "\n" + "\n".join(f"  {line}" for line in block.rstrip("\n").split("\n")) + end
     return f"{head}\n{entry}:\n{body}{sep}{tail}"
 
