@@ -20,11 +20,13 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
 from atpsim.api.point_trace import select_trace_points, write_point_traces
 from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
+from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY, build_report
 from atpsim.report.build import rebuild_report as _rebuild_report
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.point import SweepPoint
+from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import describe_sweep, expand_sweep
 from atpsim.sweep.estimate import long_sweep_warning
 from atpsim.sweep.lock import folder_lock
@@ -81,6 +83,8 @@ def run_scenario(
     simulate: Simulate | None = None,
     announce: Callable[[str], None] = log.info,
     trace: Sequence[str] = (),
+    uncertainty: int | None = None,
+    seed: int | None = None,
 ) -> RunSummary:
     """Run the scenario in *path* into *out_dir* (default ``reports/<name>/``): results.csv
     (+ .parquet), scenario.yaml, report.md, report.html and figures/. *announce* receives the
@@ -92,13 +96,14 @@ def run_scenario(
     Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set aside (*fresh*);
     with neither, the run is refused rather than lose them. *trace* selectors
     (:mod:`atpsim.api.point_trace`, checked before simulating) write the chosen points'
-    timelines to ``<out>/traces/<point_key>.json``."""
+    timelines to ``<out>/traces/<point_key>.json``. *uncertainty* = N (and *seed*) set or
+    replace the scenario's ``uncertainty`` draws (:mod:`atpsim.api.uncertainty`)."""
     scenario = load_scenario(path, expand=False)
     points = expand_sweep(scenario)
     selections, swept = select_trace_points(points, trace, scenario.is_job), list(points)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
+    draws = scenario_draws(scenario, uncertainty, seed)
     announce(describe_sweep(scenario, points))
-    draws = Draws(scenario.uncertainty.draws, scenario.uncertainty.seed) if scenario.uncertainty else None
     warning = long_sweep_warning(list(points) * (1 + (draws.n if draws else 0)), jobs)
     if warning:
         log.warning(warning)
@@ -125,6 +130,20 @@ def run_scenario(
         files = [out / "results.csv", *build_report(out, frame, text)]
         files += write_point_traces(out, frame, swept, selections)
     return RunSummary(out, frame, files)
+
+
+def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:
+    """The parameter draws of a run: *n* (``--uncertainty``) and *seed* where given, else the
+    scenario's ``uncertainty`` key; None for none. A job scenario takes none."""
+    own = scenario.uncertainty
+    if n is None and own is None:
+        return None
+    if scenario.is_job:
+        raise AtpsimError("parameter draws are for step scenarios; a job scenario takes none",
+                          key="--uncertainty")  # fmt: skip
+    base_seed = own.seed if own is not None else 0
+    return Draws(n if n is not None else own.draws if own is not None else 0,
+                 base_seed if seed is None else seed)  # fmt: skip
 
 
 def _warn_uneven_heads(points: list[SweepPoint]) -> None:

@@ -65,6 +65,17 @@ LOCAL_WORKERS = 2
     "'model=M2,mesh=2x4,chunks=2' (results columns), 'point_index=3', 'best' (fastest step), "
     "or 'topology=ic1,best'. Repeatable.",
 )
+@click.option(
+    "--uncertainty",
+    "draws",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Simulate every point under N draws of the fitted parameters (the same draws for every "
+    "point) and add p10/p50/p90 columns; replaces the scenario's uncertainty key. About N+1 "
+    "times the time.",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed of the draws.")
 @clean_errors
 def command(
     scenario: Path,
@@ -75,6 +86,8 @@ def command(
     fresh: bool,
     no_progress: bool,
     traces: tuple[str, ...] = (),
+    draws: int | None = None,
+    seed: int | None = None,
 ) -> None:
     """Run the sweep of SCENARIO (a YAML file) and write results.csv and the report.
 
@@ -98,6 +111,8 @@ def command(
                 console=console,
                 announce=click.echo,
                 trace=traces,
+                uncertainty=draws,
+                seed=seed,
             )
         except SweepInterrupted as stop:
             click.echo(f"atpsim: {stop.message()}", err=True)

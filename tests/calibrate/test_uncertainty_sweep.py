@@ -83,3 +83,16 @@ def test_points_with_nothing_fitted_are_refused_before_simulating(tmp_path):
     result = CliRunner().invoke(main, ["run", str(path), "-o", str(tmp_path / "out"), "--no-progress"])
     assert result.exit_code == 2 and "no fitted parameter" in result.stderr
     assert not (tmp_path / "out" / "results.csv").exists()
+
+
+def test_run_uncertainty_option_sets_the_draws_of_a_scenario_without_them(tmp_path):
+    path = _write(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(path), "-o", str(out), "--no-progress",
+                                       "--uncertainty", "2", "--seed", "7"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frame = read_results(out / "results.csv")
+    assert (frame["draws"] == 2).all() and (frame["draw_seed"] == 7).all()
+    bad = CliRunner().invoke(main, ["run", str(path), "-o", str(tmp_path / "bad"), "--no-progress",
+                                    "--uncertainty", "-4"])  # fmt: skip
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "--uncertainty" in bad.stderr
