@@ -139,7 +139,7 @@ class Uncertainty(Frozen):
     fitted parameters (the same draws for every point) and add percentile columns
     (:mod:`atpsim.api.uncertainty`); about N + 1 times the cost of the sweep."""
 
-    draws: Annotated[int, Field(strict=True, ge=1, le=10_000)]
+    draws: Annotated[int, Field(strict=True, ge=1, le=1_000)]
     seed: Annotated[int, Field(strict=True, ge=0)] = 0
 
 
