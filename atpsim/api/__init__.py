@@ -81,9 +81,9 @@ _EXPORTS: dict[str, str] = {
     "NcclLogFit": "calibrate",
     "LinkFit": "calibrate",
     "Comparison": "calibrate",
-    # types and helpers the validation harness builds programs with
     "validate_trace": "calibrate",
     "TraceComparison": "calibrate",
+    # types and helpers the validation harness builds programs with
     "ModelConfig": "harness",
     "model_preset": "harness",
     "DeviceMesh": "harness",
@@ -132,8 +132,8 @@ __all__ = [
     "StepPrediction",
     "SweepInterrupted",
     "Topology",
-    "Validation",
     "TraceComparison",
+    "Validation",
     "WorkerDiedError",
     "build_schedule",
     "build_step_program",
@@ -172,9 +172,9 @@ __all__ = [
     "topology_for",
     "topology_summary",
     "validate",
+    "validate_trace",
     "write_trace",
 ]
-    "validate_trace",
 
 
 def __getattr__(name: str) -> Any:
@@ -196,14 +196,14 @@ if TYPE_CHECKING:
         FolderFit,
         LinkFit,
         NcclLogFit,
+        TraceComparison,
         Validation,
         fit_folder,
-        TraceComparison,
         fit_nccl_log,
         validate,
+        validate_trace,
     )
     from atpsim.api.collective_sweep import CollectiveRow, CollectiveSweep, collective
-        validate_trace,
     from atpsim.api.errors import (
         EXIT_CODES,
         AtpsimError,
