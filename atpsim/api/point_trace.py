@@ -103,7 +103,10 @@ def _same(actual: Any, wanted: str) -> bool:
 
 def write_point_traces(out: Path, frame: pd.DataFrame, points: Sequence[Any],
                        selections: Sequence[TraceSelection]) -> list[Path]:  # fmt: skip
-    """Write the timeline of every selected point that ran (module docstring)."""
+    """Write the timeline of every selected point that ran (module docstring); nothing, and
+    no look at *frame*, without *selections* (a job table has no step columns)."""
+    if not selections:
+        return []
     chosen: dict[int, None] = {}
     ok = {int(r.point_index): float(r.step_time_s) for r in frame.itertuples()
           if r.status == "ok" and pd.notna(r.step_time_s)}  # fmt: skip
