@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -22,15 +24,17 @@ from atpsim.api.point_trace import select_trace_points, write_point_traces
 from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.report.build import SCENARIO_COPY, build_report
+from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
+from atpsim.results.io import read_results
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import Scenario
-from atpsim.scenario.sweep import describe_sweep, expand_sweep
+from atpsim.scenario.sweep import SweepPoints, describe_sweep, expand_sweep
 from atpsim.sweep.estimate import long_sweep_warning
 from atpsim.sweep.lock import folder_lock
-from atpsim.sweep.runner import Simulate, SweepInterrupted, run_sweep
+from atpsim.sweep.runner import Simulate, SweepInterrupted, stream_sweep
+from atpsim.sweep.table import SweepTable
 
 __all__ = ["RunSummary", "SweepInterrupted", "expand_sweep", "load_scenario", "rebuild_report",
            "run_scenario"]
@@ -42,26 +46,30 @@ NOT_IMPLEMENTED = "not implemented yet"
 
 @dataclass
 class RunSummary:
-    """What a run wrote: the run folder, its table, the files, and the failures."""
+    """What a run wrote: the run folder, its table (counted as written; :attr:`frame` reads
+    it, all of it, when asked), the files, and the failures."""
 
     out_dir: Path
-    frame: pd.DataFrame
+    table: SweepTable
     files: list[Path] = field(default_factory=list)
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        return read_results(self.table.path)
 
     @property
     def n_points(self) -> int:
-        return len(self.frame)
+        return self.table.n_points
 
     @property
     def n_failed(self) -> int:
-        return int((self.frame["status"] == "failed").sum())
+        return self.table.n_failed
 
     def missing_feature(self) -> str | None:
         """The error, when every point failed because the simulator lacks a feature."""
-        errors = set(self.frame["error"].dropna())
+        errors = self.table.errors
         if self.n_points and self.n_failed == self.n_points and len(errors) == 1:
-            error = errors.pop()
-            return error if NOT_IMPLEMENTED in error else None
+            return errors[0] if NOT_IMPLEMENTED in errors[0] else None
         return None
 
 
@@ -90,7 +98,7 @@ def run_scenario(
     (+ .parquet), scenario.yaml, report.md, report.html and figures/. *announce* receives the
     sweep's description before it runs. *scheduler* sends the points to a Dask cluster:
     ``local`` (*jobs* worker processes on this machine) or a scheduler's address such as
-    ``tcp://host:8786`` (:func:`atpsim.sweep.runner.run_sweep`). Raises ScenarioError for a
+    ``tcp://host:8786`` (:func:`atpsim.sweep.runner.stream_sweep`). Raises ScenarioError for a
     bad scenario (before simulating anything), AtpsimError for a scheduler that does not
     answer, OutputLockedError while another run writes *out_dir*, and SweepInterrupted on
     Ctrl-C. An interrupted run's partial rows are kept (*resume*) or set aside (*fresh*);
@@ -99,21 +107,21 @@ def run_scenario(
     timelines to ``<out>/traces/<point_key>.json``. *uncertainty* = N (and *seed*) set or
     replace the scenario's ``uncertainty`` draws (:mod:`atpsim.api.uncertainty`)."""
     scenario = load_scenario(path, expand=False)
-    points = expand_sweep(scenario)
-    selections, swept = select_trace_points(points, trace, scenario.is_job), list(points)
+    points: Collection[Any] = SweepPoints(scenario)  # expanded lazily: len() checks them all
+    selections = select_trace_points(list(points) if trace else [], trace, scenario.is_job)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     draws = scenario_draws(scenario, uncertainty, seed)
     announce(describe_sweep(scenario, points))
-    warning = long_sweep_warning(list(points) * (1 + (draws.n if draws else 0)), jobs)
+    warning = long_sweep_warning(points, jobs, copies=1 + (draws.n if draws else 0))
     if warning:
         log.warning(warning)
-    _warn_uneven_heads([p for p in points if isinstance(p, SweepPoint)])
+    _warn_uneven_heads(points)
     default: Simulate = simulate_job_point if scenario.is_job else simulate_point
     if draws is not None:
         points, default = with_draws(list(points), draws), simulate_with_draws
     parquet = "parquet" in scenario.output.formats
     with folder_lock(out):
-        frame = run_sweep(
+        table = stream_sweep(
             points,
             out,
             jobs=jobs,
@@ -126,10 +134,10 @@ def run_scenario(
             parquet=parquet,
         )
         shutil.copyfile(path, out / SCENARIO_COPY)
-        text = (out / SCENARIO_COPY).read_text(encoding="utf-8")
-        files = [out / "results.csv", *build_report(out, frame, text)]
-        files += write_point_traces(out, frame, swept, selections)
-    return RunSummary(out, frame, files)
+        summary = RunSummary(out, table, [table.path, *_rebuild_report(out)])
+        if selections:
+            summary.files += write_point_traces(out, summary.frame, list(points), selections)
+    return summary
 
 
 def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:
@@ -146,16 +154,18 @@ def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws
                  base_seed if seed is None else seed)  # fmt: skip
 
 
-def _warn_uneven_heads(points: list[SweepPoint]) -> None:
+def _warn_uneven_heads(points: Collection[Any]) -> None:
     """Flag the points whose attention heads do not divide over the mesh: the simulator splits
     the attention core's work evenly anyway, which no real run can do."""
-    uneven = [p for p in points if isinstance(p.shape, DeviceMesh) and p.model.heads % p.shape.size]
-    if uneven:
-        first = uneven[0]
+    count, first = 0, None
+    for p in points:
+        if isinstance(p, SweepPoint) and isinstance(p.shape, DeviceMesh) and p.model.heads % p.shape.size:
+            count, first = count + 1, first or p
+    if first is not None:
         log.warning(
             "%d points put heads that do not divide over the mesh (e.g. %d heads on %s): the "
             "attention core is split evenly anyway, an approximation; the report says which",
-            len(uneven), first.model.heads, first.shape,
+            count, first.model.heads, first.shape,
         )  # fmt: skip
 
 

@@ -22,11 +22,12 @@ points instead: :mod:`atpsim.scenario.job_sweep`.
 
 Expanding builds each topology at each device count (memoized by the topology layer), which
 is how a device count larger than the topology and a broken custom graph are caught.
+:class:`SweepPoints` expands lazily (a large sweep is never held as a list).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from atpsim.compute.models import ModelConfig
@@ -165,23 +166,68 @@ def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
 def expand_sweep(scenario: Scenario) -> list[SweepPoint] | list[JobPoint]:
     """Every point of *scenario*, in axis order (see the module docstring), each checked;
     with ``cases``, the points of each case in turn (a point two cases share, once). A job
-    scenario's points are :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`).
+    scenario's points are :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`). The list of
+    :class:`SweepPoints`, which expands them lazily instead.
 
     Raises :class:`ScenarioError` naming the scenario file and key for a device count above
     the topology's, a mesh of the wrong size or not dividing the hidden size, chunks not
     dividing the batch, calibration without analytic mode, or a topology that cannot be built.
     """
-    if scenario.is_job:
-        from atpsim.scenario.job_sweep import expand_job_sweep
+    return list(SweepPoints(scenario))  # type: ignore[return-value]
 
-        return expand_job_sweep(scenario)
-    parts = scenario.parts()
-    _check_calibration(scenario, parts)
-    points: dict[str, SweepPoint] = {}
-    for part in parts:
-        for point in _part_points(part):
-            points.setdefault(point.key(), point)
-    return list(points.values())
+
+class SweepPoints(Collection[SweepPoint | JobPoint]):
+    """The points of *scenario* (as :func:`expand_sweep` lists them), expanded lazily: each
+    iteration generates them again rather than holding them, so a sweep of 100,000 points
+    costs the memory of a few. The first iteration (which ``len()`` runs to its end) checks
+    every point and notes which repeat an earlier point's key (1 byte a point); later ones
+    skip those without computing keys. A job scenario's points are listed
+    (:func:`atpsim.scenario.job_sweep.expand_job_sweep`): a job point costs seconds to
+    simulate, so its sweeps are small."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self._repeats: bytearray | None = None
+        self._count: int | None = None
+
+    def __len__(self) -> int:
+        if self._count is None:
+            for _ in self._first_pass():
+                pass
+        return self._count or 0
+
+    def __contains__(self, item: object) -> bool:
+        return any(point == item for point in self)
+
+    def __iter__(self) -> Iterator[SweepPoint | JobPoint]:
+        if self._repeats is None:
+            yield from self._first_pass()
+            return
+        for repeat, point in zip(self._repeats, self._generate(), strict=True):
+            if not repeat:
+                yield point
+
+    def _first_pass(self) -> Iterator[SweepPoint | JobPoint]:
+        if not self.scenario.is_job:
+            _check_calibration(self.scenario, self.scenario.parts())
+        seen: set[str] = set()
+        repeats = bytearray()
+        for point in self._generate():
+            key = point.key()
+            repeats.append(key in seen)
+            if key not in seen:
+                seen.add(key)
+                yield point
+        self._repeats, self._count = repeats, len(seen)
+
+    def _generate(self) -> Iterator[SweepPoint | JobPoint]:
+        if self.scenario.is_job:
+            from atpsim.scenario.job_sweep import expand_job_sweep
+
+            yield from expand_job_sweep(self.scenario)
+            return
+        for part in self.scenario.parts():
+            yield from _part_points(part)
 
 
 def _part_points(part: Scenario) -> Iterator[SweepPoint]:
@@ -312,13 +358,12 @@ def _sagemaker_points(
                 )  # fmt: skip
 
 
-def describe_sweep(
-    scenario: Scenario, points: list[SweepPoint] | list[JobPoint] | None = None
-) -> str:
+def describe_sweep(scenario: Scenario, points: Collection[Any] | None = None) -> str:
     """The scenario's axes and its point count, a line each (what ``atpsim run`` prints);
-    with ``cases``, the axes of each case. Pass *points* when already expanded."""
-    points = expand_sweep(scenario) if points is None else points
-    lines = [f"scenario {scenario.name}: {_count(len(points))}"]
+    with ``cases``, the axes of each case. Pass *points* when already expanded (a list or
+    :class:`SweepPoints`)."""
+    counted = SweepPoints(scenario) if points is None else points
+    lines = [f"scenario {scenario.name}: {_count(len(counted))}"]
     parts = scenario.parts()
     if len(parts) == 1 and not scenario.cases:
         return "\n".join(lines + _axes(scenario, "  "))

@@ -18,11 +18,17 @@ task simulates a batch of points worth about :data:`BATCH_TARGET_S` seconds by
 of ``bench/bench_executors.py`` (2 workers, 2 loaded cores, :data:`BATCH_TARGET_S` varied),
 whole sweeps per point: one point a task 3.6-4.1 ms,
 5 a task 2.9 ms, 28 a task 0.9 ms, 56 a task (what the estimate gives them) 0.47-0.53 ms,
-227 a task 0.43 ms, against 0.44 ms with ``-j 2``'s process pool. Points are sorted by
-topology and size before they are cut into batches, so a batch's points share their
-topology and its worker builds it once. The price of a batch is its granularity: Ctrl-C, or
-a worker that dies, loses at most one batch per worker thread (about a second of work by the
+227 a task 0.43 ms, against 0.44 ms with ``-j 2``'s process pool. Points stream in (a sweep
+expanded lazily is never all in memory): each topology and size has its open batch, so a
+batch's points share their topology and its worker builds it once (and reuses the engine's
+memo of collectives on it); the driver keeps :func:`in_flight` tasks submitted and cuts the
+next batch as one finishes. The price of a batch is its granularity: Ctrl-C, or a worker
+that dies, loses at most one batch per worker thread (about a second of work by the
 estimate), and rows reach the partial file a batch at a time.
+
+Workers: before the first point is sent, every worker must import atpsim in the driver's
+version, and so must each worker that joins later (:mod:`atpsim.sweep.dask_workers`), else
+one line naming the worker, exit 2.
 
 Failures: a point that raises is a failed row (:func:`~atpsim.sweep.runner.simulate_row`); a
 worker that dies takes its batch along, and the scheduler reruns the batch on another worker
@@ -37,8 +43,9 @@ import logging
 import math
 import signal
 import threading
+import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,6 +55,7 @@ from distributed.comm.registry import get_backend
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from atpsim.errors import AtpsimError
+from atpsim.sweep.dask_workers import WorkerCheck
 from atpsim.sweep.estimate import point_seconds
 from atpsim.sweep.runner import Point, Simulate, WorkerLost, simulate_row
 
@@ -66,19 +74,62 @@ Batch = list[tuple[int, Point]]
 
 
 def dask_results(
-    todo: Sequence[tuple[int, Point]], simulate: Simulate, scheduler: str, workers: int
+    todo: Iterable[tuple[int, Point]],
+    n_todo: int,
+    simulate: Simulate,
+    scheduler: str,
+    workers: int,
 ) -> Generator[dict[str, Any], None, None]:
-    """The row of every ``(index, point)`` of *todo*, in completion order, simulated by
-    *simulate* on the Dask cluster *scheduler* (``local``: *workers* processes here)."""
+    """The row of every ``(index, point)`` of *todo* (*n_todo* of them), in completion order,
+    simulated by *simulate* on the Dask cluster *scheduler* (``local``: *workers* processes
+    here). Batches are cut from *todo* as tasks finish, :func:`in_flight` tasks at a time, so
+    a lazily expanded sweep is never all in memory."""
     with _connect(scheduler, workers) as client:
-        futures = _submit(client, todo, simulate)
+        workers_seen = WorkerCheck(client)
+        cut = batches(todo, n_todo, workers_seen.threads)
+        sweep, running = uuid.uuid4().hex[:8], set[Future]()
+        finished = as_completed(loop=client.loop)
         try:
-            for future in as_completed(futures, loop=client.loop):
-                yield from _rows_of(future)
-                future.release()
+            while _refill(client, finished, running, cut, sweep, simulate,
+                          in_flight(workers_seen.threads)):  # fmt: skip
+                for future in _ready(finished, workers_seen):
+                    running.discard(future)
+                    yield from _rows_of(future)
+                    future.release()
         except BaseException:
-            client.cancel(futures)
+            client.cancel(list(running))
             raise
+
+
+#: Seconds between two looks at the finished tasks while none is.
+POLL_S = 0.005
+
+
+def _ready(finished: as_completed, workers_seen: WorkerCheck) -> list[Future]:
+    """The tasks finished, once one is; meanwhile workers that join are checked."""
+    while not finished.has_ready():
+        workers_seen.check_when_due()
+        time.sleep(POLL_S)
+    return list(finished.next_batch(block=False))
+
+
+def in_flight(threads: int) -> int:
+    """Tasks the driver keeps submitted for *threads* worker threads: twice
+    :data:`MIN_TASKS_PER_THREAD` each, so no thread waits for the driver to cut a batch."""
+    return 2 * MIN_TASKS_PER_THREAD * max(threads, 1)
+
+
+def _refill(client: Client, finished: as_completed, running: set[Future],
+            cut: Iterator[Batch], sweep: str, simulate: Simulate, limit: int) -> bool:
+    """Submit batches of *cut* until *limit* tasks run; whether any still runs."""
+    while len(running) < limit:
+        batch = next(cut, None)
+        if batch is None:
+            break
+        future = client.submit(simulate_batch, simulate, batch, key=_key(sweep, batch), pure=False)
+        running.add(future)
+        finished.add(future)
+    return bool(running)
 
 
 def simulate_batch(simulate: Simulate, batch: Batch) -> list[dict[str, Any]]:
@@ -164,44 +215,35 @@ def _reason(error: Exception) -> str:
     return " ".join(f"{type(error).__name__}: {error}".split())
 
 
-def _submit(client: Client, todo: Sequence[tuple[int, Point]], simulate: Simulate) -> list[Future]:
-    """One task per batch of :func:`batches`, each under a key that names its points."""
-    threads = sum(client.nthreads().values())
-    if not threads:
-        log.warning("the Dask scheduler has no workers yet: the points wait for `dask worker`s")
-    sweep = uuid.uuid4().hex[:8]
-    return [
-        client.submit(simulate_batch, simulate, batch, key=_key(sweep, batch), pure=False)
-        for batch in batches(todo, threads)
-    ]
-
-
 def _key(sweep: str, batch: Batch) -> str:
     """``atpsim-<sweep>-points-<first>-<last>``: the task's name in Dask's logs and dashboard."""
     return f"atpsim-{sweep}-points-{batch[0][0]}-{batch[-1][0]}"
 
 
-def batches(todo: Sequence[tuple[int, Point]], threads: int) -> list[Batch]:
-    """*todo* grouped by topology and size (so by cost, too) and each group cut into batches
-    of its :func:`batch_size`, at most a share that leaves :data:`MIN_TASKS_PER_THREAD` tasks
-    for each of *threads* worker threads."""
-    groups: dict[tuple[str, int], Batch] = {}
+def batches(todo: Iterable[tuple[int, Point]], n_todo: int, threads: int) -> Iterator[Batch]:
+    """*todo* (*n_todo* points) cut into batches, each of points of one topology and size: a
+    batch is open per topology while its points come, and leaves when it holds about
+    :data:`BATCH_TARGET_S` seconds of work by :func:`~atpsim.sweep.estimate.point_seconds`
+    (at least one point), or :func:`most_per_batch` points; the open ones leave at the end."""
+    most = most_per_batch(n_todo, threads)
+    open_batches: dict[tuple[str, int], tuple[Batch, list[float]]] = {}
     for item in todo:
-        groups.setdefault(_topology_of(item[1]), []).append(item)
-    most = math.ceil(len(todo) / (max(threads, 1) * MIN_TASKS_PER_THREAD))
-    cut = []
-    for _, group in sorted(groups.items()):
-        size = batch_size(group, most)
-        cut += [group[start : start + size] for start in range(0, len(group), size)]
-    return cut
+        batch, seconds = open_batches.setdefault(_topology_of(item[1]), ([], [0.0]))
+        cost = point_seconds(item[1])
+        if batch and (seconds[0] + cost > BATCH_TARGET_S or len(batch) == most):
+            yield batch
+            batch, seconds = open_batches[_topology_of(item[1])] = ([], [0.0])
+        batch.append(item)
+        seconds[0] += cost
+    for batch, _ in sorted(open_batches.values(), key=lambda b: b[0][0][0]):
+        if batch:
+            yield batch
 
 
-def batch_size(group: Sequence[tuple[int, Point]], most: int) -> int:
-    """Points per task for *group* (points of one topology and size): about
-    :data:`BATCH_TARGET_S` seconds of work by their estimate, at most *most*, at least 1."""
-    mean_s = sum(point_seconds(point) for _, point in group) / max(len(group), 1)
-    by_time = math.floor(BATCH_TARGET_S / mean_s) if mean_s > 0 else most
-    return max(min(by_time, most), 1)
+def most_per_batch(n_todo: int, threads: int) -> int:
+    """The most points a batch holds: few enough that each of *threads* worker threads gets
+    :data:`MIN_TASKS_PER_THREAD` tasks to balance the tail of the sweep."""
+    return max(math.ceil(n_todo / (max(threads, 1) * MIN_TASKS_PER_THREAD)), 1)
 
 
 def _topology_of(point: Point) -> tuple[str, int]:

@@ -8,7 +8,7 @@ chunk, an ``analytic`` one about 10 ms plus 0.05 ms per GPU. The estimate is for
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 DES_BASE_S = 0.02
@@ -48,13 +48,15 @@ RESUME_HINT = "Ctrl-C keeps the finished points and --resume continues"
 
 
 def long_sweep_warning(
-    points: list[Any], jobs: int, what: str = "sweep", hint: str = RESUME_HINT
+    points: Collection[Any], jobs: int, what: str = "sweep", hint: str = RESUME_HINT,
+    copies: int = 1,
 ) -> str | None:
-    """The warning for a *what* of *points* estimated past :data:`WARN_AFTER_S`, else None."""
-    seconds = sweep_seconds(points, jobs)
+    """The warning for a *what* of *points* (each simulated *copies* times) estimated past
+    :data:`WARN_AFTER_S`, else None. *points* may be expanded lazily: it is iterated once."""
+    seconds = sweep_seconds(points, jobs) * copies
     if seconds <= WARN_AFTER_S:
         return None
     return (
-        f"this {what} of {len(points):,} points will take roughly {format_duration(seconds)} "
-        f"at -j {jobs} (an estimate from its GPU counts); {hint}"
+        f"this {what} of {len(points) * copies:,} points will take roughly "
+        f"{format_duration(seconds)} at -j {jobs} (an estimate from its GPU counts); {hint}"
     )

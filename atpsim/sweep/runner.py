@@ -1,9 +1,14 @@
 """Run a sweep: simulate every point (in parallel processes with *jobs* > 1, or on a Dask
 cluster with a *scheduler*, :mod:`atpsim.sweep.dask_executor`), keep each finished row at once
-in ``results.partial.csv``, and write the sorted table at the end.
+in ``results.partial.csv``, and write the sorted table at the end (:mod:`atpsim.sweep.table`).
+The driver holds a key and a position per point and a few points in flight, never the rows: a
+sweep of 100,000 points (expanded lazily, :class:`atpsim.scenario.sweep.SweepPoints`) runs in
+about the memory of one of 10,000.
 
-Safety: each finished point is appended and fsync'ed before the next is counted, so Ctrl-C or
-a crash loses at most the points in flight; ``resume=True`` reads the partial file (or a
+Safety: each finished point is appended (and flushed to the operating system) before the next
+is counted, so Ctrl-C or a crash of the process loses at most the points in flight (the file is
+fsync'ed every :data:`atpsim.results.io.SYNC_EVERY_S`, so a crash of the machine loses at most
+that much more); ``resume=True`` reads the partial file (or a
 previous ``results.csv``) and simulates only the points whose key has no successful row there
 (failed points are retried). A point whose simulation raises becomes a row with
 ``status=failed`` and the error, is logged with its parameters, and the sweep goes on.
@@ -21,10 +26,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
+from itertools import islice
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -35,15 +41,14 @@ from atpsim.errors import AtpsimError, WorkerDiedError
 from atpsim.results.io import (
     PARTIAL_CSV,
     RESULTS_CSV,
-    append_row,
+    RowAppender,
+    iter_rows,
     read_results,
-    read_rows,
     schema_for,
-    to_frame,
-    write_results,
 )
 from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
 from atpsim.sweep.progress import SweepProgress
+from atpsim.sweep.table import PointIndex, SweepTable, write_table
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +92,15 @@ class SweepInterrupted(KeyboardInterrupt):
         )
 
 
-def run_sweep(
-    points: Sequence[Point],
+def run_sweep(points: Collection[Point], out_dir: Path | str, **options: Any) -> pd.DataFrame:
+    """Simulate *points* (:func:`stream_sweep`, which takes the same *options*) and return the
+    results table (one row per point, in point order) as written to ``out_dir/results.csv``
+    and read back. For a sweep too large to hold as a table, call :func:`stream_sweep`."""
+    return read_results(stream_sweep(points, out_dir, **options).path)
+
+
+def stream_sweep(
+    points: Collection[Point],
     out_dir: Path | str,
     *,
     jobs: int = 1,
@@ -99,47 +111,49 @@ def run_sweep(
     progress: bool = True,
     console: Console | None = None,
     parquet: bool = True,
-) -> pd.DataFrame:
-    """Simulate *points* and return the results table (one row per point, in point order) as
-    written to ``out_dir/results.csv`` (and ``.parquet``) and read back. *simulate* must be a
-    module-level function when *jobs* > 1 (it is pickled to the worker processes). With a
-    *scheduler* (``local``: a Dask cluster of *jobs* processes here; else a Dask scheduler's
-    address such as ``tcp://host:8786``) the points run on that cluster instead.
+) -> SweepTable:
+    """Simulate *points* and write ``out_dir/results.csv`` (and ``.parquet``): one row per
+    point, in point order. *points* is a sequence or a collection that expands them lazily
+    (:class:`atpsim.scenario.sweep.SweepPoints`): it is iterated twice, once for the keys and
+    once to simulate, and must give the same points in the same order each time; the driver
+    keeps a key and a position per point, and the rows only on disk (:mod:`atpsim.sweep.table`).
+    *simulate* must be a module-level function when *jobs* > 1 (it is pickled to the worker
+    processes). With a *scheduler* (``local``: a Dask cluster of *jobs* processes here; else a
+    Dask scheduler's address such as ``tcp://host:8786``) the points run on that cluster.
     Raises :class:`SweepInterrupted` on Ctrl-C and WorkerDiedError when a worker process
     dies, after saving what finished."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / PARTIAL_CSV
-    schema = points[0].schema if points else STEP_SCHEMA
-    unique = _unique_points(points)
-    done = _load_done(out, partial, unique) if resume else {}
+    schema = next(iter(points)).schema if points else STEP_SCHEMA
     if not resume:
         _set_aside(partial, fresh)
-    todo = [(i, p) for key, (i, p) in unique.items() if key not in done]
-    if done:
-        log.info("resuming: %d of %d points already done", len(done), len(unique))
-    bar = SweepProgress(len(unique), len(done), enabled=progress, console=console)
+    index, todo, done = _plan(points, out, resume)
+    n_todo = todo.count(1)
+    bar = SweepProgress(index.unique, done, enabled=progress, console=console)
     failures = _FailureLog()
     try:
-        with bar, closing(_results(todo, simulate, jobs, scheduler)) as rows:
+        with bar, RowAppender(partial, schema) as saved, closing(
+            _results(_todo(points, todo), n_todo, simulate, jobs, scheduler)
+        ) as rows:
             for row in rows:
-                append_row(partial, row, schema)
-                done[row["point_key"]] = row
+                saved.append(row)
                 failures(row)
                 bar.advance(failed=row["status"] == "failed")
     except KeyboardInterrupt:
-        kept = len(_load_done(out, partial, unique, quiet=True))
-        raise SweepInterrupted(kept, len(unique), partial) from None
+        raise SweepInterrupted(_kept(out, index), index.unique, partial) from None
     except (BrokenProcessPool, WorkerLost):
-        kept = len(_load_done(out, partial, unique, quiet=True))
         raise WorkerDiedError(
-            f"a worker process died (killed, out of memory?) with {kept} of {len(unique)} "
-            f"points kept in {partial}; rerun with --resume (and fewer jobs)"
+            f"a worker process died (killed, out of memory?) with {_kept(out, index)} of "
+            f"{index.unique} points kept in {partial}; rerun with --resume (and fewer jobs)"
         ) from None
-    failures.summary(len(todo))
-    write_results(out, _final_frame(points, done, schema), parquet=parquet)
+    except AtpsimError as error:  # from the executor: a cluster that cannot run the points
+        raise _with_kept(error, _kept(out, index), index.unique, partial) from None
+    failures.summary(n_todo)
+    sources = [(out / RESULTS_CSV, False)] if resume else []
+    table = write_table(out, [*sources, (partial, True)], index, schema, parquet)
     partial.unlink(missing_ok=True)
-    return read_results(out / RESULTS_CSV)
+    return table
 
 
 def _set_aside(partial: Path, fresh: bool) -> None:
@@ -159,68 +173,104 @@ def _set_aside(partial: Path, fresh: bool) -> None:
     log.warning("set aside the interrupted run's rows in %s", discarded)
 
 
-def _unique_points(points: Sequence[Point]) -> dict[str, tuple[int, Point]]:
-    """Key -> (index of its first occurrence, point), in point order."""
-    unique: dict[str, tuple[int, Point]] = {}
-    for index, point in enumerate(points):
-        unique.setdefault(point.key(), (index, point))
-    if len(unique) < len(points):
-        log.info("%d duplicate points are simulated once", len(points) - len(unique))
-    return unique
+def _plan(points: Iterable[Point], out: Path, resume: bool) -> tuple[PointIndex, bytearray, int]:
+    """The index of *points*, a flag per point that is 1 where it is to be simulated (the
+    first point of its key, without a successful row on disk when resuming), and how many
+    points already have one."""
+    ok, saved = _saved_keys(out) if resume else (set(), set())
+    index, todo = PointIndex(), bytearray()
+    for point in points:
+        key = point.key()
+        todo.append(index.add(key) and key not in ok)
+    if index.count > index.unique:
+        log.info("%d duplicate points are simulated once", index.count - index.unique)
+    done = sum(key in index.first for key in ok)
+    if done:
+        log.info("resuming: %d of %d points already done", done, index.unique)
+    stale = sum(key not in index.first for key in saved)
+    if stale:
+        log.warning("ignoring %d saved rows of points not in this sweep", stale)
+    return index, todo, done
 
 
-def _load_done(
-    out: Path, partial: Path, unique: Mapping[str, tuple[int, Point]], quiet: bool = False
-) -> dict[str, dict[str, Any]]:
-    """Successful rows saved so far (final table first, then the partial file), keyed by point
-    key, for the points of this sweep only: what a resumed run keeps."""
-    rows: list[dict[str, Any]] = []
-    for path, is_partial in ((out / RESULTS_CSV, False), (partial, True)):
-        if path.exists():
-            rows += read_rows(path, partial=is_partial)
-    done = {r["point_key"]: r for r in rows if r["status"] == "ok" and r["point_key"] in unique}
-    stale = {r["point_key"] for r in rows} - set(unique)
-    if stale and not quiet:
-        log.warning("ignoring %d saved rows of points not in this sweep", len(stale))
-    return done
+def _saved_keys(out: Path) -> tuple[set[str], set[str]]:
+    """The keys with a successful row saved so far (final table, then the partial file), and
+    every key with a row."""
+    ok: set[str] = set()
+    saved: set[str] = set()
+    for path, is_partial in ((out / RESULTS_CSV, False), (out / PARTIAL_CSV, True)):
+        for row in iter_rows(path, partial=is_partial) if path.exists() else ():
+            saved.add(row["point_key"])
+            if row["status"] == "ok":
+                ok.add(row["point_key"])
+    return ok, saved
 
 
-def _final_frame(
-    points: Sequence[Point], done: Mapping[str, Mapping[str, Any]], schema: ResultsSchema
-) -> pd.DataFrame:
-    """One row per point, in point order, each with its own index."""
-    return to_frame(({**done[p.key()], "point_index": i} for i, p in enumerate(points)), schema)
+def _kept(out: Path, index: PointIndex) -> int:
+    """Points of *index* with a successful row on disk: what a resumed run keeps."""
+    return sum(key in index.first for key in _saved_keys(out)[0])
+
+
+def _with_kept(error: AtpsimError, kept: int, total: int, partial: Path) -> AtpsimError:
+    """*error*, saying what is kept and how to go on when points were saved."""
+    if not kept:
+        return error
+    note = f"; {kept} of {total} points kept in {partial}: rerun with --resume once fixed"
+    return type(error)(error.message + note, source=error.source, key=error.key)
+
+
+def _todo(points: Iterable[Point], todo: bytearray) -> Iterator[tuple[int, Point]]:
+    """``(position, point)`` of the points flagged in *todo*."""
+    for position, point in enumerate(points):
+        if todo[position]:
+            yield position, point
 
 
 def _results(
-    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int, scheduler: str | None
+    todo: Iterator[tuple[int, Point]],
+    n_todo: int,
+    simulate: Simulate,
+    jobs: int,
+    scheduler: str | None,
 ) -> Generator[dict[str, Any], None, None]:
-    """Rows of *todo*: on the Dask cluster *scheduler* when one is given (dask is imported
-    only then), else in *jobs* processes, or in this one."""
-    if scheduler is not None and todo:
+    """Rows of the *n_todo* points of *todo*: on the Dask cluster *scheduler* when one is
+    given (dask is imported only then), else in *jobs* processes, or in this one."""
+    if scheduler is not None and n_todo:
         from atpsim.sweep.dask_executor import dask_results
 
-        yield from dask_results(todo, simulate, scheduler, workers=jobs)
+        yield from dask_results(todo, n_todo, simulate, scheduler, workers=jobs)
         return
-    if jobs <= 1 or len(todo) <= 1:
+    if jobs <= 1 or n_todo <= 1:
         for index, point in todo:
             yield simulate_row(simulate, point, index)
         return
-    yield from _parallel_results(todo, simulate, jobs)
+    yield from _parallel_results(todo, simulate, min(jobs, n_todo))
+
+
+#: Points a process pool holds per worker at once: enough to keep it busy, few enough that a
+#: lazily expanded sweep is never all in memory.
+IN_FLIGHT_PER_WORKER = 4
 
 
 def _parallel_results(
-    todo: Sequence[tuple[int, Point]], simulate: Simulate, jobs: int
+    todo: Iterator[tuple[int, Point]], simulate: Simulate, jobs: int
 ) -> Generator[dict[str, Any], None, None]:
     """Rows in completion order from a pool of *jobs* worker processes (which ignore SIGINT,
-    so Ctrl-C reaches only this process, which stops them)."""
+    so Ctrl-C reaches only this process, which stops them), fed :data:`IN_FLIGHT_PER_WORKER`
+    points per worker at a time."""
     executor = ProcessPoolExecutor(
-        max_workers=min(jobs, len(todo)), initializer=_init_worker, initargs=(os.getpid(),)
+        max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(),)
     )
+    pending: set[Future[dict[str, Any]]] = set()
     try:
-        futures = [executor.submit(simulate_row, simulate, point, index) for index, point in todo]
-        for future in as_completed(futures):
-            yield future.result()
+        while True:
+            for index, point in islice(todo, jobs * IN_FLIGHT_PER_WORKER - len(pending)):
+                pending.add(executor.submit(simulate_row, simulate, point, index))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield future.result()
     except BaseException:
         _stop_workers(executor)
         raise

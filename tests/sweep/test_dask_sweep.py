@@ -23,7 +23,7 @@ from atpsim.cli import main
 from atpsim.errors import WorkerDiedError
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep import SweepInterrupted, run_sweep
-from atpsim.sweep.dask_executor import batch_size, batches
+from atpsim.sweep.dask_executor import batches, most_per_batch
 from atpsim.sweep.progress import SweepProgress
 
 #: The points whose simulation kills its worker process (once, or every time): M2 on 1 x 8.
@@ -67,9 +67,9 @@ def test_a_dask_sweep_writes_the_serial_table_byte_for_byte(tmp_path, in_process
 def test_a_killed_worker_s_points_rerun_elsewhere_and_are_kept_once(tmp_path, monkeypatch):
     monkeypatch.setenv("KILL_MARKER", str(tmp_path / "killed"))
     appended: list[str] = []
-    append_row = runner.append_row
-    monkeypatch.setattr(runner, "append_row", lambda path, row, schema: (
-        appended.append(row["point_key"]), append_row(path, row, schema)))  # fmt: skip
+    append = runner.RowAppender.append
+    monkeypatch.setattr(runner.RowAppender, "append", lambda self, row: (
+        appended.append(row["point_key"]), append(self, row)))  # fmt: skip
     points = make_points()
     out = tmp_path / "dask"
     run_sweep(points, out, jobs=2, scheduler="local", simulate=killing_simulate, progress=False)
@@ -168,20 +168,26 @@ def test_the_cli_runs_a_sweep_on_a_dask_cluster(tmp_path, monkeypatch, in_proces
 
 
 def test_batches_share_a_topology_and_leave_every_thread_several_tasks():
-    points = make_points(n_devices=8) + make_points(n_devices=16)
-    todo = list(enumerate(points))
-    cut = batches(todo, threads=2)
+    """Points of two sizes interleaved: each size keeps its own open batch, so no batch mixes
+    them, and 36 points over 2 threads x 4 tasks make batches of at most 5."""
+    small, large = make_points(n_devices=8), make_points(n_devices=16)
+    points = [p for pair in zip(small, large, strict=False) for p in pair] + large[len(small):]
+    cut = list(batches(enumerate(points), len(points), threads=2))
     assert sorted(i for batch in cut for i, _ in batch) == list(range(len(points)))
     assert all(len({p.n_devices for _, p in batch}) == 1 for batch in cut)
-    assert max(len(batch) for batch in cut) == 5 and len(cut) >= 2 * 4  # 36 points / (2 x 4)
+    assert max(len(batch) for batch in cut) == most_per_batch(len(points), 2) == 5
+    assert len(cut) >= 2 * 4
 
 
 def test_a_batch_holds_about_a_second_of_estimated_work():
     """make_points(64) estimates 0.02 + 4e-4 x 64 x chunks: 0.0456 s at chunks 1, 0.0712 s at
-    chunks 2, 0.0584 s on average, so 17 points a second; 4096 GPUs estimate 1.66 s, so 1."""
-    assert batch_size(list(enumerate(make_points(n_devices=64))), most=100) == 17
-    assert batch_size(list(enumerate(make_points(n_devices=64))), most=10) == 10
-    assert batch_size(list(enumerate(make_points(n_devices=4096, chunks=(1,)))), most=100) == 1
+    chunks 2, alternating: of its 28 points, 17 hold 0.99 s (the 18th would pass 1 s), then
+    the 11 left; 4096 GPUs estimate 1.66 s, so 1 point a batch."""
+    points = list(enumerate(make_points(n_devices=64)))
+    assert [len(b) for b in batches(points, 1000, threads=1)][:2] == [17, 11]
+    assert [len(b) for b in batches(points, 40, threads=1)] == [10, 10, 8]
+    lone = list(enumerate(make_points(n_devices=4096, chunks=(1,))))
+    assert {len(b) for b in batches(lone, 1000, threads=1)} == {1}
 
 
 def test_dask_is_imported_only_with_a_scheduler():
@@ -197,7 +203,7 @@ def test_dask_is_imported_only_with_a_scheduler():
 def test_a_local_cluster_has_2_workers_unless_j_says(tmp_path, monkeypatch, args, workers):
     seen: list[int] = []
 
-    def serial_results(todo, simulate, scheduler, workers):
+    def serial_results(todo, n_todo, simulate, scheduler, workers):
         seen.append(workers)
         return (runner.simulate_row(simulate, point, index) for index, point in todo)
 
