@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.errors import read_text
-from atpsim.report import chunk_table, claims, figures, job_figures, job_tables, tables
+from atpsim.report import chunk_table, claims, figures, job_figures, job_tables, large, tables
 from atpsim.report.data import ok_rows, select_rows
 from atpsim.report.document import (
     Code,
@@ -92,9 +92,11 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
 def rebuild_report(out_dir: Path | str) -> list[Path]:
     """Rebuild the report of the run folder *out_dir* from its results.csv and scenario.yaml."""
     out = Path(out_dir)
-    frame = read_results(out)
     scenario = out / SCENARIO_COPY
     text = read_text(scenario, "the run's scenario copy") if scenario.exists() else f"name: {out.name}\n"
+    if large.is_large(out):  # past large.LARGE_ROWS rows: summarized from the file
+        return large.build_large_report(out, text)
+    frame = read_results(out)
     return build_report(out, frame, text)
 
 
