@@ -37,7 +37,9 @@ def test_a_run_over_the_limit_is_refused_before_it_starts(monkeypatch):
 
 
 def test_the_cli_says_so_in_one_line(monkeypatch):
-    monkeypatch.setenv("ATPSIM_MAX_MEMORY", str(2**28))
+    """The limit is patched, not set in ATPSIM_MAX_MEMORY: the command would lower this very
+    test process's data limit to it (atpsim.commands._common.cap_memory)."""
+    monkeypatch.setattr("atpsim.engine.budget.memory_limit_bytes", lambda: 2**28)
     result = CliRunner().invoke(main, ["collective", "-t", "torus:32x32", "--engine", "reference",
                                        "--bytes", "1G", "--protocol", "none", "-a", "ring"])
     assert result.exit_code == 2
