@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     # scenarios and reports
     "run_scenario": "scenario",
     "rebuild_report": "scenario",
+    "build_index": "reports",
     "RunSummary": "scenario",
     "SweepInterrupted": "scenario",
     "load_scenario": "scenario",
@@ -137,6 +138,7 @@ __all__ = [
     "WorkerDiedError",
     "build_schedule",
     "build_step_program",
+    "build_index",
     "builders",
     "bus_factor",
     "collective",
@@ -236,6 +238,7 @@ if TYPE_CHECKING:
         simulate_point,
         topology_for,
     )
+    from atpsim.api.reports import build_index
     from atpsim.api.scenario import (
         RunSummary,
         SweepInterrupted,

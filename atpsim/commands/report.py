@@ -1,4 +1,5 @@
-"""`atpsim report DIR`: rebuild a run's report from its saved results table and scenario."""
+"""`atpsim report DIR`: rebuild a run's report from its saved results table and scenario;
+`atpsim report --index DIR`: write the index page of the reports under DIR."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from atpsim.api import rebuild_report
+from atpsim.api import build_index, rebuild_report
 from atpsim.commands._common import clean_errors
 
 
@@ -14,9 +15,18 @@ from atpsim.commands._common import clean_errors
 @click.argument(
     "run_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False, path_type=Path)
 )
+@click.option(
+    "--index",
+    is_flag=True,
+    help="DIR holds run folders: write DIR/index.html, one page listing every report under "
+    "it (points, the paper's claims that hold, key findings, links), and leave the reports be.",
+)
 @clean_errors
-def command(run_dir: Path) -> None:
+def command(run_dir: Path, index: bool) -> None:
     """Rebuild report.md, report.html and figures/ in DIR from DIR/results.csv and
-    DIR/scenario.yaml (as written by `atpsim run`)."""
+    DIR/scenario.yaml (as written by `atpsim run`); with --index, write DIR/index.html."""
+    if index:
+        click.echo(str(build_index(run_dir)))
+        return
     for path in rebuild_report(run_dir):
         click.echo(str(path))

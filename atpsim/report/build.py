@@ -16,16 +16,28 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.errors import read_text
-from atpsim.report import chunk_table, claims, figures, job_figures, job_tables, large, tables
+from atpsim.report import (
+    chunk_table,
+    claims,
+    figures,
+    findings,
+    job_figures,
+    job_tables,
+    large,
+    tables,
+)
 from atpsim.report.data import ok_rows, select_rows
 from atpsim.report.document import (
+    Bullets,
     Code,
+    Details,
     Document,
     Figure,
     Heading,
@@ -35,6 +47,7 @@ from atpsim.report.document import (
     to_markdown,
 )
 from atpsim.report.panels import save_figure
+from atpsim.report.provenance import Provenance, provenance, sentence
 from atpsim.results.io import read_results
 from atpsim.scenario.loader import load_report_sections
 from atpsim.scenario.report import FIGURE_KINDS, FigureSpec, Reference, ReportOptions
@@ -62,64 +75,123 @@ def auto_figures(frame: pd.DataFrame, reference: Reference | None) -> tuple[str,
     return tuple(kinds)
 
 
+@dataclass(frozen=True)
+class Page:
+    """What a report's page says before its figures: *title*, the scenario's *description*,
+    the page's TFLOP/s *unit* (:func:`page_unit`), the paper's claims as checked
+    (*verdicts*), the key findings (*findings*) and where the numbers come from
+    (*provenance*). The index of reports (:mod:`atpsim.report.index`) lists the same."""
+
+    title: str
+    description: str
+    unit: str
+    verdicts: list[claims.Verdict]
+    findings: list[str]
+    provenance: Provenance
+
+
+def page_unit(options: ReportOptions, reference: Reference | None, frame: pd.DataFrame) -> str:
+    """The one TFLOP/s unit of a page: the ``report.tflops_unit`` the scenario sets; else the
+    paper's 2^40 where the scenario compares with the paper's Table 3 cells, else SI. A job
+    table has SI only."""
+    if job_tables.is_job_table(frame):
+        return "si"
+    if "tflops_unit" in options.model_fields_set:
+        return options.tflops_unit
+    return "paper" if reference is not None and reference.cells() else "si"
+
+
+def read_page(out_dir: Path, frame: pd.DataFrame, scenario_text: str, prov: Provenance) -> Page:
+    """The :class:`Page` of the report of *frame* in *out_dir* (*scenario_text*: its YAML)."""
+    scenario = load_report_sections(scenario_text, str(out_dir / SCENARIO_COPY))
+    options, reference = scenario.report, scenario.reference
+    unit = page_unit(options, reference, frame)
+    name = str(scenario.name or out_dir.name)
+    if job_tables.is_job_table(frame):
+        checked: list[claims.Verdict] = []
+        found = findings.findings(findings.Context(frame, reference, unit), findings.JOB_FINDINGS)
+    else:
+        checked = claims.verdicts(frame, reference)
+        found = findings.findings(findings.Context(frame, reference, unit, checked))
+        found += [n for n in [tables.uneven_heads_note(frame)] if n]
+    description = str(scenario.description).strip() if scenario.description else ""
+    return Page(options.title or f"atpsim report: {name}", description, unit, checked, found, prov)
+
+
 def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list[Path]:
     """Write the report of *frame* (the run's results) into *out_dir*, reading options from
     *scenario_text* (the scenario YAML, copied into the report). Returns the files written."""
     scenario = load_report_sections(scenario_text, str(out_dir / SCENARIO_COPY))
     options, reference = scenario.report, scenario.reference
     shutil.rmtree(out_dir / FIGURES_DIR, ignore_errors=True)
-    name = str(scenario.name or out_dir.name)
-    document = Document(options.title or f"atpsim report: {name}")
-    _intro(document, scenario.description, frame, options)
-    _claims(document, frame, reference)
+    prov, record = provenance(out_dir, len(frame))
+    page = read_page(out_dir, frame, scenario_text, prov)
+    document = Document(page.title)
+    _intro(document, page, frame)
+    _claims(document, frame, reference, page.verdicts)
+    if options.notes:
+        document.add(Heading("What the results show"))
+        document.add(*(Paragraph(p.strip()) for p in options.notes.split("\n\n") if p.strip()))
     if job_tables.is_job_table(frame):
         written = _job_sections(document, out_dir, frame)
     else:
         specs = options.figure_specs()
         if specs is None:
             specs = tuple(options.default_spec(k) for k in auto_figures(frame, reference))
-        written = _figures(document, out_dir, frame, specs, options, reference)
-        _tables(document, frame)
-    document.add(
-        Heading("Scenario"), Paragraph(f"`{SCENARIO_COPY}`, as run:"), Code(scenario_text, "yaml")
-    )
+        written = _figures(document, out_dir, frame, specs, options, page.unit, reference)
+        _tables(document, frame, page.unit)
+    document.add(Heading("Scenario"), Details("scenario.yaml, as run", [Code(scenario_text, "yaml")]))
     _files_note(document)
     (out_dir / REPORT_MD).write_text(to_markdown(document), encoding="utf-8")
     (out_dir / REPORT_HTML).write_text(to_html(document, out_dir), encoding="utf-8")
-    return [out_dir / REPORT_MD, out_dir / REPORT_HTML, *written]
+    return [out_dir / REPORT_MD, out_dir / REPORT_HTML, *written, *([record] if record else [])]
 
 
 def rebuild_report(out_dir: Path | str) -> list[Path]:
     """Rebuild the report of the run folder *out_dir* from its results.csv and scenario.yaml."""
     out = Path(out_dir)
-    scenario = out / SCENARIO_COPY
-    text = read_text(scenario, "the run's scenario copy") if scenario.exists() else f"name: {out.name}\n"
     if large.is_large(out):  # past large.LARGE_ROWS rows: summarized from the file
-        return large.build_large_report(out, text)
+        return large.build_large_report(out, scenario_text(out))
     frame = read_results(out)
-    return build_report(out, frame, text)
+    return build_report(out, frame, scenario_text(out))
 
 
-def _intro(
-    document: Document, description: object, frame: pd.DataFrame, options: ReportOptions
-) -> None:
-    if description:
-        document.add(Paragraph(str(description).strip()))
-    ok = int((frame["status"] == "ok").sum())
-    summary = f"{len(frame)} points: {ok} simulated, {len(frame) - ok} failed."
-    document.add(Paragraph(summary))
-    uneven = tables.uneven_heads_note(frame)
-    if uneven:
-        document.add(Paragraph(uneven))
-    if options.notes:
-        document.add(Heading("What the results show"))
-        document.add(*(Paragraph(p.strip()) for p in options.notes.split("\n\n") if p.strip()))
+def scenario_text(out: Path) -> str:
+    """The scenario copy of the run folder *out* (a name-only scenario where it has none)."""
+    scenario = out / SCENARIO_COPY
+    return read_text(scenario, "the run's scenario copy") if scenario.exists() else f"name: {out.name}\n"
 
 
-def _claims(document: Document, frame: pd.DataFrame, reference: Reference | None) -> None:
+#: What the page's units line says of each TFLOP/s unit.
+UNIT_SENTENCES = {
+    "si": "TFLOP/s are 10^12 FLOP/s",
+    "paper": "TFLOP/s are the paper's unit, 2^40 FLOP/s (1.0995 x 10^12 FLOP/s)",
+}
+
+
+def _intro(document: Document, page: Page, frame: pd.DataFrame) -> None:
+    """The description, provenance and units lines, and the key findings."""
+    if page.description:
+        document.add(Paragraph(page.description))
+    units = [UNIT_SENTENCES[page.unit], "times in seconds"]
+    if "comm_over_delta" in frame and frame["comm_over_delta"].notna().any():
+        units.append("communication also in Delta = 2·L·b·s·h / GroupBW")
+    if job_tables.is_job_table(frame):
+        units.append("memory in GB = 10^9 B")
+    document.add(
+        Paragraph(sentence(page.provenance), note=True),
+        Paragraph("Units, one per quantity on this page: " + "; ".join(units) + ".", note=True),
+        Heading("Key findings"),
+        Bullets(page.findings),
+    )
+
+
+def _claims(
+    document: Document, frame: pd.DataFrame, reference: Reference | None,
+    checked: list[claims.Verdict],
+) -> None:  # fmt: skip
     """The paper's claims about this figure, each with what the simulation shows and whether
     it agrees (:mod:`atpsim.report.claims`), and Table 3's rank agreement where it applies."""
-    checked = claims.verdicts(frame, reference)
     taus = claims.rank_agreement(frame, reference)
     if not checked and not taus:
         return
@@ -144,6 +216,7 @@ def _figures(
     frame: pd.DataFrame,
     specs: Sequence[FigureSpec],
     options: ReportOptions,
+    unit: str,
     reference: Reference | None,
 ) -> list[Path]:
     written: list[Path] = []
@@ -151,15 +224,15 @@ def _figures(
     for spec, stem in zip(specs, stems, strict=True):
         heading = Heading(_TITLES[spec.kind] + _selection(spec))
         if spec.kind == "chunk_table":
-            _chunk_section(document, heading, select_rows(frame, spec.select), reference)
+            _chunk_section(document, heading, select_rows(frame, spec.select), reference, unit)
             continue
-        made = _make_figure(spec, frame, options)
+        made = _make_figure(spec, frame, options, unit)
         if made is None:
             document.add(heading, Paragraph("No successful points to plot."))
             continue
         png, svg = save_figure(made, out_dir / FIGURES_DIR, stem)
         written += [png, svg]
-        document.add(heading, _figure_block(spec, png, svg, out_dir, options))
+        document.add(heading, _figure_block(spec, png, svg, out_dir, unit))
     return written
 
 
@@ -201,21 +274,21 @@ _CAPTIONS = {
 
 
 def _make_figure(
-    spec: FigureSpec, frame: pd.DataFrame, options: ReportOptions
+    spec: FigureSpec, frame: pd.DataFrame, options: ReportOptions, unit: str
 ) -> PlotFigure | None:
     if spec.kind == "atp_bars":
-        return figures.atp_bars(frame, options.tflops_unit, spec)
+        return figures.atp_bars(frame, unit, spec)
     if spec.kind == "scheme_bars":
-        return figures.scheme_bars(frame, options.tflops_unit, spec)
+        return figures.scheme_bars(frame, unit, spec)
     return figures.comm_scaling(frame, options.atp, spec)
 
 
 def _figure_block(
-    spec: FigureSpec, png: Path, svg: Path, out_dir: Path, options: ReportOptions
+    spec: FigureSpec, png: Path, svg: Path, out_dir: Path, unit: str
 ) -> Figure:
     caption = _CAPTIONS[spec.kind]
     if spec.kind in ("atp_bars", "scheme_bars"):
-        caption += f" Unit: {'2^40' if options.tflops_unit == 'paper' else '10^12'} FLOP/s."
+        caption += f" Unit: {'2^40' if unit == 'paper' else '10^12'} FLOP/s."
     if spec.log_y:
         caption += " Logarithmic y axis."
     return Figure(str(png.relative_to(out_dir)), str(svg.relative_to(out_dir)), caption)
@@ -226,25 +299,17 @@ def _chunk_section(
     heading: Heading,
     frame: pd.DataFrame,
     reference: Reference | None,
+    unit: str,
 ) -> None:
     """Table 3 per mode (des, the prediction, first), each with its errors against the paper."""
     document.add(heading)
-    if not chunk_table.chunk_tables(frame, reference):
+    if not chunk_table.chunk_tables(frame, reference, unit):
         document.add(Paragraph("No successful points to tabulate."))
     for mode in chunk_table.modes(frame):
-        table = chunk_table.chunk_table(frame, reference, mode)
+        table = chunk_table.chunk_table(frame, reference, mode, unit)
         document.add(*([table] if table is not None else []))
-        errors = chunk_table.reference_errors(frame, reference, mode)
-        if errors:
-            mean = sum(abs(e) for e in errors) / len(errors)
-            worst = max(errors, key=abs)
-            name = chunk_table.MODE_NAMES.get(mode, mode)
-            document.add(
-                Paragraph(
-                    f"{name[0].upper() + name[1:]} against the paper's {len(errors)} cells: mean |error| "
-                    f"{mean:.1%}, worst {worst:+.1%}."
-                )
-            )
+        errors = chunk_table.error_summary(frame, reference, mode, unit)
+        document.add(*([Paragraph(errors)] if errors else []))
 
 
 def _job_sections(document: Document, out_dir: Path, frame: pd.DataFrame) -> list[Path]:
@@ -255,7 +320,7 @@ def _job_sections(document: Document, out_dir: Path, frame: pd.DataFrame) -> lis
     sentences = job_tables.verdicts(frame)
     if sentences:
         document.add(Heading("Does ATP's best 2D mesh beat Megatron-LM's 1D TP?"))
-        document.add(*(Paragraph(s) for s in sentences))
+        document.add(Bullets(sentences))
     written: list[Path] = []
     made = job_figures.breakdown(frame)
     document.add(Heading("Where the iteration goes"))
@@ -266,10 +331,7 @@ def _job_sections(document: Document, out_dir: Path, frame: pd.DataFrame) -> lis
         written += [png, svg]
         document.add(Figure(str(png.relative_to(out_dir)), str(svg.relative_to(out_dir)),
                             _JOB_CAPTION))  # fmt: skip
-    failed = job_tables.failures(frame)
-    if failed is not None:
-        document.add(Heading("Failures"), failed)
-    document.add(Heading("All points"), job_tables.all_rows(frame))
+    _raw_rows(document, job_tables.failures(frame), replace(job_tables.all_rows(frame), caption=""))
     return written
 
 
@@ -282,20 +344,27 @@ _JOB_CAPTION = (
 )
 
 
-def _tables(document: Document, frame: pd.DataFrame) -> None:
-    failed = tables.failures(frame)
+def _tables(document: Document, frame: pd.DataFrame, unit: str) -> None:
+    _raw_rows(document, tables.failures(frame), tables.all_rows(frame, unit))
+
+
+def _raw_rows(document: Document, failed: Table | None, rows: Table) -> None:
+    """The failures, then every row folded (a long table scrolls inside its box)."""
     if failed is not None:
         document.add(Heading("Failures"), failed)
-    document.add(Heading("All points"), tables.all_rows(frame))
+    summary = f"All {len(rows.rows)} points (main columns; every column is in results.csv)"
+    document.add(Heading("All points"), Details(summary, [rows]))
 
 
 def _files_note(document: Document) -> None:
     document.add(
         Heading("Files"),
         Paragraph(
-            "results.csv (and results.parquet where pyarrow is installed) holds every column "
-            "of the results schema (atpsim.results.schema) in point order; figures/ holds each "
-            "figure as PNG and SVG. Rebuild this report from those files alone with "
-            "`atpsim report <this folder>`."
+            "[results.csv](results.csv) (and results.parquet where pyarrow is installed) holds "
+            "every column of the results schema (`atpsim.results.schema`) in point order; "
+            "figures/ holds each figure as PNG and SVG; provenance.json records when these "
+            "results were first reported and by which atpsim. Rebuild this report from those "
+            "files alone with `atpsim report <this folder>`; `atpsim report --index <folder of "
+            "reports>` writes the index page of several."
         ),
     )

@@ -17,6 +17,8 @@ TFLOPS_LABELS = {
     "si": "TFLOP/s per GPU (10^12)",
     "paper": "TFLOP/s per GPU (paper unit, 2^40)",
 }
+#: How a caption or a header names each unit of TFLOP/s.
+UNIT_NAMES = {"si": "SI, 10^12", "paper": "paper unit, 2^40"}
 
 
 def ok_rows(frame: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:

@@ -34,9 +34,9 @@ HEADERS = {
     "n_devices": "GPUs", "tp_scheme": "TP scheme", "tp_mesh": "TP mesh",
     "micro_batch": "micro-batch", "global_batch": "global batch",
     "virtual_stages": "virtual", "sequence_parallel": "seq. par.",
-    "iteration_time_s": "iteration s", "samples_per_s": "samples/s",
-    "tflops_per_gpu": "TFLOP/s/GPU", "mfu": "MFU", "memory_per_rank_bytes": "memory GB",
-    "fits_memory": "fits", "pipeline_bubble_s": "bubble s", "exposed_dp_comm_s": "exposed DP s",
+    "iteration_time_s": "iteration [s]", "samples_per_s": "samples/s",
+    "tflops_per_gpu": "TFLOP/s per GPU [10^12]", "mfu": "MFU", "memory_per_rank_bytes": "memory [GB]",
+    "fits_memory": "fits", "pipeline_bubble_s": "bubble [s]", "exposed_dp_comm_s": "exposed DP [s]",
 }  # fmt: skip
 
 

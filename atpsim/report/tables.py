@@ -1,7 +1,8 @@
 """The report's plain tables, built from a results frame into formatted :class:`Table` blocks
 (the Table 3 layout is :mod:`atpsim.report.chunk_table`).
 
-- :func:`all_rows`: every row, main columns (the full table is results.csv).
+- :func:`all_rows`: every row, main columns with readable headers (the full table is
+  results.csv).
 - :func:`failures`: failed points grouped by error message.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from atpsim.report.data import TFLOPS_COLUMNS
 from atpsim.report.document import Table
 
 ALL_ROWS_COLUMNS = (
@@ -48,22 +50,37 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def all_rows(frame: pd.DataFrame) -> Table:
-    """Every row of the table, main columns (units in the header); the columns of
-    :data:`IF_VARYING` only where they take several values."""
-    names = [
-        c for c in ALL_ROWS_COLUMNS if c not in IF_VARYING or frame[c].nunique(dropna=False) > 1
-    ]
-    header = [_header(c) for c in names]
+def all_rows(frame: pd.DataFrame, unit: str = "si") -> Table:
+    """Every row of the table, main columns (units in the header), TFLOP/s in *unit*
+    (:data:`~atpsim.report.data.TFLOPS_COLUMNS`); the columns of :data:`IF_VARYING` only
+    where they take several values."""
+    names = [TFLOPS_COLUMNS[unit] if c == "tflops_per_gpu" else c for c in ALL_ROWS_COLUMNS]
+    names = [c for c in names if c not in IF_VARYING or frame[c].nunique(dropna=False) > 1]
+    header = [header_text(c) for c in names]
     body = [[fmt(v) for v in row] for row in frame[names].astype(object).values]
-    return Table(header, body, "All points (every column: results.csv)")
+    return Table(header, body)
 
 
-def _header(name: str) -> str:
-    from atpsim.results.schema import column
+#: Column headers a reader can take in; units in brackets (one unit per quantity and page:
+#: seconds, GPUs, TFLOP/s in the unit the header names, Delta).
+HEADERS = {
+    "n_devices": "GPUs",
+    "step_time_s": "step time [s]",
+    "compute_time_s": "compute [s]",
+    "comm_time_s": "communication [s]",
+    "exposed_comm_s": "exposed comm. [s]",
+    "tflops_per_gpu": "TFLOP/s per GPU [10^12]",
+    "tflops_per_gpu_paper_unit": "TFLOP/s per GPU [2^40]",
+    "comm_over_delta": "communication [Delta]",
+    "memory_per_rank_bytes": "memory per GPU [B]",
+    "fits_memory": "fits memory",
+    "atp_i": "ATP-i",
+}
 
-    unit = column(name).unit
-    return f"{name} [{unit}]" if unit and not name.endswith(("_s", "_Bps", "_bytes")) else name
+
+def header_text(name: str) -> str:
+    """The header of results column *name*: :data:`HEADERS`, else its words."""
+    return HEADERS.get(name, name.replace("_", " "))
 
 
 def failures(frame: pd.DataFrame) -> Table | None:

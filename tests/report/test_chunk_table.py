@@ -66,8 +66,8 @@ def test_report_shows_des_table_first_then_analytic(tmp_path):
     md = (tmp_path / "report.md").read_text()
     des = md.index("simulated (des): value [mesh]")
     analytic = md.index("analytic model (Eq. 2): value [mesh]")
-    assert des < md.index("Simulated (des) against the paper's 2 cells") < analytic
-    assert "Analytic model (Eq. 2) against the paper's 2 cells" in md
+    assert des < md.rindex("Simulated (des) against the paper's 2 Table 3 cells") < analytic
+    assert "Analytic model (Eq. 2) against the paper's 2 Table 3 cells" in md
     assert "| M2 | Baseline | 98.99 [4x2] · paper 100.00 (-1.0%) |" in md
 
 
@@ -76,4 +76,12 @@ def test_selected_chunk_table_keeps_only_the_selection(tmp_path):
     build(tmp_path, modes_frame(), text)
     md = (tmp_path / "report.md").read_text()
     assert "(as the paper's Table 3) (n_devices = 16)" in md
-    assert "| M2 | Baseline | 108.19 [8x2] |" in md
+    assert "| M2 | Baseline | 118.96 [8x2] |" in md  # no paper cells: the page is in 10^12
+
+
+def test_one_unit_per_page_the_paper_cells_converted():
+    """A page in SI (``tflops_unit: si``) shows the paper's 100.0 (2^40) as 109.95 (10^12)
+    beside des 108.84 (10^12): the error is the paper unit's, -1.0%."""
+    table = chunk_table(modes_frame(), REFERENCE, "des", unit="si")
+    assert table.rows[0][2] == "108.84 [4x2] · paper 109.95 (-1.0%)"
+    assert "(SI, 10^12)" in table.caption

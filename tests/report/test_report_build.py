@@ -48,6 +48,7 @@ def test_fig12_report_has_scaling_figure_in_png_svg_md_and_html(tmp_path):
     assert names == [
         "figures/comm_scaling.png",
         "figures/comm_scaling.svg",
+        "provenance.json",
         "report.html",
         "report.md",
     ]
@@ -125,7 +126,7 @@ def test_table3_report_only_draws_what_it_is_asked(tmp_path):
     files = build(tmp_path, table3_frame(), TABLE3_YAML)
     assert not any(p.suffix == ".png" for p in files)
     md = (tmp_path / "report.md").read_text()
-    assert "Table 3 in miniature." in md and "Simulated (des) against the paper's 4 cells" in md
+    assert "Table 3 in miniature." in md and "Simulated (des) against the paper's 4 Table 3 cells" in md
     assert "reference:\n  table3:" in md
 
 

@@ -1,0 +1,105 @@
+"""The index page of a folder of reports: ``atpsim report --index reports/`` writes
+``reports/index.html``, one page that lists every run folder under it (one holding a
+results.csv): a table of the reports (points, the paper's claims that hold, the date the
+results were first reported), then per report its description's first sentence, its key
+findings and links to its page, Markdown, results and scenario.
+
+It reads each folder as :func:`atpsim.report.build.read_page` does for the report itself
+(results.csv, scenario.yaml, provenance.json) and writes nothing into them, so the index
+changes only when a report's results or the atpsim that builds it do; ``atpsim run`` does
+not rewrite it (one run knows one folder).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from atpsim.errors import AtpsimError
+from atpsim.report import large
+from atpsim.report.build import SCENARIO_COPY, Page, read_page, scenario_text
+from atpsim.report.document import Bullets, Document, Heading, Paragraph, Table, to_html
+from atpsim.report.provenance import RESULTS, atpsim_version, recorded, sentence
+from atpsim.results.io import read_results
+from atpsim.scenario.loader import load_report_sections
+
+INDEX_HTML = "index.html"
+
+
+def report_folders(folder: Path) -> list[Path]:
+    """The run folders directly under *folder* (those holding a results.csv), by name."""
+    return sorted(p for p in folder.iterdir() if (p / RESULTS).is_file())
+
+
+def read_pages(folder: Path) -> list[tuple[Path, Page]]:
+    """Each run folder under *folder* with its :class:`Page` (provenance read, not written);
+    a table too large to read whole (:mod:`atpsim.report.large`) is listed by its size."""
+    pages = []
+    for run in report_folders(folder):
+        if large.is_large(run):
+            pages.append((run, _large_page(run)))
+            continue
+        frame = read_results(run)
+        pages.append((run, read_page(run, frame, scenario_text(run), recorded(run, len(frame)))))
+    return pages
+
+
+def _large_page(run: Path) -> Page:
+    """The index entry of a large table's report: its title, description and size only."""
+    text = scenario_text(run)
+    scenario = load_report_sections(text, str(run / SCENARIO_COPY))
+    rows = large.row_count(run / RESULTS)
+    found = [f"{rows} points, too many to list: the report summarizes them (best configurations, "
+             "Pareto fronts)."]  # fmt: skip
+    description = str(scenario.description).strip() if scenario.description else ""
+    title = scenario.report.title or f"atpsim report: {scenario.name or run.name}"
+    return Page(title, description, "si", [], found, recorded(run, rows))
+
+
+def build_index(folder: Path | str, out: Path | str | None = None) -> Path:
+    """Write the index page of the reports under *folder* to *out* (default
+    ``folder/index.html``) and return its path. Raises AtpsimError when *folder* holds no
+    run folder."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise AtpsimError("expected a folder of report folders", source=str(root))
+    pages = read_pages(root)
+    if not pages:
+        raise AtpsimError("no report folders here (subfolders holding a results.csv)", source=str(root))
+    path = Path(out) if out is not None else root / INDEX_HTML
+    path.write_text(to_html(_document(pages), root), encoding="utf-8")
+    return path
+
+
+def _document(pages: list[tuple[Path, Page]]) -> Document:
+    document = Document("atpsim reports")
+    document.add(
+        Paragraph(f"Built by atpsim {atpsim_version()} from the report folders beside this page; "
+                  "`atpsim report --index <this folder>` rebuilds it, `atpsim report "
+                  "<folder>` rebuilds one report.", note=True),  # fmt: skip
+        Table(["report", "points", "the paper's claims that hold", "results first reported"],
+              [_row(run, page) for run, page in pages]),  # fmt: skip
+    )
+    for run, page in pages:
+        name = run.name
+        document.add(Heading(f"[{page.title}]({name}/report.html)"))
+        if page.description:
+            document.add(Paragraph(first_sentence(page.description)))
+        document.add(Bullets(page.findings))
+        links = f"[report.md]({name}/report.md) · " + sentence(page.provenance, f"{name}/")
+        document.add(Paragraph(links, note=True))
+    return document
+
+
+def _row(run: Path, page: Page) -> list[str]:
+    checked = [v for v in page.verdicts if v.agrees is not None]
+    agreed = f"{sum(bool(v.agrees) for v in checked)} of {len(checked)}" if checked else ""
+    return [f"[{run.name}]({run.name}/report.html)", str(page.provenance.rows), agreed,
+            page.provenance.date or "not recorded"]  # fmt: skip
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of *text* (up to a full stop, a space and a capital), on one line."""
+    flat = " ".join(text.split())
+    found = re.search(r"\.\s(?=[A-Z])", flat)
+    return flat[: found.start() + 1] if found else flat
