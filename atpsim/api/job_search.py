@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import product
 from typing import Any
 
 from atpsim.api.job import JobConfig, JobPrediction, _machine, check_job, job_memory, run_job
@@ -69,15 +70,17 @@ def plan_job(
     every divisor of the layers); *chunk_counts* the ATP chunk counts of each TP pass (a count
     that does not divide the micro-batch is pruned by divisibility); *options* are
     :class:`~atpsim.api.job.JobConfig` fields shared by all candidates (schedule, zero,
-    recompute, ...)."""
+    recompute, ...). ``atpsim search`` searches the same layouts on the sweep's executor
+    (:mod:`atpsim.api.search`)."""
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = _machine(topology, devices, hardware)
-    depths = pipelines or [p for p in range(1, config_model.layers + 1) if config_model.layers % p == 0]
+    depths = pipelines or layer_divisors(config_model)
     pruned = {"divisibility": 0, "memory": 0}
     results = []
-    for config in _layouts(config_model, devices, global_batch, max_tp, depths, micro_batches,
-                           chunk_counts, options):
-        reason = _prune(config, profile.memory_capacity_bytes)
+    axes = {"chunks": tuple(chunk_counts), **{name: (value,) for name, value in options.items()}}
+    meshes = tp_meshes(devices, max_tp)
+    for config in job_layouts(config_model, devices, meshes, depths, micro_batches, (global_batch,), axes):
+        reason = prune_reason(config, profile.memory_capacity_bytes)
         if reason:
             pruned[reason] += 1
             continue
@@ -86,21 +89,45 @@ def plan_job(
     return JobPlan(tuple(results), pruned)
 
 
-def _layouts(model: ModelConfig, devices: int, global_batch: int, max_tp: int,
-             depths: Sequence[int], micro_batches: Sequence[int], chunk_counts: Sequence[int],
-             options: Mapping[str, Any]) -> Iterator[JobConfig]:
-    for tp_size in [t for t in range(1, min(max_tp, devices) + 1) if devices % t == 0]:
-        for mesh in factorizations(tp_size):
-            for pp in [p for p in depths if devices % (tp_size * p) == 0]:
-                dp = devices // (tp_size * pp)
-                for mb in micro_batches:
-                    for chunks in chunk_counts:
-                        yield JobConfig(model, ParallelLayout(mesh, pp, dp), mb, global_batch,
-                                        chunks=chunks, **options)
+def layer_divisors(model: ModelConfig) -> list[int]:
+    """Every pipeline depth that splits *model*'s layers evenly."""
+    return [p for p in range(1, model.layers + 1) if model.layers % p == 0]
 
 
-def _prune(config: JobConfig, capacity_bytes: float) -> str | None:
-    """Why *config* is not worth simulating ('divisibility', 'memory'), or None."""
+def tp_meshes(devices: int, max_tp: int) -> list[DeviceMesh]:
+    """Every DeviceMesh(d1, d2) of at most *max_tp* GPUs whose size divides *devices*."""
+    sizes = [t for t in range(1, min(max_tp, devices) + 1) if devices % t == 0]
+    return [mesh for size in sizes for mesh in factorizations(size)]
+
+
+def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], depths: Sequence[int],
+                micro_batches: Sequence[int], global_batches: Sequence[int],
+                axes: Mapping[str, Sequence[Any]] | None = None) -> Iterator[JobConfig]:
+    """Every layout of *model* on *devices* GPUs: each TP mesh of *meshes* x each depth of
+    *depths* whose TP x PP divides the devices (the rest is DP) x micro-batch x global batch x
+    the product of *axes* (JobConfig fields -> values). Virtual stages above 1 go only with
+    the interleaved schedule (others are not layouts)."""
+    axes = axes or {}
+    for mesh in meshes:
+        for pp in [p for p in depths if devices % (mesh.size * p) == 0]:
+            dp = devices // (mesh.size * pp)
+            for mb, gb, *values in product(micro_batches, global_batches, *axes.values()):
+                fields = dict(zip(axes, values, strict=True))
+                order = [fields.pop("order")] if "order" in fields else []
+                if fields.get("virtual_stages", 1) > 1 and fields.get("schedule") != INTERLEAVED:
+                    continue
+                yield JobConfig(model, ParallelLayout(mesh, pp, dp, *order), mb, gb, **fields)
+
+
+#: The one schedule that takes virtual stages above 1.
+INTERLEAVED = "interleaved-1f1b"
+
+
+def prune_reason(config: JobConfig, capacity_bytes: float) -> str | None:
+    """Why *config* is not worth simulating, or None: ``divisibility`` (the mesh splits the
+    hidden size or the heads unevenly, or :func:`check_job`'s sizes, or the chunks split the
+    micro-batch unevenly, or the interleaved schedule's micro-batches do not fill its stages)
+    or ``memory`` (the busiest rank needs more than *capacity_bytes*)."""
     mesh, model = config.layout.tp, config.model
     if not isinstance(mesh, DeviceMesh) or model.hidden % mesh.d1 or model.hidden % mesh.d2 or model.heads % mesh.size:
         return "divisibility"
@@ -108,6 +135,8 @@ def _prune(config: JobConfig, capacity_bytes: float) -> str | None:
         return "divisibility"
     try:
         check_job(config)
+        if config.schedule == INTERLEAVED and config.n_microbatches % config.layout.pp:
+            return "divisibility"
         memory = job_memory(config).total_bytes
     except SimulationError:
         return "divisibility"
