@@ -6,7 +6,8 @@
     python bench/bench_engine.py --timeout 120     # give up on a case after 120 s
 
 Each case runs in a fresh interpreter (``--one NAME``), so its peak RSS is its own, and the
-wall time includes building the topology (not importing atpsim). Collectives move 1 GiB per
+wall time includes building the topology (not importing atpsim); so does the CPU time (user +
+system, steadier than the wall time on a shared machine). Collectives move 1 GiB per
 rank, as ``atpsim collective --bytes 1G`` does; ``plan`` is ``atpsim plan --topology
 ib-cluster:512x8 --model M3 --devices 4096``. ``--loop simpy`` (``ATPSIM_EVENT_LOOP=simpy``) runs the
 event loop the engine had before the compiled kernel (``atpsim/engine/solvers/flow_kernel.py``)
@@ -56,15 +57,16 @@ def groups_for(spec: str, n_gpus: int) -> list[list[int]]:
 def run_one(name: str) -> None:
     """Run case *name* here and print one line: path, wall (s), peak RSS (MB), simulated."""
     topology, op, algorithm, groups, devices = CASES[name]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
     if op == "plan":
         args = ["atpsim", "plan", "--topology", topology, "--model", algorithm,
                 "--devices", str(devices)]
         out = subprocess.run(args, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
-        rss_MB = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e3
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         best = (out.stdout.strip().splitlines() or ["-"])[-1][:40]
-        print(f"exit {out.returncode}\t{wall:.2f}\t{rss_MB:.0f}\t{best}")
+        print(f"exit {out.returncode}\t{wall:.2f}\t{_cpu_s(usage):.2f}\t{usage.ru_maxrss / 1e3:.0f}"
+              f"\t{best}")
         return
     from atpsim.api import load_topology, run_collective
 
@@ -72,8 +74,14 @@ def run_one(name: str) -> None:
     result = run_collective(topo, op, algorithm, groups_for(groups, topo.n_gpus), NBYTES)
     path, simulated = result.path, f"{result.time_s * 1e3:.6f} ms"
     wall = time.perf_counter() - t0
-    rss_MB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
-    print(f"{path}\t{wall:.2f}\t{rss_MB:.0f}\t{simulated}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"{path}\t{wall:.2f}\t{_cpu_s(usage) - cpu0:.2f}\t{usage.ru_maxrss / 1e3:.0f}"
+          f"\t{simulated}")
+
+
+def _cpu_s(usage: resource.struct_rusage) -> float:
+    """User + system CPU seconds: on a shared machine, steadier than the wall time."""
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_case(name: str, loop: str, timeout_s: float) -> str:
@@ -87,7 +95,7 @@ def run_case(name: str, loop: str, timeout_s: float) -> str:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
-            return f"-\t> {timeout_s:.0f}\t-\t-"
+            return f"-\t> {timeout_s:.0f}\t-\t-\t-"
     lines = stdout.strip().splitlines()
     return lines[-1] if child.returncode == 0 and lines else f"failed ({stderr.strip()[-80:]})"
 
@@ -103,7 +111,8 @@ def main() -> None:
         run_one(args.one)
         return
     print(f"loop: {args.loop}")
-    print("case\tpath\twall_s\tpeak_rss_MB\tsimulated")
+    print(f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    print("case\tpath\twall_s\tcpu_s\tpeak_rss_MB\tsimulated")
     for name in args.cases or CASES:
         print(f"{name}\t{run_case(name, args.loop, args.timeout)}", flush=True)
 

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from atpsim.engine.routes import PairRoutes
-from atpsim.engine.solvers import flow_network, maxmin
+from atpsim.engine.solvers import maxmin
 from atpsim.engine.solvers.flow_kernel import compiled_kernel
 from atpsim.engine.solvers.flow_network import FlowNetwork
 
@@ -129,7 +129,8 @@ def run_flows(routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarra
     """Simulate flows (pair index and bytes each) with CSR dependencies *deps*: by the
     compiled kernel (:mod:`~atpsim.engine.solvers.flow_kernel`) where numba is installed
     and the run has at least :data:`KERNEL_MIN_FLOWS` flows, else by the simpy loop; both
-    give the same times to the last bit."""
+    give the same times to float rounding (the kernel settles a flow's bytes only when its
+    rate changes; tested to 1e-9 relative, measured within 2e-13)."""
     kernel = compiled_kernel() if use_kernel and len(flow_pair) >= KERNEL_MIN_FLOWS else None
     if kernel is not None:
         return _run_compiled(kernel, routes, capacity_Bps, flow_pair, flow_bytes, deps)
@@ -158,10 +159,10 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
         np.asarray(capacity_Bps, dtype=np.float64)[used], pairs,
         np.array(flow_bytes, dtype=np.float64), np.diff(deps[0]).astype(np.int64),
         rev_ptr, rev_idx.astype(np.int64), routes.latency_s[pairs].astype(np.float64),
-        flow_network.MAX_EXPAND_ROUNDS, TIME_RTOL, maxmin.LEVEL_RTOL)
+        TIME_RTOL, maxmin.LEVEL_RTOL)
     _check_done(n_done, len(flow_pair))
-    logger.debug("event kernel: %d flows, %d events, %d solves, %d incidences, %d in components,"
-                 " %d rounds", len(flow_pair), *stats)
+    logger.debug("event kernel: %d flows, %d events, %d solves, %d flows and %d incidences in"
+                 " the solved components, %d levels", len(flow_pair), *stats)
     link_bytes = np.zeros(len(capacity_Bps))
     link_bytes[used] = local_bytes
     return FlowTimeline(start, finish, delivered, link_bytes)

@@ -1,14 +1,25 @@
-"""The event loop of :mod:`~atpsim.engine.solvers.event_loop` as one compiled kernel (numba).
+"""The event loop of :mod:`~atpsim.engine.solvers.event_loop` as one compiled kernel (numba),
+with every event's work proportional to the flows whose rates it changes.
 
-The same run, step for step and operation for operation, as the simpy loop over
-:class:`~atpsim.engine.solvers.flow_network.FlowNetwork` and
-:func:`~atpsim.engine.solvers.maxmin.max_min_rates`: a heap of arrival batches (time, then
-creation order, as simpy orders timeouts), flows that finish within ``TIME_RTOL`` of now
-popped together, rates re-solved by progressive filling over the connected component of the
-links whose flows changed (whole when it does not close within ``MAX_EXPAND_ROUNDS``), every
-float formed by the same operations in the same order, so every time comes out bit for bit
-as before. What changes is the cost of an event: tens of numpy calls (each a few µs of
-overhead on a few thousand flows) become loops over the flows and links it touches.
+The same run as the simpy loop over :class:`~atpsim.engine.solvers.flow_network.FlowNetwork`
+and :func:`~atpsim.engine.solvers.maxmin.max_min_rates`: a heap of arrival batches (time, then
+creation order, as simpy orders its timeouts), flows that finish within ``TIME_RTOL`` of now
+finish together, rates are max-min fair. What an event costs differs (SimGrid's lazy max-min,
+Casanova et al., "Versatile, scalable and accurate simulation of distributed applications and
+platforms", JPDC 2014, Sec. 4.2):
+
+- each link keeps the list of the active flows that cross it (a doubly linked list over
+  incidence slots), so the flows whose sharing changed, the connected component of the links
+  that flows joined or left, are found by a walk over that component alone, closed every time
+  (max-min fairness decomposes over components, so solving the component is solving all);
+- progressive filling over the component takes its links from a heap keyed by fair share, so
+  a solve costs its incidences times a logarithm, however many distinct levels it has;
+- a flow's bytes are settled only when its rate changes or it finishes (``remaining -= rate *
+  (now - last)``), and its finish time ``last + remaining / rate`` sits in an indexed heap, so
+  the next completion is the heap's top instead of a pass over every active flow.
+
+Times agree with the simpy loop to float rounding (the bytes of a flow are summed in fewer,
+longer steps; tests hold them to 1e-9 relative, as both are held to a plain reference).
 
 Written in plain Python over arrays; :func:`compiled_kernel` gives its numba compilation, or
 None where numba is not installed (the simpy loop then runs).
@@ -17,331 +28,479 @@ None where numba is not installed (the simpy loop then runs).
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+# Rows of the kernel's state arrays (see :func:`_state`). Per flow, floats:
+REMAINING, DELIVERED, RATE, NEW_RATE, LAST, START, FINISH, FKEY, AKEY, VALUES = range(10)
+# per flow, integers (n + 1 columns):
+SLOT_BASE, COMP, FITEM, FPOS, AITEM, APOS, ARRIVED, BATCH_FLOWS, BATCH_PTR, DONE, READY = range(11)
+# per flow, flags:
+IN_COMP, FROZEN, RELEASED = range(3)
+# per link, floats and integers:
+LINK_BYTES, CAP, LKEY = range(3)
+HEAD, SEEDS, COUNT, LITEM, LPOS, FULL = range(6)
+# per incidence slot:
+NEXT, PREV, FLOW = range(3)
 
-def _component(n_active, owner, link, n_inc, marked, marked_list, n_marked, in_comp, comp,
-               active, flow_pair, route_ptr, route_links, max_rounds):
-    """The active positions reachable from the *marked* seed links, round by round, into
-    *comp* (flagged in *in_comp*): each round adds the flows touching a marked link, then
-    marks their links; closed when a round marks nothing new. Returns (closed and not every
-    active flow, links marked in all, positions in *comp*); not closed: all are solved."""
+
+def _sift_up(key, item, pos, i):
+    """Indexed binary min-heap (*key*, *item*; *pos[item]* its place): move entry *i* up."""
+    k, it = key[i], item[i]
+    while i > 0:
+        parent = (i - 1) >> 1
+        if key[parent] <= k:
+            break
+        key[i], item[i] = key[parent], item[parent]
+        pos[item[i]] = i
+        i = parent
+    key[i], item[i] = k, it
+    pos[it] = i
+
+
+def _sift_down(key, item, pos, size, i):
+    """Move entry *i* of the indexed heap down to its place."""
+    k, it = key[i], item[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and key[child + 1] < key[child]:
+            child += 1
+        if key[child] >= k:
+            break
+        key[i], item[i] = key[child], item[child]
+        pos[item[i]] = i
+        i = child
+    key[i], item[i] = k, it
+    pos[it] = i
+
+
+def _heap_set(key, item, pos, size, it, k):
+    """Give *it* the key *k* (inserted when absent); returns the new size."""
+    i = pos[it]
+    if i < 0:
+        key[size], item[size] = k, it
+        _sift_up(key, item, pos, size)
+        return size + 1
+    old = key[i]
+    key[i] = k
+    if k < old:
+        _sift_up(key, item, pos, i)
+    else:
+        _sift_down(key, item, pos, size, i)
+    return size
+
+
+def _heap_remove(key, item, pos, size, it):
+    """Take *it* out of the indexed heap; returns the new size."""
+    i = pos[it]
+    pos[it] = -1
+    size -= 1
+    if i < size:
+        key[i], item[i] = key[size], item[size]
+        pos[item[i]] = i
+        if i > 0 and key[i] < key[(i - 1) >> 1]:
+            _sift_up(key, item, pos, i)
+        else:
+            _sift_down(key, item, pos, size, i)
+    return size
+
+
+def _seed(lk, marked, seeds, n_seeds):
+    """Mark link *lk* as one whose sharing changed; returns the new seed count."""
+    if not marked[lk]:
+        marked[lk] = True
+        seeds[n_seeds] = lk
+        n_seeds += 1
+    return n_seeds
+
+
+def _join(n_arrived, now, flow_pair, route_ptr, route_links, slots, free_head, bump, ints,
+          floats, links, marked, n_seeds):
+    """The arrived flows start moving: each takes a run of incidence slots (a freed run of its
+    length, else fresh ones) and is linked into its links' lists, which become seeds. Returns
+    (slots used so far, seeds)."""
+    nxt, prv, owner = slots[NEXT], slots[PREV], slots[FLOW]
+    head, seeds = links[HEAD], links[SEEDS]
+    for a in range(n_arrived):
+        f = ints[ARRIVED, a]
+        pair = flow_pair[f]
+        length = route_ptr[pair + 1] - route_ptr[pair]
+        base = free_head[length]
+        if base >= 0:
+            free_head[length] = nxt[base]
+        else:
+            base = bump
+            bump += length
+        ints[SLOT_BASE, f] = base
+        floats[LAST, f] = now
+        for j in range(length):
+            lk = route_links[route_ptr[pair] + j]
+            s = base + j
+            owner[s] = f
+            prv[s] = -1
+            nxt[s] = head[lk]
+            if head[lk] >= 0:
+                prv[head[lk]] = s
+            head[lk] = s
+            n_seeds = _seed(lk, marked, seeds, n_seeds)
+    return bump, n_seeds
+
+
+def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr, route_links):
+    """The active flows reachable from the seed links over shared links, into the COMP row
+    (flagged IN_COMP); every link they cross joins the seeds. Returns (seeds, flows)."""
+    head, seeds, nxt, owner = links[HEAD], links[SEEDS], slots[NEXT], slots[FLOW]
     n_comp = 0
-    for _ in range(max_rounds):
-        first_new = n_comp
-        for i in range(n_inc):
-            p = owner[i]
-            if marked[link[i]] and not in_comp[p]:
-                in_comp[p] = True
-                comp[n_comp] = p
-                n_comp += 1
-        grown = False
-        for c in range(first_new, n_comp):
-            pair = flow_pair[active[comp[c]]]
+    q = 0
+    while q < n_seeds:
+        s = head[seeds[q]]
+        q += 1
+        while s >= 0:
+            f = owner[s]
+            s = nxt[s]
+            if flags[IN_COMP, f]:
+                continue
+            flags[IN_COMP, f] = True
+            ints[COMP, n_comp] = f
+            n_comp += 1
+            pair = flow_pair[f]
             for j in range(route_ptr[pair], route_ptr[pair + 1]):
-                lk = route_links[j]
-                if not marked[lk]:
-                    marked[lk] = True
-                    marked_list[n_marked] = lk
-                    n_marked += 1
-                    grown = True
-        if not grown:
-            return n_comp < n_active, n_marked, n_comp
-    return False, n_marked, n_comp
+                n_seeds = _seed(route_links[j], marked, seeds, n_seeds)
+    return n_seeds, n_comp
 
 
-def _max_min(active, n_active, comp, n_sel, closed, flow_pair, route_ptr, route_links,
-             capacity, rate, cap, count, gone, comp_links, level_rtol, inc_owner, inc_link,
-             frozen):
-    """Progressive filling over the links of the positions *comp[:n_sel]* (every active
-    flow unless *closed*), round for round as
-    :func:`~atpsim.engine.solvers.maxmin.max_min_rates`: the lowest share of any link is the
-    level, flows crossing a link within ``level_rtol`` of it freeze there, their links give
-    up that rate, again until every flow is frozen. Returns (rounds, incidences)."""
-    m = 0
-    n_links = 0
-    for c in range(n_sel if closed else n_active):
-        p = comp[c] if closed else c
-        pair = flow_pair[active[p]]
-        for j in range(route_ptr[pair], route_ptr[pair + 1]):
-            lk = route_links[j]
-            inc_owner[m] = p
-            inc_link[m] = lk
-            m += 1
-            if count[lk] == 0:
-                comp_links[n_links] = lk
-                n_links += 1
-                cap[lk] = capacity[lk]
-            count[lk] += 1.0
-    frozen[:n_active] = False
-    rounds, n_comp = 0, m
-    while m:
-        rounds += 1
-        level = np.inf
-        for j in range(n_links):
-            lk = comp_links[j]
-            if count[lk] > 0:
-                level = min(level, max(cap[lk], 0.0) / count[lk])
-        bound = level * (1 + level_rtol)
-        for i in range(m):
-            lk = inc_link[i]
-            p = inc_owner[i]
-            if not frozen[p] and max(cap[lk], 0.0) / count[lk] <= bound:
-                frozen[p] = True
-                rate[active[p]] = level
-        keep = 0
-        for i in range(m):
-            if frozen[inc_owner[i]]:
-                gone[inc_link[i]] += 1
-            else:
-                inc_owner[keep] = inc_owner[i]
-                inc_link[keep] = inc_link[i]
-                keep += 1
-        m = keep
-        for j in range(n_links):
-            lk = comp_links[j]
-            cap[lk] -= level * gone[lk]
-            count[lk] -= gone[lk]
-            gone[lk] = 0
+def _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, ints, flags,
+                lflt, links):
+    """Progressive filling's start: every link of the component at full capacity, its flows
+    counted, the links that carry any in the share heap. Returns the heap's size."""
+    cap, count, lkey, litem, lpos = lflt[CAP], links[COUNT], lflt[LKEY], links[LITEM], links[LPOS]
     for j in range(n_links):
-        count[comp_links[j]] = 0.0
-    return rounds, n_comp
+        lk = links[SEEDS, j]
+        cap[lk] = capacity[lk]
+        count[lk] = 0
+    for c in range(n_comp):
+        f = ints[COMP, c]
+        flags[FROZEN, f] = False
+        pair = flow_pair[f]
+        for j in range(route_ptr[pair], route_ptr[pair + 1]):
+            count[route_links[j]] += 1
+    size = 0
+    for j in range(n_links):
+        lk = links[SEEDS, j]
+        if count[lk] > 0:
+            size = _heap_set(lkey, litem, lpos, size, lk, max(cap[lk], 0.0) / count[lk])
+    return size
 
 
-def _release(flows, n_flows, now, latency, start, arrived, n_arrived, heap, batch_flows,
-             batch_ptr, n_batches, values):
-    """*flows[:n_flows]* (sorted) are ready at *now*: each joins after its path latency, one
-    batch per latency value in ascending order (zero: at once, into *arrived*)."""
+def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots, ints, flags,
+             floats, lflt, links, level_rtol):
+    """Progressive filling over the component's flows and links: the lowest fair share
+    ``max(cap, 0) / count`` of any link is the level, the unfrozen flows on every link within
+    ``level_rtol`` of it freeze there (NEW_RATE) and give that rate back on each of their
+    links; again until all are frozen. Returns the number of levels."""
+    cap, count, lkey, litem, lpos = lflt[CAP], links[COUNT], lflt[LKEY], links[LITEM], links[LPOS]
+    head, full, nxt, owner = links[HEAD], links[FULL], slots[NEXT], slots[FLOW]
+    size = _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, ints, flags,
+                       lflt, links)
+    levels = 0
+    while size:
+        levels += 1
+        level = lkey[0]
+        bound = level * (1 + level_rtol)
+        n_full = 0
+        while size and lkey[0] <= bound:
+            full[n_full] = litem[0]
+            size = _heap_remove(lkey, litem, lpos, size, litem[0])
+            n_full += 1
+        for i in range(n_full):
+            s = head[full[i]]
+            while s >= 0:
+                f = owner[s]
+                s = nxt[s]
+                if flags[FROZEN, f]:
+                    continue
+                flags[FROZEN, f] = True
+                floats[NEW_RATE, f] = level
+                pair = flow_pair[f]
+                for j in range(route_ptr[pair], route_ptr[pair + 1]):
+                    lk = route_links[j]
+                    cap[lk] -= level
+                    count[lk] -= 1
+                    if lpos[lk] >= 0:
+                        if count[lk] > 0:
+                            size = _heap_set(lkey, litem, lpos, size, lk,
+                                             max(cap[lk], 0.0) / count[lk])
+                        else:
+                            size = _heap_remove(lkey, litem, lpos, size, lk)
+    return levels
+
+
+def _settle(f, now, floats):
+    """Move flow *f*'s bytes at its rate from its last settlement to *now*."""
+    dt = now - floats[LAST, f]
+    if dt > 0:
+        moved = floats[RATE, f] * dt
+        floats[REMAINING, f] -= moved
+        floats[DELIVERED, f] += moved
+    floats[LAST, f] = now
+
+
+def _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links, slots, ints,
+             flags, floats, lflt, links, marked, level_rtol, stats):
+    """New max-min rates over the component of the seed links; each flow whose rate changed
+    (or that just joined) is settled and its finish time rescheduled. Returns the finish
+    heap's size."""
+    n_links, n_comp = _component(n_seeds, marked, links, slots, flags, ints, flow_pair,
+                                 route_ptr, route_links)
+    if n_comp:
+        stats[4] += _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots,
+                             ints, flags, floats, lflt, links, level_rtol)
+        stats[1] += 1
+        stats[2] += n_comp
+    for c in range(n_comp):
+        f = ints[COMP, c]
+        flags[IN_COMP, f] = False
+        stats[3] += route_ptr[flow_pair[f] + 1] - route_ptr[flow_pair[f]]
+        if floats[NEW_RATE, f] != floats[RATE, f] or ints[FPOS, f] < 0:
+            _settle(f, now, floats)
+            floats[RATE, f] = floats[NEW_RATE, f]
+            n_heap = _heap_set(floats[FKEY], ints[FITEM], ints[FPOS], n_heap, f,
+                               now + floats[REMAINING, f] / floats[RATE, f])
+    for j in range(n_links):
+        marked[links[SEEDS, j]] = False
+    return n_heap
+
+
+def _finish(now, bound, n_heap, flow_pair, route_ptr, route_links, slots, free_head, ints,
+            floats, lflt, links, marked):
+    """The flows due by *bound* finish: settled, unlinked from their links' lists (which
+    become seeds and count their bytes), their slots freed. Returns (heap size, flows done
+    (in the DONE row), seeds)."""
+    nxt, prv = slots[NEXT], slots[PREV]
+    head, seeds, link_bytes = links[HEAD], links[SEEDS], lflt[LINK_BYTES]
+    n_gone = n_seeds = 0
+    while n_heap and floats[FKEY, 0] <= bound:
+        f = ints[FITEM, 0]
+        n_heap = _heap_remove(floats[FKEY], ints[FITEM], ints[FPOS], n_heap, f)
+        _settle(f, now, floats)
+        ints[DONE, n_gone] = f
+        n_gone += 1
+        pair = flow_pair[f]
+        base = ints[SLOT_BASE, f]
+        length = route_ptr[pair + 1] - route_ptr[pair]
+        for j in range(length):
+            lk = route_links[route_ptr[pair] + j]
+            s = base + j
+            link_bytes[lk] += floats[DELIVERED, f]
+            if prv[s] >= 0:
+                nxt[prv[s]] = nxt[s]
+            else:
+                head[lk] = nxt[s]
+            if nxt[s] >= 0:
+                prv[nxt[s]] = prv[s]
+            n_seeds = _seed(lk, marked, seeds, n_seeds)
+        nxt[base] = free_head[length]
+        free_head[length] = base
+        floats[RATE, f] = 0.0
+        floats[FINISH, f] = now
+    return n_heap, n_gone, n_seeds
+
+
+def _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints):
+    """The flows the finished DONE flows were the last wait of, into the READY row."""
+    n_ready = 0
+    for g in range(n_gone):
+        f = ints[DONE, g]
+        for j in range(rev_ptr[f], rev_ptr[f + 1]):
+            c = rev_idx[j]
+            waiting[c] -= 1
+            if waiting[c] == 0 and not flags[RELEASED, c]:
+                flags[RELEASED, c] = True
+                ints[READY, n_ready] = c
+                n_ready += 1
+    return n_ready
+
+
+def _release(n_ready, now, latency, ints, floats, n_arrived, n_pending, n_batches):
+    """The READY flows start at *now*: each joins after its path latency, one batch per
+    latency value (zero: at once, into ARRIVED), the batches in an indexed heap by arrival
+    time (flows arriving together are solved together, in whatever order). Returns (arrived,
+    pending batches, batches made)."""
+    values, ptr, members = floats[VALUES], ints[BATCH_PTR], ints[BATCH_FLOWS]
     n_values = 0
-    for i in range(n_flows):
-        f = flows[i]
-        start[f] = now
-        value = latency[f]
+    for i in range(n_ready):
+        f = ints[READY, i]
+        floats[START, f] = now
         seen = False
         for v in range(n_values):
-            if values[v] == value:
+            if values[v] == latency[f]:
                 seen = True
                 break
         if not seen:
-            values[n_values] = value
+            values[n_values] = latency[f]
             n_values += 1
-    values[:n_values].sort()
     for v in range(n_values):
         value = values[v]
-        if value == 0:
-            for i in range(n_flows):
-                if latency[flows[i]] == value:
-                    arrived[n_arrived] = flows[i]
-                    n_arrived += 1
-        else:
-            at = batch_ptr[n_batches]
-            for i in range(n_flows):
-                if latency[flows[i]] == value:
-                    batch_flows[at] = flows[i]
-                    at += 1
-            batch_ptr[n_batches + 1] = at
-            heapq.heappush(heap, (now + value, n_batches))
+        at = ptr[n_batches]
+        for i in range(n_ready):
+            f = ints[READY, i]
+            if latency[f] != value:
+                continue
+            if value == 0:
+                ints[ARRIVED, n_arrived] = f
+                n_arrived += 1
+            else:
+                members[at] = f
+                at += 1
+        if value != 0:
+            ptr[n_batches + 1] = at
+            n_pending = _heap_set(floats[AKEY], ints[AITEM], ints[APOS], n_pending, n_batches,
+                                  now + value)
             n_batches += 1
-    return n_arrived, n_batches
+    return n_arrived, n_pending, n_batches
 
 
-def _grown(a, n_used, size):
-    """*a* with room for *size* entries, its first *n_used* kept."""
-    out = np.empty(size, dtype=a.dtype)
-    out[:n_used] = a[:n_used]
-    return out
+def _next_time(now, n_heap, n_pending, floats):
+    """The next event: the first finish (not before now) or the first pending arrival."""
+    t_next = np.inf
+    if n_heap:
+        t_next = max(now, floats[FKEY, 0])
+    if n_pending and floats[AKEY, 0] < t_next:
+        t_next = floats[AKEY, 0]
+    return t_next
 
 
-def _run(route_ptr, route_links, capacity, flow_pair, flow_bytes, waiting, rev_ptr, rev_idx,
-         latency, max_rounds, time_rtol, level_rtol):
-    """Start, finish, bytes delivered per flow, bytes per (local) link, flows done, and
-    counts: events, rate solves, active incidences and component incidences summed over
-    the solves, progressive-filling rounds."""
-    n, n_links = len(flow_pair), len(capacity)
-    remaining = flow_bytes.copy()
-    delivered = np.zeros(n)
-    rate = np.zeros(n)
-    start = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    link_bytes = np.zeros(n_links)
-    room = 1024  # incidences of active flows held; grows by doubling
-    active = np.empty(n, dtype=np.int64)
-    owner = np.empty(room, dtype=np.int64)
-    link = np.empty(room, dtype=np.int64)
-    in_comp = np.zeros(n, dtype=np.bool_)
-    marked = np.zeros(n_links, dtype=np.bool_)
-    marked_list = np.empty(n_links, dtype=np.int64)
-    cap = np.zeros(n_links)
-    count = np.zeros(n_links)
-    gone = np.zeros(n_links, dtype=np.int64)
-    comp_links = np.empty(n_links, dtype=np.int64)
-    arrived = np.empty(n, dtype=np.int64)
-    batch_flows = np.empty(n, dtype=np.int64)
-    batch_ptr = np.zeros(n + 1, dtype=np.int64)
-    heap = [(0.0, 0)]
-    heap.pop()
-    inc_owner = np.empty(room, dtype=np.int64)
-    inc_link = np.empty(room, dtype=np.int64)
-    comp = np.empty(n, dtype=np.int64)
-    frozen = np.zeros(n, dtype=np.bool_)
-    done = np.empty(n, dtype=np.int64)
-    position = np.empty(n, dtype=np.int64)
-    children = np.empty(len(rev_idx), dtype=np.int64)
-    ready = np.empty(n, dtype=np.int64)
-    released = np.zeros(n, dtype=np.bool_)
-    values = np.empty(n, dtype=np.float64)
-    n_active = n_inc = n_marked = n_arrived = n_batches = n_done = 0
-    changed = False
-    now = 0.0
-    stats = np.zeros(5, dtype=np.int64)  # events, solves, incidences, in components, rounds
+def _arrive(t_next, n_pending, ints, floats):
+    """The batches due by *t_next* arrive (into ARRIVED). Returns (arrived, pending)."""
+    n_arrived = 0
+    while n_pending and floats[AKEY, 0] <= t_next:
+        b = ints[AITEM, 0]
+        n_pending = _heap_remove(floats[AKEY], ints[AITEM], ints[APOS], n_pending, b)
+        for j in range(ints[BATCH_PTR, b], ints[BATCH_PTR, b + 1]):
+            ints[ARRIVED, n_arrived] = ints[BATCH_FLOWS, j]
+            n_arrived += 1
+    return n_arrived, n_pending
+
+
+def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx, latency,
+          time_rtol, level_rtol, floats, ints, flags, lflt, links, marked, slots, free_head,
+          stats):
+    """The event loop over the state of :func:`_state` (no allocation, no reference counts).
+    Returns the number of flows done; stats: events, solves, flows and incidences in the
+    solved components (summed), progressive-filling levels."""
+    n = len(flow_pair)
     n_ready = 0
     for f in range(n):
         if waiting[f] == 0:
-            ready[n_ready] = f
+            ints[READY, n_ready] = f
             n_ready += 1
-    n_arrived, n_batches = _release(ready, n_ready, now, latency, start, arrived, n_arrived, heap,
-                                    batch_flows, batch_ptr, n_batches, values)
+    now = 0.0
+    n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, floats, 0, 0, 0)
+    n_seeds = n_heap = bump = n_done = 0
     while n_done < n:
-        if n_arrived:
-            for a in range(n_arrived):
-                f = arrived[a]
-                pair = flow_pair[f]
-                if n_inc + route_ptr[pair + 1] - route_ptr[pair] > room:
-                    room = max(2 * room, n_inc + route_ptr[pair + 1] - route_ptr[pair])
-                    owner = _grown(owner, n_inc, room)
-                    link = _grown(link, n_inc, room)
-                    inc_owner = np.empty(room, dtype=np.int64)
-                    inc_link = np.empty(room, dtype=np.int64)
-                for j in range(route_ptr[pair], route_ptr[pair + 1]):
-                    owner[n_inc] = n_active
-                    link[n_inc] = route_links[j]
-                    n_inc += 1
-                    if not marked[route_links[j]]:
-                        marked[route_links[j]] = True
-                        marked_list[n_marked] = route_links[j]
-                        n_marked += 1
-                active[n_active] = f
-                n_active += 1
-            n_arrived = 0
-            changed = True
-        if changed:
-            changed = False
-            if n_active:
-                closed, n_marked, n_sel = _component(
-                    n_active, owner, link, n_inc, marked, marked_list, n_marked, in_comp, comp,
-                    active, flow_pair, route_ptr, route_links, max_rounds)
-                rounds, n_comp = _max_min(active, n_active, comp, n_sel, closed, flow_pair,
-                                          route_ptr, route_links, capacity, rate, cap, count,
-                                          gone, comp_links, level_rtol, inc_owner, inc_link,
-                                          frozen)
-                for c in range(n_sel):
-                    in_comp[comp[c]] = False
-                stats[1] += 1
-                stats[2] += n_inc
-                stats[3] += n_comp
-                stats[4] += rounds
-            for j in range(n_marked):
-                marked[marked_list[j]] = False
-            n_marked = 0
-        t_next = np.inf
-        if n_active:
-            first = np.inf
-            for i in range(n_active):
-                f = active[i]
-                first = min(first, remaining[f] / rate[f])
-            t_next = now + max(0.0, first)
-        if len(heap) and heap[0][0] < t_next:
-            t_next = heap[0][0]
+        bump, n_seeds = _join(n_arrived, now, flow_pair, route_ptr, route_links, slots,
+                              free_head, bump, ints, floats, links, marked, n_seeds)
+        if n_seeds:
+            n_heap = _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links,
+                              slots, ints, flags, floats, lflt, links, marked, level_rtol, stats)
+        t_next = _next_time(now, n_heap, n_pending, floats)
         if t_next == np.inf:
             break
-        while len(heap) and heap[0][0] <= t_next:
-            b = heapq.heappop(heap)[1]
-            for j in range(batch_ptr[b], batch_ptr[b + 1]):
-                arrived[n_arrived] = batch_flows[j]
-                n_arrived += 1
-        dt = t_next - now
+        n_arrived, n_pending = _arrive(t_next, n_pending, ints, floats)
         now = t_next
         stats[0] += 1
-        if dt > 0:
-            for i in range(n_active):
-                f = active[i]
-                moved = rate[f] * dt
-                remaining[f] -= moved
-                delivered[f] += moved
-        if not n_active:
-            continue
-        tol = time_rtol * max(now, 1e-12)
-        n_gone = 0
-        for i in range(n_active):
-            f = active[i]
-            if remaining[f] / rate[f] <= tol:
-                done[n_gone] = f
-                position[i] = -1
-                n_gone += 1
-            else:
-                position[i] = i - n_gone
-        if not n_gone:
-            continue
-        kept = 0
-        for i in range(n_inc):
-            p = owner[i]
-            lk = link[i]
-            if position[p] < 0:
-                link_bytes[lk] += delivered[active[p]]
-                if not marked[lk]:
-                    marked[lk] = True
-                    marked_list[n_marked] = lk
-                    n_marked += 1
-            else:
-                owner[kept] = position[p]
-                link[kept] = lk
-                kept += 1
-        n_inc = kept
-        kept = 0
-        for i in range(n_active):
-            if position[i] >= 0:
-                active[kept] = active[i]
-                kept += 1
-        n_active = kept
-        changed = True
-        n_children = 0
-        for g in range(n_gone):
-            f = done[g]
-            rate[f] = 0.0
-            finish[f] = now
-            for j in range(rev_ptr[f], rev_ptr[f + 1]):
-                children[n_children] = rev_idx[j]
-                waiting[rev_idx[j]] -= 1
-                n_children += 1
+        n_heap, n_gone, n_seeds = _finish(now, now + time_rtol * max(now, 1e-12), n_heap,
+                                          flow_pair, route_ptr, route_links, slots, free_head,
+                                          ints, floats, lflt, links, marked)
         n_done += n_gone
-        n_ready = 0
-        for j in range(n_children):
-            c = children[j]
-            if waiting[c] == 0 and not released[c]:
-                released[c] = True
-                ready[n_ready] = c
-                n_ready += 1
-        if n_ready:
-            ready[:n_ready].sort()
-            n_arrived, n_batches = _release(ready, n_ready, now, latency, start, arrived,
-                                            n_arrived, heap, batch_flows, batch_ptr, n_batches,
-                                            values)
-    return start, finish, delivered, link_bytes, n_done, stats
+        n_ready = _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints)
+        n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, floats,
+                                                   n_arrived, n_pending, n_batches)
+    return n_done
+
+
+def _state(route_ptr: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray, n_links: int
+           ) -> tuple[np.ndarray, ...]:
+    """The kernel's arrays (rows named by the module's constants): per flow floats, integers
+    and flags, per link floats, integers and marks, incidence slots (as many as all flows
+    have, so never grown; freed runs are reused, so only the pages of those in flight at once
+    are touched), freed slot runs by length, stats."""
+    n = len(flow_pair)
+    lengths = np.diff(route_ptr)[flow_pair]
+    floats = np.empty((10, n))
+    floats[REMAINING] = flow_bytes
+    floats[[DELIVERED, RATE, LAST]] = 0.0
+    floats[[START, FINISH]] = np.nan
+    ints = np.empty((11, n + 1), dtype=np.int64)
+    ints[[FPOS, APOS]] = -1
+    ints[BATCH_PTR, 0] = 0
+    links = np.empty((6, n_links), dtype=np.int64)
+    links[[HEAD, LPOS]] = -1
+    free_head = np.full(int(lengths.max(initial=0)) + 1, -1, dtype=np.int64)
+    return (floats, ints, np.zeros((3, n), dtype=np.bool_), np.zeros((3, n_links)), links,
+            np.zeros(n_links, dtype=np.bool_), np.empty((3, int(lengths.sum())), dtype=np.int64),
+            free_head, np.zeros(5, dtype=np.int64))
+
+
+def run_kernel(loop: Callable[..., int], route_ptr: np.ndarray, route_links: np.ndarray,
+               capacity: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray,
+               waiting: np.ndarray, rev_ptr: np.ndarray, rev_idx: np.ndarray,
+               latency: np.ndarray, time_rtol: float, level_rtol: float) -> tuple[Any, ...]:
+    """Start, finish, bytes delivered per flow, bytes per (local) link, flows done and the
+    stats of :func:`_loop` (compiled: *loop*), over the kernel's state."""
+    state = _state(route_ptr, flow_pair, flow_bytes, len(capacity))
+    n_done = loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx,
+                  latency, time_rtol, level_rtol, *state)
+    floats, lflt, stats = state[0], state[3], state[-1]
+    return (floats[START].copy(), floats[FINISH].copy(), floats[DELIVERED].copy(),
+            lflt[LINK_BYTES].copy(), n_done, stats)
+
+
+def _jit(**options: Any) -> Callable[..., Any]:
+    """numba's njit, without reference counting where numba allows it (a private flag: every
+    array handed to an inlined helper otherwise costs two atomic updates, a fifth of the
+    kernel's time, measured by perf; the kernel allocates nothing, :func:`_state` does), else
+    with it (same results)."""
+    from numba import njit
+
+    flags: dict[str, Any] = {"cache": True, "error_model": "numpy", **options}
+    if _nrt_flag():
+        flags["_nrt"] = False
+    return njit(**flags)
+
+
+@functools.cache
+def _nrt_flag() -> bool:
+    """Whether this numba takes ``_nrt=False``."""
+    from numba import njit
+
+    flags: dict[str, Any] = {"_nrt": False}
+    try:
+        njit(**flags)(lambda: 0)()
+    except Exception:  # pragma: no cover - a numba without the flag
+        return False
+    return True
+
+
+HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_join", "_component",
+           "_fill_start", "_max_min", "_settle", "_resolve", "_finish", "_children", "_release",
+           "_next_time", "_arrive")
 
 
 @functools.cache
 def compiled_kernel() -> Callable[..., Any] | None:
-    """:func:`_run` compiled by numba (imported here, on first use: importing it costs a few
-    tenths of a second; the machine code is cached on disk), None where numba is missing."""
+    """The kernel, :func:`run_kernel` over :func:`_loop` compiled by numba (imported here, on
+    first use: importing it costs a few tenths of a second; the machine code is cached on
+    disk), None where numba is missing."""
     try:
-        from numba import njit
+        import numba  # noqa: F401
     except ImportError:  # pragma: no cover
         return None
-    jit = njit(cache=True, error_model="numpy")
-    for name in ("_component", "_max_min", "_release", "_grown"):  # _run calls them compiled
-        globals()[name] = jit(globals()[name])
-    return jit(_run)
+    inline = _jit(inline="always")
+    for name in HELPERS:  # _loop calls them compiled and inlined
+        globals()[name] = inline(globals()[name])
+    return functools.partial(run_kernel, _jit()(_loop))
