@@ -22,6 +22,7 @@ COMMAND_MODULES = {
     "hcm": "hcm",
     "plan": "plan",
     "run": "run",
+    "search": "search",
     "report": "report",
     "validate": "validate",
 }

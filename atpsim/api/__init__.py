@@ -9,6 +9,8 @@ returns a typed result:
 - :func:`plan` every mesh and chunk count ranked -> :class:`Plan`
 - :func:`simulate_job` one iteration of a DP x PP x TP job -> :class:`JobPrediction`;
   :func:`plan_job` every such layout that divides the model and fits, ranked -> :class:`JobPlan`
+- :func:`run_search` the whole-job layouts of a design space (:func:`search_space`), pruned,
+  simulated on the sweep's executors -> :class:`SearchResult`
 - :func:`run_scenario` a scenario file's sweep, results table and report -> :class:`RunSummary`
   (a job scenario's points through :func:`simulate_job_point`)
 - :func:`rebuild_report` a report from a saved results table
@@ -42,6 +44,10 @@ _EXPORTS: dict[str, str] = {
     "plan_job": "job_search",
     "JobPlan": "job_search",
     "JobCandidate": "job_search",
+    "run_search": "search",
+    "search_space": "search",
+    "SearchResult": "search",
+    "SweepPoints": "scenario",
     # collectives
     "collective": "collective_sweep",
     "CollectiveSweep": "collective_sweep",
@@ -117,6 +123,8 @@ __all__ = [
     "EXIT_CODES",
     "FolderFit",
     "JobCandidate",
+    "SearchResult",
+    "SweepPoints",
     "JobConfig",
     "JobPlan",
     "JobPrediction",
@@ -166,6 +174,8 @@ __all__ = [
     "route",
     "run_collective",
     "run_scenario",
+    "run_search",
+    "search_space",
     "serial_compute_time_s",
     "simulate",
     "simulate_job",
@@ -242,11 +252,13 @@ if TYPE_CHECKING:
     from atpsim.api.scenario import (
         RunSummary,
         SweepInterrupted,
+        SweepPoints,
         expand_sweep,
         load_scenario,
         rebuild_report,
         run_scenario,
     )
+    from atpsim.api.search import SearchResult, run_search, search_space
     from atpsim.api.step import StepPrediction, simulate, write_trace
     from atpsim.api.topology import (
         Builder,

@@ -36,8 +36,8 @@ from atpsim.sweep.lock import folder_lock
 from atpsim.sweep.runner import Simulate, SweepInterrupted, stream_sweep
 from atpsim.sweep.table import SweepTable
 
-__all__ = ["RunSummary", "SweepInterrupted", "expand_sweep", "load_scenario", "rebuild_report",
-           "run_scenario"]
+__all__ = ["RunSummary", "SweepInterrupted", "SweepPoints", "expand_sweep", "load_scenario",
+           "rebuild_report", "run_scenario"]
 
 log = logging.getLogger(__name__)
 

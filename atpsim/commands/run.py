@@ -98,7 +98,7 @@ def command(
     if resume and fresh:
         raise AtpsimError("give --resume or --fresh, not both", key="--fresh")
     console = Console(stderr=True)
-    with _logging_to(console):
+    with logging_to(console):
         try:
             summary = run_scenario(
                 scenario,
@@ -142,7 +142,7 @@ def _finish(summary: RunSummary) -> None:
 
 
 @contextmanager
-def _logging_to(console: Console) -> Iterator[None]:
+def logging_to(console: Console) -> Iterator[None]:
     """Send atpsim's log records (INFO and up) to *console* while the command runs, so they
     print above the progress bar."""
     handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)

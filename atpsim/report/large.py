@@ -99,6 +99,7 @@ class Summary:
 
     layout: Layout
     stride: int = 1
+    count: int = TOP
     rows: int = 0
     failed: int = 0
     failures: dict[str, list[object]] = field(default_factory=dict)
@@ -114,7 +115,7 @@ class Summary:
         time = self.layout.time
         fits = chunk["fits_memory"].fillna(True).astype(bool)
         good = chunk[(chunk["status"] == "ok") & chunk[time].notna() & fits]
-        self.top = _best(_concat(self.top, good), TOP)
+        self.top = _best(_concat(self.top, good), self.count)
         for workload, rows in good.groupby(list(self.layout.workload), sort=False):
             self.best[workload] = max(self.best.get(workload, -math.inf), rows["tflops_per_gpu"].max())
             for fronts, x in ((self.gpu_fronts, "n_devices"), (self.memory_fronts, "memory_per_rank_bytes")):
@@ -165,10 +166,12 @@ def chunks(path: Path) -> Iterator[pd.DataFrame]:
                            na_values=[""], true_values=["true"], false_values=["false"])  # fmt: skip
 
 
-def summarize(path: Path) -> Summary:
-    """The :class:`Summary` of the table at *path*, read a chunk at a time."""
+def summarize(path: Path, top: int = TOP) -> Summary:
+    """The :class:`Summary` of the table at *path* (its *top* best rows), read a chunk at a
+    time."""
     header = pd.read_csv(path, nrows=0).columns.tolist()
-    summary = Summary(layout_of(header), stride=max(math.ceil(row_count(path) / MAX_DOTS), 1))
+    stride = max(math.ceil(row_count(path) / MAX_DOTS), 1)
+    summary = Summary(layout_of(header), stride=stride, count=top)
     for chunk in chunks(path):
         summary.add(chunk)
     return summary

@@ -36,6 +36,7 @@ from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.job_point import JobPoint
+from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
 from atpsim.topology.graph import Topology
@@ -61,7 +62,7 @@ def build_topology(scenario: Scenario, index: int, n_gpus: int | None) -> Topolo
         raise _error(scenario, error.format(), "topology", index) from None
 
 
-def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, Topology]]:
+def sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, Topology]]:
     """(position in devices, device count, topology) for each device count of the scenario,
     checking the topology has enough GPUs; the topology's own count when none is given."""
     devices = scenario.parallelism.devices
@@ -80,6 +81,10 @@ def _sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, To
             raise _error(scenario, message, "parallelism", "devices", position)
         sized.append((position, count, topology))
     return sized
+
+
+#: The name job_sweep imports.
+_sized_topologies = sized_topologies
 
 
 def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: int) -> None:
@@ -176,58 +181,26 @@ def expand_sweep(scenario: Scenario) -> list[SweepPoint] | list[JobPoint]:
     return list(SweepPoints(scenario))  # type: ignore[return-value]
 
 
-class SweepPoints(Collection[SweepPoint | JobPoint]):
-    """The points of *scenario* (as :func:`expand_sweep` lists them), expanded lazily: each
-    iteration generates them again rather than holding them, so a sweep of 100,000 points
-    costs the memory of a few. The first iteration (which ``len()`` runs to its end) checks
-    every point and notes which repeat an earlier point's key (1 byte a point); later ones
-    skip those without computing keys. A job scenario's points are listed
+class SweepPoints(LazyPoints):
+    """The points of *scenario* (as :func:`expand_sweep` lists them), expanded lazily
+    (:class:`LazyPoints`). A job scenario's points are listed
     (:func:`atpsim.scenario.job_sweep.expand_job_sweep`): a job point costs seconds to
     simulate, so its sweeps are small."""
 
     def __init__(self, scenario: Scenario):
+        super().__init__(lambda: _scenario_points(scenario))
         self.scenario = scenario
-        self._repeats: bytearray | None = None
-        self._count: int | None = None
 
-    def __len__(self) -> int:
-        if self._count is None:
-            for _ in self._first_pass():
-                pass
-        return self._count or 0
 
-    def __contains__(self, item: object) -> bool:
-        return any(point == item for point in self)
+def _scenario_points(scenario: Scenario) -> Iterator[SweepPoint | JobPoint]:
+    if scenario.is_job:
+        from atpsim.scenario.job_sweep import expand_job_sweep
 
-    def __iter__(self) -> Iterator[SweepPoint | JobPoint]:
-        if self._repeats is None:
-            yield from self._first_pass()
-            return
-        for repeat, point in zip(self._repeats, self._generate(), strict=True):
-            if not repeat:
-                yield point
-
-    def _first_pass(self) -> Iterator[SweepPoint | JobPoint]:
-        if not self.scenario.is_job:
-            _check_calibration(self.scenario, self.scenario.parts())
-        seen: set[str] = set()
-        repeats = bytearray()
-        for point in self._generate():
-            key = point.key()
-            repeats.append(key in seen)
-            if key not in seen:
-                seen.add(key)
-                yield point
-        self._repeats, self._count = repeats, len(seen)
-
-    def _generate(self) -> Iterator[SweepPoint | JobPoint]:
-        if self.scenario.is_job:
-            from atpsim.scenario.job_sweep import expand_job_sweep
-
-            yield from expand_job_sweep(self.scenario)
-            return
-        for part in self.scenario.parts():
-            yield from _part_points(part)
+        yield from expand_job_sweep(scenario)
+        return
+    _check_calibration(scenario, scenario.parts())
+    for part in scenario.parts():
+        yield from _part_points(part)
 
 
 def _part_points(part: Scenario) -> Iterator[SweepPoint]:
@@ -236,7 +209,7 @@ def _part_points(part: Scenario) -> Iterator[SweepPoint]:
 
 
 def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> Iterator[SweepPoint]:
-    sized = _sized_topologies(scenario, index)
+    sized = sized_topologies(scenario, index)
     default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
     base = {
         "scenario": scenario.name,

@@ -1,0 +1,262 @@
+"""`atpsim search`: the whole-job layouts of a design space, pruned before any simulation and
+simulated on the sweep's executors (``-j N``, ``--scheduler``), resumable like a run (issue 15).
+
+A design space is a job scenario (:mod:`atpsim.scenario.parallelism`: topologies x hardware x
+models x devices x TP meshes x pp x dp x micro-batch x global batch x schedule x ... x chunks x
+algorithm), read from a YAML file and/or the command line's options and checked as a scenario
+is. Where ``atpsim run`` refuses a layout that cannot run, a search leaves it out and counts
+it. What the space leaves unset is searched as ``atpsim plan --global-batch`` searches it
+(:mod:`atpsim.api.job_search`): ``tp`` every mesh d1 x d2 of 1 to *max_tp* GPUs dividing the
+devices, ``pp`` every divisor of the layers, ``micro_batch`` 1, 2 and 4, ``dp`` what fills the
+devices.
+
+Pruned before simulation (:func:`~atpsim.api.job_search.prune_reason`): by divisibility (the
+mesh splits the hidden size or the heads unevenly, the layers over the stages, the batch over
+micro-batches and replicas, the vocabulary over the TP ranks, the chunks over the
+micro-batch, the interleaved schedule's micro-batches over its stages) and by memory (the
+busiest rank's :func:`~atpsim.api.job.job_memory` past the GPU's). The candidates are made
+again at each pass (:class:`~atpsim.scenario.lazy.LazyPoints`), so a space of 100,000 layouts
+is never held; the rest are :class:`~atpsim.scenario.job_point.JobPoint` simulated by
+:func:`~atpsim.api.job_point.simulate_job_point` through :func:`atpsim.sweep.runner.stream_sweep`.
+
+The output folder holds ``results.csv`` (and .parquet: one row per simulated layout, the job
+schema, in the order of the space), ``search.yaml`` (the space as searched) and, while it
+runs, ``results.partial.csv``; ``resume=True`` continues an interrupted search.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from atpsim.api.job import JobConfig
+from atpsim.api.job_point import simulate_job_point
+from atpsim.api.job_search import job_layouts, layer_divisors, prune_reason, tp_meshes
+from atpsim.api.point import hardware_profile
+from atpsim.compute.models import PRESET_VOCAB, ModelConfig
+from atpsim.errors import ScenarioError, SimulationError
+from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.report.large import summarize
+from atpsim.scenario.entries import ModelEntry, TopologyEntry
+from atpsim.scenario.job_point import JobPoint
+from atpsim.scenario.lazy import LazyPoints
+from atpsim.scenario.loader import error_from_validation, read_yaml
+from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
+from atpsim.scenario.sweep import sized_topologies
+from atpsim.sweep.estimate import long_sweep_warning
+from atpsim.sweep.lock import folder_lock
+from atpsim.sweep.runner import Simulate, stream_sweep
+from atpsim.sweep.table import SweepTable
+
+log = logging.getLogger(__name__)
+
+SPACE_COPY = "search.yaml"
+DEFAULT_MAX_TP = 8
+DEFAULT_MICRO_BATCHES = (1, 2, 4)
+#: Where a space given only by options is said to come from in errors.
+OPTIONS_SOURCE = "atpsim search"
+
+
+@dataclass
+class SearchResult:
+    """What a search wrote: the folder, its table (counted), the candidates pruned before
+    simulation by reason, the *best* rows (most model FLOP/s per GPU first) and the files."""
+
+    out_dir: Path
+    table: SweepTable
+    pruned: Mapping[str, int]
+    best: pd.DataFrame
+    files: list[Path] = field(default_factory=list)
+
+
+def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
+    """The design space: the job scenario in the YAML file *path* (none: an empty one) with
+    *overrides* replacing its keys (``parallelism``'s keys one by one), checked as a scenario
+    (a ScenarioError naming the file, or the options, and the key)."""
+    source = str(path) if path is not None else OPTIONS_SOURCE
+    raw = read_yaml(Path(path), source) if path is not None else {}
+    if not isinstance(raw, dict):
+        raise ScenarioError("expected a mapping of scenario keys", source=source)
+    data = {"name": Path(path).stem if path is not None else "search", **raw}
+    for key, value in overrides.items():
+        if key == "parallelism":
+            data["parallelism"] = {**(data.get("parallelism") or {}), **value}
+        else:
+            data[key] = value
+    base = Path(path).resolve().parent if path is not None else Path.cwd()
+    try:
+        space = Scenario.model_validate(data, context={"base_dir": str(base)})
+    except ValidationError as error:
+        raise error_from_validation(error, data, source) from None
+    space._source, space._raw = source, data
+    if not space.is_job:
+        raise ScenarioError("a search space is a whole job's: expected the global batch "
+                            "(--global-batch)", source=source, key="parallelism.global_batch")  # fmt: skip
+    return space
+
+
+def search_points(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> LazyPoints:
+    """The layouts of *space* to simulate, made lazily; ``len()`` makes them all once, checks
+    the topologies and counts the candidates pruned, by reason, in ``pruned``."""
+    return LazyPoints(lambda: _candidates(space, max_tp))
+
+
+def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
+    """Each candidate of *space*: a JobPoint, or the reason it is pruned."""
+    for part in space.parts():
+        for index, entry in enumerate(part.topologies):
+            sized = sized_topologies(part, index)
+            default = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+            for hardware in part.hardware or (default,):
+                capacity = hardware_profile(hardware).memory_capacity_bytes
+                for model_entry, (_, devices, _) in _models_by_size(part, sized):
+                    fields = _point_fields(part, entry, hardware, model_entry, devices)
+                    for config in _configs(part, fields["model"], devices, max_tp, fields["vocab"]):
+                        yield prune_reason(config, capacity) or _point(fields, config)
+
+
+def _models_by_size(part: Scenario, sized: list[Any]) -> Iterator[tuple[ModelEntry, Any]]:
+    for model_entry in part.models:
+        for size in sized:
+            yield model_entry, size
+
+
+def _point_fields(part: Scenario, entry: TopologyEntry, hardware: str, model_entry: ModelEntry,
+                  devices: int) -> dict[str, Any]:  # fmt: skip
+    vocab = part.parallelism.vocab
+    return {"scenario": part.name, "topology": entry.spec_mapping(), "topology_label": entry.label(),
+            "n_devices": devices, "hardware": hardware, "model": model_entry.config(),
+            "vocab": PRESET_VOCAB.get(model_entry.preset or "", 0) if vocab is None else vocab}  # fmt: skip
+
+
+def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
+             ) -> Iterator[JobConfig]:  # fmt: skip
+    """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
+    par, given = part.parallelism, part.parallelism.model_fields_set
+    depths = par.pp if "pp" in given else layer_divisors(model)
+    micro_batches = par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES
+    axes = {"schedule": par.schedule, "virtual_stages": par.virtual_stages,
+            "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
+            "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
+            "vocab": (vocab,), "order": (par.order,)}  # fmt: skip
+    meshes = _meshes(part, devices, max_tp)
+    for config in job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes):
+        if par.dp is None or config.layout.dp in par.dp:
+            yield replace(config, sequence_parallel=config.sequence_parallel and _mesh_of(config).d2 == 1)
+
+
+def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:
+    """The TP meshes of the space on *devices* GPUs, each at every placement: the listed ones
+    and, for ``all`` / ``atp-opt``, every factorization of each ``tp.size``; without ``tp``,
+    every mesh of 1 to *max_tp* GPUs dividing the devices."""
+    par = part.parallelism
+    if "tp" not in par.model_fields_set:
+        base = tp_meshes(devices, max_tp)
+    else:
+        base = [DeviceMesh(c.d1, c.d2) for c in par.tp.meshes if c.kind == "size"]
+        if any(c.kind in ("all", "opt") for c in par.tp.meshes):
+            base += [m for size in par.tp.size if devices % size == 0 for m in factorizations(size)]
+    unique = dict.fromkeys((m.d1, m.d2) for m in base)
+    return [DeviceMesh(d1, d2, placement) for d1, d2 in unique for placement in par.placement]
+
+
+def _mesh_of(config: JobConfig) -> DeviceMesh:
+    mesh = config.layout.tp
+    if not isinstance(mesh, DeviceMesh):
+        raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {mesh}")
+    return mesh
+
+
+def _point(fields: Mapping[str, Any], config: JobConfig) -> JobPoint:
+    layout = config.layout
+    return JobPoint(**fields, tp=_mesh_of(config), pp=layout.pp, dp=layout.dp, order=layout.order,
+                    micro_batch=config.micro_batch, global_batch=config.global_batch,
+                    schedule=config.schedule, virtual_stages=config.virtual_stages,
+                    chunks=config.chunks, algorithm=config.algorithm,
+                    sequence_parallel=config.sequence_parallel, recompute=config.recompute,
+                    zero=config.zero)  # fmt: skip
+
+
+def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
+    """What a search will simulate and what it pruned, a line each (what it announces)."""
+    count = len(points)  # the first pass: it counts what it prunes
+    pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items())) or "none"
+    par, given = space.parallelism, space.parallelism.model_fields_set
+    lines = [f"search {space.name}: {count:,} layouts to simulate; pruned before "
+             f"simulation: {pruned}"]  # fmt: skip
+    axes = [("topology", ", ".join(e.label() for e in space.topologies)),
+            ("model", ", ".join(e.config().name for e in space.models)),
+            ("devices", _listed(par.devices) if par.devices else "all GPUs of the topology"),
+            ("tp", "as listed" if "tp" in given else f"every mesh of 1 to {max_tp} GPUs"),
+            ("pp", _listed(par.pp) if "pp" in given else "every divisor of the layers"),
+            ("micro_batch", _listed(par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES)),
+            ("global_batch", _listed(par.global_batch))]  # fmt: skip
+    return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])
+
+
+def _listed(values: Any) -> str:
+    return ", ".join(map(str, values))
+
+
+def run_search(
+    space: Scenario,
+    out_dir: Path | str | None = None,
+    *,
+    max_tp: int = DEFAULT_MAX_TP,
+    top: int = 10,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    resume: bool = False,
+    fresh: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+    simulate: Simulate | None = None,
+    announce: Callable[[str], None] = log.info,
+) -> SearchResult:
+    """Search *space* (:func:`search_space`) into *out_dir* (default ``reports/<name>/``):
+    prune, simulate the rest on *jobs* processes or the Dask *scheduler* (as
+    :func:`atpsim.run_scenario` does, resumable), and return the *top* rows with the most model
+    FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). Raises
+    SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
+    points = search_points(space, max_tp)
+    announce(describe_search(space, points, max_tp))
+    if not len(points):
+        raise SimulationError("no layout of the space divides the model and fits in memory",
+                              key="parallelism")  # fmt: skip
+    warning = long_sweep_warning(points, jobs, "search")
+    if warning:
+        log.warning(warning)
+    out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
+    with folder_lock(out):
+        table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
+                             fresh=fresh, simulate=simulate or simulate_job_point,
+                             progress=progress, console=console)  # fmt: skip
+        copy = _write_space(out, space, max_tp)
+    best = summarize(table.path, top).top
+    best = pd.DataFrame() if best is None else best.head(top)
+    return SearchResult(out, table, dict(points.pruned), best, [*table.files, copy])
+
+
+def _write_space(out: Path, space: Scenario, max_tp: int) -> Path:
+    """``search.yaml``: the space as searched (file and options merged)."""
+    header = f"# atpsim search --max-tp {max_tp}: the design space as searched\n"
+    text = yaml.safe_dump(_plain(space._raw), sort_keys=False)
+    (out / SPACE_COPY).write_text(header + text, encoding="utf-8")
+    return out / SPACE_COPY
+
+
+def _plain(value: Any) -> Any:
+    """*value* with tuples as lists (what yaml.safe_dump writes)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

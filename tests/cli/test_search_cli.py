@@ -1,0 +1,145 @@
+"""`atpsim search` (issue 15): a design space's whole-job layouts, pruned before simulation
+(divisibility, memory), simulated on the sweep's executors, resumable, the best printed and
+every row in results.csv; the same layouts and times as `plan --global-batch`."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from atpsim.api import plan_job
+from atpsim.api.search import run_search, search_points, search_space
+from atpsim.cli import main
+from atpsim.errors import ScenarioError
+from atpsim.results.io import read_rows
+from atpsim.scenario.job_point import JobPoint
+from atpsim.sweep.progress import SweepProgress
+
+SMALL = {"topology": ["ib-cluster:1x8"], "model": ["gpt3-125m"],
+         "parallelism": {"global_batch": [16], "pp": [1, 2], "micro_batch": [2]}}  # fmt: skip
+OPTIONS = ["-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--global-batch", "16", "--pp", "1,2",
+           "--micro-batch", "2", "--no-progress"]  # fmt: skip
+
+
+def fake_job(point: JobPoint) -> dict[str, Any]:
+    """A row from the layout alone (no simulation): more TP or PP is slower."""
+    time_s = 0.1 * point.tp.size + 0.05 * point.pp + 0.01 * point.tp.d2
+    return {"iteration_time_s": time_s, "tflops_per_gpu": 10.0 / time_s, "mfu": 0.3,
+            "memory_per_rank_bytes": 1e9 * (8 / point.tp.size), "fits_memory": True}  # fmt: skip
+
+
+def test_layouts_that_split_the_heads_or_do_not_fit_are_pruned_before_simulation():
+    """gpt3-125m has 12 heads: the 4 meshes of 8 GPUs split them unevenly. gpt3-13b at
+    TP 1 x PP 1 needs more than 80 GB a rank."""
+    small = search_points(search_space(**SMALL))
+    assert len(small) == 12 and small.pruned == {"divisibility": 4}
+    assert {p.tp.size for p in small} == {1, 2, 4}
+    large = search_points(search_space(**{**SMALL, "model": ["gpt3-13b"],
+                                          "parallelism": {"global_batch": [16], "pp": [1]}}))
+    assert large.pruned["memory"] > 0 and all(p.tp.size > 1 for p in large)
+
+
+def test_a_search_simulates_what_plan_job_does(tmp_path):
+    """Three layouts of 8 GPUs (TP meshes of at most 2), simulated for real both ways."""
+    space = search_space(**{**SMALL, "parallelism": {"global_batch": [16], "pp": [1],
+                                                     "micro_batch": [2], "vocab": 0}})
+    result = run_search(space, tmp_path, max_tp=2, progress=False)
+    plan = plan_job("ib-cluster:1x8", "gpt3-125m", devices=8, global_batch=16, max_tp=2,
+                    pipelines=(1,), micro_batches=(2,))  # fmt: skip
+    planned = {(c.config.layout.tp.d1, c.config.layout.tp.d2): c.prediction.iteration_time_s
+               for c in plan.candidates}  # fmt: skip
+    rows = read_rows(result.table.path)
+    assert {(r["d1"], r["d2"]): r["iteration_time_s"] for r in rows} == pytest.approx(planned, rel=1e-9)
+    assert result.best["iteration_time_s"].iloc[0] == pytest.approx(min(planned.values()), rel=1e-9)
+
+
+def test_the_command_prints_the_best_and_writes_every_row(tmp_path, monkeypatch):
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    result = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path), "--top", "3"])
+    assert result.exit_code == 0, result.output
+    assert "search search: 12 layouts to simulate; pruned before simulation: 4 by divisibility" in result.stdout
+    assert "the 3 best layouts" in result.stdout
+    rows = read_rows(tmp_path / "results.csv")
+    assert len(rows) == 12 and [r["point_index"] for r in rows] == list(range(12))
+    best = max(rows, key=lambda r: r["tflops_per_gpu"])
+    assert (best["tp_mesh"], best["pp"]) == ("1x1", 1)
+    again = CliRunner().invoke(main, ["search", "--space", str(tmp_path / "search.yaml"),
+                                      "-o", str(tmp_path), "--resume", "--no-progress"])
+    assert again.exit_code == 0 and "resuming: 12 of 12 points already done" in again.stderr
+
+
+def test_an_interrupted_search_resumes_to_the_same_table(tmp_path, monkeypatch):
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    run = ["search", *OPTIONS, "-o", str(tmp_path / "a")]
+    advance, advanced = SweepProgress.advance, []
+
+    def advance_then_interrupt(bar: SweepProgress, failed: bool = False) -> None:
+        advance(bar, failed=failed)
+        advanced.append(failed)
+        if len(advanced) == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(SweepProgress, "advance", advance_then_interrupt)
+    stopped = CliRunner().invoke(main, run)
+    assert stopped.exit_code == 130 and "interrupted: 5 of 12 points kept" in stopped.stderr
+    monkeypatch.setattr(SweepProgress, "advance", advance)
+    assert CliRunner().invoke(main, [*run, "--resume"]).exit_code == 0
+    clean = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "b")])
+    assert clean.exit_code == 0
+    assert (tmp_path / "a" / "results.csv").read_bytes() == (tmp_path / "b" / "results.csv").read_bytes()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["-t", "ib-cluster:1x8", "-m", "gpt3-125m"],
+     "atpsim: error: atpsim search: parallelism.global_batch: a search space is a whole job's"),
+    ([*OPTIONS[:6], "--pp", "1,x"],
+     "atpsim: error: --pp: expected a comma-separated list like '1,2,4', got '1,x'"),
+    ([*OPTIONS[:4], "--global-batch", "3", "--pp", "1", "--micro-batch", "2"],
+     "atpsim: error: parallelism: no layout of the space divides the model and fits in memory"),
+    ([*OPTIONS, "--scheduler", "http://host:8786"],
+     "atpsim: error: --scheduler: expected 'local' or a scheduler address such as tcp://host:8786"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, expected):
+    result = CliRunner().invoke(main, ["search", *args, "-o", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("atpsim:")]
+    assert len(errors) == 1 and errors[0].startswith(expected), result.stderr
+
+
+def test_a_space_file_s_unknown_key_names_the_file_and_the_nearest_key(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("topology: ib-cluster:1x8\nmodel: gpt3-125m\n"
+                     "parallelism: {global_batch: 16, micro_batchs: 2}\n")  # fmt: skip
+    with pytest.raises(ScenarioError) as info:
+        search_space(space)
+    assert info.value.format().startswith(f"{space}: parallelism.micro_batchs: unknown key")
+    assert "micro_batch" in info.value.message
+
+
+def test_a_dask_search_writes_the_table_of_a_serial_one(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    serial = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "serial")])
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster:  # fmt: skip
+        on_dask = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "dask"),
+                                            "--scheduler", cluster.scheduler_address])
+    assert serial.exit_code == on_dask.exit_code == 0, on_dask.output
+    assert (tmp_path / "dask" / "results.csv").read_bytes() == (tmp_path / "serial" / "results.csv").read_bytes()
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setattr("atpsim.sweep.dask_executor.CONNECT_TIMEOUT_S", 0.5)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path),
+                                       "--scheduler", f"tcp://127.0.0.1:{port}"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].startswith("atpsim: error: --scheduler: cannot reach a Dask scheduler")
+    assert not Path(tmp_path / "results.csv").exists()
