@@ -1,6 +1,6 @@
 """Time the sweep driver's executors (issue 15): points per second and the driver's peak memory.
 
-    python bench/bench_executors.py                 # 10,000 points; expand 100,000
+    python bench/bench_executors.py                 # 10,000 points; expand and run 100,000
     python bench/bench_executors.py --points 2000 --expand 20000
 
 Runs a sweep of cheap points with ``run_scenario`` under ``-j 1`` (this process), ``-j 2``
@@ -13,8 +13,11 @@ results.partial.csv, the progress bookkeeping, the final table), i.e. each execu
 per point. The report (no figures) is timed apart by rebuilding it and left out of the rate.
 Each configuration runs in its own process, so its peak RSS (``ru_maxrss``) is its own; with
 Dask the scheduler runs in the driver's process and is counted in. Also prints Dask's cost
-per task (empty tasks, one per task) and the time and peak memory to expand, not run, a
-scenario of ``--expand`` points.
+per task (empty tasks, one per task); the time and peak memory to expand, not run, a
+scenario of ``--expand`` points, lazily (``len(SweepPoints)``: every point made and checked
+once, none kept) and into a list (``expand_sweep``); and the time and the driver's peak memory
+to run that scenario with ``-j 1``, report included, to show that streaming holds the
+driver's memory flat from 10,000 to 100,000 points.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from atpsim.api import expand_sweep, load_scenario, rebuild_report, run_scenario
+from atpsim.api import SweepPoints, expand_sweep, load_scenario, rebuild_report, run_scenario
 
 #: Points per model in :func:`scenario`: 4 meshes of 8 GPUs x 2 chunk counts x 2 modes.
 POINTS_PER_MODEL = 16
@@ -54,9 +57,11 @@ def scenario(n_points: int) -> dict[str, Any]:
 
 def cheap_simulate(point: Any) -> dict[str, Any]:
     """A fake simulation: a row from the point's parameters, in microseconds."""
-    step_s = 1e-3 * point.model.hidden / 4096 / point.chunks
+    step_s = 1e-3 * point.model.hidden / 4096 / point.chunks * (1 + point.mesh.d2 / 16)
     return {"step_time_s": step_s, "tflops_per_gpu": 100.0 / step_s * 1e-3,
-            "tflops_per_gpu_paper_unit": 90.0, "comm_over_delta": 1.0}  # fmt: skip
+            "tflops_per_gpu_paper_unit": 90.0, "comm_over_delta": 1.0,
+            "memory_per_rank_bytes": 1e6 * point.model.hidden * point.chunks / point.mesh.d1,
+            "fits_memory": True}  # fmt: skip
 
 
 def write_scenario(folder: Path, n_points: int) -> Path:
@@ -103,13 +108,25 @@ def _on_running_cluster(path: Path, folder: Path, options: dict[str, Any]) -> di
     return result
 
 
-def expand_one(n_points: int, folder: Path) -> dict[str, Any]:
-    """Load and expand (not run) a scenario of *n_points*: seconds and peak RSS."""
+def expand_one(n_points: int, folder: Path, lazily: bool) -> dict[str, Any]:
+    """Load and expand (not run) a scenario of *n_points*, *lazily* (count and check) or into
+    a list: seconds and peak RSS."""
     path = write_scenario(folder, n_points)
     before = peak_rss_MB()
     start = time.perf_counter()
-    points = expand_sweep(load_scenario(path))
+    scenario = load_scenario(path, expand=False)
+    points = SweepPoints(scenario) if lazily else expand_sweep(scenario)
     return {"points": len(points), "expand_s": time.perf_counter() - start,
+            "rss_before_MB": before, "peak_rss_MB": peak_rss_MB()}  # fmt: skip
+
+
+def run_large(n_points: int, folder: Path) -> dict[str, Any]:
+    """Run a scenario of *n_points* with -j 1, report included: seconds and peak RSS."""
+    path = write_scenario(folder, n_points)
+    before = peak_rss_MB()
+    start = time.perf_counter()
+    summary = run_scenario(path, folder / "out", simulate=cheap_simulate, progress=False)
+    return {"points": summary.n_points, "run_s": time.perf_counter() - start,
             "rss_before_MB": before, "peak_rss_MB": peak_rss_MB()}  # fmt: skip
 
 
@@ -117,8 +134,10 @@ def child(args: argparse.Namespace) -> None:
     """One measurement in this fresh process, printed as JSON."""
     logging.getLogger("atpsim").setLevel(logging.ERROR)  # the long-sweep estimate is moot here
     with tempfile.TemporaryDirectory() as folder:
-        if args.child == "expand":
-            result = expand_one(args.expand, Path(folder))
+        if args.child in ("expand-lazily", "expand-list"):
+            result = expand_one(args.expand, Path(folder), lazily=args.child == "expand-lazily")
+        elif args.child == "run-large":
+            result = run_large(args.expand, Path(folder))
         else:
             result = run_one(args.child, args.points, Path(folder))
             result["table"] = Path(result["table"]).read_bytes().decode()
@@ -135,7 +154,7 @@ def measure(args: argparse.Namespace, what: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=10_000, help="points swept (x16)")
-    parser.add_argument("--expand", type=int, default=100_000, help="points expanded (x16)")
+    parser.add_argument("--expand", type=int, default=100_000, help="points expanded and run (x16)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -158,9 +177,14 @@ def main() -> None:
     print(f"results.csv byte-identical across executors: {'yes' if len(tables) == 1 else 'NO'}")
     print(f"Dask's cost per task ({EMPTY_TASKS} empty tasks on the running cluster): "
           f"{task_ms:.2f} ms")  # fmt: skip
-    e = measure(args, "expand")
-    print(f"expand (not run) {e['points']} points: {e['expand_s']:.2f} s, peak RSS "
-          f"{e['peak_rss_MB']:.0f} MB ({e['rss_before_MB']:.0f} MB before expanding)")  # fmt: skip
+    for what in ("expand-lazily", "expand-list"):
+        e = measure(args, what)
+        print(f"{what.replace('-', ' ')} (not run) {e['points']} points: {e['expand_s']:.2f} s, "
+              f"peak RSS {e['peak_rss_MB']:.0f} MB ({e['rss_before_MB']:.0f} MB before)")  # fmt: skip
+    r = measure(args, "run-large")
+    print(f"run {r['points']} points with -j 1, report included: {r['run_s']:.1f} s "
+          f"({r['run_s'] / r['points'] * 1e6:.0f} µs/point), peak RSS {r['peak_rss_MB']:.0f} MB "
+          f"({r['rss_before_MB']:.0f} MB before)")  # fmt: skip
 
 
 def _label(config: str) -> str:

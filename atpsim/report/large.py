@@ -158,12 +158,15 @@ def _describe(row: pd.Series, layout: Layout) -> str:
 
 
 def chunks(path: Path) -> Iterator[pd.DataFrame]:
-    """The table at *path* in frames of CHUNK_ROWS rows (strings kept as written)."""
+    """The columns of the table at *path* that the report uses, in frames of CHUNK_ROWS rows
+    (strings kept as written)."""
     header = pd.read_csv(path, nrows=0).columns.tolist()
-    schema = schema_for(header)
-    text = {c.name: "string" for c in schema.columns if c.dtype == "string" and c.name in header}
-    yield from pd.read_csv(path, chunksize=CHUNK_ROWS, dtype=text, keep_default_na=False,
-                           na_values=[""], true_values=["true"], false_values=["false"])  # fmt: skip
+    layout, schema = layout_of(header), schema_for(header)
+    used = {*layout.shown, *layout.workload, "status", "error", "fits_memory", "point_index"}
+    text = {c.name: "string" for c in schema.columns if c.dtype == "string" and c.name in used}
+    yield from pd.read_csv(path, chunksize=CHUNK_ROWS, usecols=sorted(used), dtype=text,
+                           keep_default_na=False, na_values=[""], true_values=["true"],
+                           false_values=["false"])  # fmt: skip
 
 
 def summarize(path: Path, top: int = TOP) -> Summary:
