@@ -45,7 +45,7 @@ from atpsim.scenario.loader import load_report_sections
 
 #: A table of more rows than this gets this report (the committed reports have at most 1,478).
 LARGE_ROWS = 2_000
-CHUNK_ROWS = 50_000
+CHUNK_ROWS = 20_000
 TOP = 20
 FRONT_WORKLOADS = 5
 MAX_DOTS = 200_000
@@ -104,36 +104,66 @@ class Summary:
     failed: int = 0
     failures: dict[str, list[object]] = field(default_factory=dict)
     top: pd.DataFrame | None = None
-    gpu_fronts: dict[tuple[object, ...], pd.DataFrame] = field(default_factory=dict)
-    memory_fronts: dict[tuple[object, ...], pd.DataFrame] = field(default_factory=dict)
-    best: dict[tuple[object, ...], float] = field(default_factory=dict)
+    gpu_front: pd.DataFrame | None = None
+    memory_front: pd.DataFrame | None = None
+    best: pd.Series | None = None
     dots: list[np.ndarray] = field(default_factory=list)
 
     def add(self, chunk: pd.DataFrame) -> None:
-        """Count *chunk* in: its failures, its simulated rows that fit, its dots."""
+        """Count *chunk* in (the first pass): its failures, its simulated rows that fit, each
+        workload's best, its dots."""
         self._count_failures(chunk)
-        time = self.layout.time
-        fits = chunk["fits_memory"].fillna(True).astype(bool)
-        good = chunk[(chunk["status"] == "ok") & chunk[time].notna() & fits]
+        time, by = self.layout.time, list(self.layout.workload)
+        good = self._good(chunk)
         self.top = _best(_concat(self.top, good), self.count)
-        for workload, rows in good.groupby(list(self.layout.workload), sort=False):
-            self.best[workload] = max(self.best.get(workload, -math.inf), rows["tflops_per_gpu"].max())
-            for fronts, x in ((self.gpu_fronts, "n_devices"), (self.memory_fronts, "memory_per_rank_bytes")):
-                fronts[workload] = pareto_front(_concat(fronts.get(workload), rows), x, time)
+        best = good.groupby(by)["tflops_per_gpu"].max()
+        self.best = best if self.best is None else pd.concat([self.best, best]).groupby(level=by).max()
         picked = good[(good["point_index"] % self.stride == 0) & good["memory_per_rank_bytes"].notna()]
         self.dots.append(picked[["memory_per_rank_bytes", time]].to_numpy(dtype=np.float32))
         self.rows += len(chunk)
 
+    def add_fronts(self, chunk: pd.DataFrame, workloads: list[tuple[object, ...]]) -> None:
+        """Fold the rows of *workloads* in *chunk* into their fronts (the second pass: only
+        the shown workloads' fronts are kept, however many workloads the table has)."""
+        time, by = self.layout.time, list(self.layout.workload)
+        good = self._good(chunk)
+        good = good[pd.MultiIndex.from_frame(good[by]).isin(workloads)]
+        self.gpu_front = pareto_fronts(_concat(self.gpu_front, good), by, "n_devices", time)
+        self.memory_front = pareto_fronts(_concat(self.memory_front, good), by, "memory_per_rank_bytes", time)
+
+    def _good(self, chunk: pd.DataFrame) -> pd.DataFrame:
+        """The rows of *chunk* simulated, with a time, that fit in memory."""
+        fits = chunk["fits_memory"].fillna(True).astype(bool)
+        return chunk[(chunk["status"] == "ok") & chunk[self.layout.time].notna() & fits]
+
     def _count_failures(self, chunk: pd.DataFrame) -> None:
         failed = chunk[chunk["status"] == "failed"]
         self.failed += len(failed)
-        for _, row in failed.iterrows():
+        counts = failed.groupby("error", sort=False).size()
+        for _, row in failed.drop_duplicates("error").iterrows():
             entry = self.failures.setdefault(str(row["error"]), [0, _describe(row, self.layout)])
-            entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
+            entry[0] = int(entry[0]) + int(counts[row["error"]])  # type: ignore[call-overload]
 
     def workloads(self) -> list[tuple[object, ...]]:
         """The workloads whose best row is best, at most FRONT_WORKLOADS."""
-        return sorted(self.best, key=lambda w: -self.best[w])[:FRONT_WORKLOADS]
+        if self.best is None:
+            return []
+        ranked = self.best.sort_values(ascending=False, kind="stable").head(FRONT_WORKLOADS)
+        return [w if isinstance(w, tuple) else (w,) for w in ranked.index]
+
+    def front(self, kind: str, workload: tuple[object, ...]) -> pd.DataFrame:
+        """The front of *workload* against ``gpus`` or ``memory``."""
+        front = self.gpu_front if kind == "gpus" else self.memory_front
+        if front is None:
+            return pd.DataFrame()
+        mask = np.ones(len(front), dtype=bool)
+        for name, value in zip(self.layout.workload, workload, strict=True):
+            mask &= (front[name] == value).to_numpy()
+        return front[mask]
+
+    @property
+    def n_workloads(self) -> int:
+        return 0 if self.best is None else len(self.best)
 
 
 def pareto_front(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -141,6 +171,15 @@ def pareto_front(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     *x* (then *y*, then point index), each row whose *y* is below every earlier one's."""
     ordered = rows[rows[x].notna()].sort_values([x, y, "point_index"], kind="stable")
     best_before = ordered[y].cummin().shift(fill_value=math.inf)
+    return ordered[ordered[y] < best_before]
+
+
+def pareto_fronts(rows: pd.DataFrame, by: list[str], x: str, y: str) -> pd.DataFrame:
+    """:func:`pareto_front` of each group of *rows* with equal *by* columns, in one pass."""
+    ordered = rows[rows[x].notna()].sort_values([*by, x, y, "point_index"], kind="stable")
+    keys = [ordered[name] for name in by]
+    running = ordered.groupby(keys, sort=False)[y].cummin()
+    best_before = running.groupby(keys, sort=False).shift(fill_value=math.inf)
     return ordered[ordered[y] < best_before]
 
 
@@ -171,12 +210,15 @@ def chunks(path: Path) -> Iterator[pd.DataFrame]:
 
 def summarize(path: Path, top: int = TOP) -> Summary:
     """The :class:`Summary` of the table at *path* (its *top* best rows), read a chunk at a
-    time."""
+    time, twice: once to count and rank, once for the fronts of the best workloads."""
     header = pd.read_csv(path, nrows=0).columns.tolist()
     stride = max(math.ceil(row_count(path) / MAX_DOTS), 1)
     summary = Summary(layout_of(header), stride=stride, count=top)
     for chunk in chunks(path):
         summary.add(chunk)
+    workloads = summary.workloads()
+    for chunk in chunks(path) if workloads else ():
+        summary.add_fronts(chunk, workloads)
     return summary
 
 
@@ -227,14 +269,14 @@ def _front_sections(document: Document, out_dir: Path, summary: Summary) -> list
     document.add(Heading("Pareto fronts"))
     for workload in workloads:
         where = ", ".join(f"{n} {v}" for n, v in zip(layout.workload, workload, strict=True))
-        gpus = summary.gpu_fronts[workload]
+        gpus, memory = summary.front("gpus", workload), summary.front("memory", workload)
         if len(gpus) > 1:
             document.add(_table(gpus, layout.shown, f"{where}: the fastest configuration at each "
                                 "GPU count that beats every smaller count"))  # fmt: skip
-        if len(summary.memory_fronts[workload]):
-            document.add(_table(summary.memory_fronts[workload], layout.shown, f"{where}: "
+        if len(memory):
+            document.add(_table(memory, layout.shown, f"{where}: "
                                 "no configuration is both faster and lighter per rank"))  # fmt: skip
-    others = len(summary.best) - len(workloads)
+    others = summary.n_workloads - len(workloads)
     if others:
         document.add(Paragraph(f"The fronts of {others} other workloads are not shown."))
     if not sum(len(dots) for dots in summary.dots):
@@ -254,7 +296,7 @@ def _scatter(summary: Summary, workloads: list[tuple[object, ...]]) -> PlotFigur
     ax.scatter(dots[:, 0] / 1e9, dots[:, 1], s=2, color="0.6", alpha=0.4, rasterized=True,
                label="every point")  # fmt: skip
     for workload in workloads:
-        front = summary.memory_fronts[workload]
+        front = summary.front("memory", workload)
         ax.plot(front["memory_per_rank_bytes"] / 1e9, front[summary.layout.time], marker="o",
                 markersize=3, drawstyle="steps-post", label=" ".join(map(str, workload)))  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="memory per rank (GB)",

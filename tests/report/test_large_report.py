@@ -41,8 +41,10 @@ def test_the_summary_does_not_depend_on_the_chunk_size(table, monkeypatch):
     assert (chunked.rows, chunked.failed) == (whole.rows, whole.failed) == (48, 10)
     assert chunked.top is not None and whole.top is not None
     assert chunked.top["point_index"].tolist() == whole.top["point_index"].tolist()
-    for workload, front in whole.gpu_fronts.items():
-        assert chunked.gpu_fronts[workload]["point_index"].tolist() == front["point_index"].tolist()
+    assert sorted(whole.workloads()) == [("M1",), ("M2",)]
+    for workload in whole.workloads():
+        front = whole.front("gpus", workload)
+        assert chunked.front("gpus", workload)["point_index"].tolist() == front["point_index"].tolist()
         assert len(front) > 1
     assert chunked.failures == whole.failures
 
@@ -56,7 +58,7 @@ def test_the_best_configurations_are_the_table_s_fastest_per_gpu(table):
     assert summary.top["point_index"].tolist() == ok["point_index"].head(large.TOP).tolist()
     m1 = ok[ok["model"] == "M1"]
     expected = large.pareto_front(m1, "n_devices", "step_time_s")["point_index"].tolist()
-    assert summary.gpu_fronts[("M1",)]["point_index"].tolist() == expected
+    assert summary.front("gpus", ("M1",))["point_index"].tolist() == expected
 
 
 def test_a_table_past_large_rows_gets_the_summary_report(table, monkeypatch):
