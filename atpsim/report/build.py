@@ -200,9 +200,13 @@ def _claims(
         agreed = sum(v.agrees is True for v in checked)
         verdict = {True: "yes", False: "**no**", None: "no data"}
         rows = [[v.claim.text, v.shown, verdict[v.agrees]] for v in checked]
+        header = ["the paper says", "simulated", "agrees"]
+        if any(v.claim.why for v in checked):
+            rows = [[*r, v.claim.why or ""] for r, v in zip(rows, checked, strict=True)]
+            header.append("why (tested)")
         caption = (f"The paper's claims, checked on the simulated rows: {agreed} of "
                    f"{len(checked)} agree")
-        document.add(Table(["the paper says", "simulated", "agrees"], rows, caption))
+        document.add(Table(header, rows, caption))
     if taus:
         text = ", ".join(f"{topology} {tau:.2f}" for topology, tau in taus.items())
         document.add(Paragraph(

@@ -4,7 +4,8 @@ A scenario's ``reference.claims`` (:class:`atpsim.scenario.report.Claim`) quotes
 paper says about the figure it regenerates; each names a check, a small function registered
 here that reads the results table and returns what the simulation shows and whether that
 agrees. The report lists every claim with its verdict, so a disagreement is stated, not left
-for the reader to find. Throughput is ``tflops_per_gpu`` (a ratio, so the unit does not
+for the reader to find; a claim's *why* (what drives the disagreement, as a sensitivity run
+showed it) is printed beside its verdict. Throughput is ``tflops_per_gpu`` (a ratio, so the unit does not
 matter); Megatron-LM is ATP-1 (DeviceMesh(N, 1)) without chunks, as in the paper's Figure 10;
 only simulated (des) rows count.
 """

@@ -32,7 +32,8 @@ unit; topology labels match case-insensitively)::
         M2: {ic1: {1: 3.45, 2: 3.46, 4: 3.51}, ic2: {1: 42.82, 2: 43.59, 4: 43.73}}
       claims:                     # what the paper says, checked in the report
         - {text: "IC1: ATP gains 37-64% (Sec. 5.1)", check: atp_gain, topology: ic1,
-           low: 0.37, high: 0.64}
+           low: 0.37, high: 0.64,
+           why: "..."}            # optional: what drives a disagreement, as tested
 """
 
 from __future__ import annotations
@@ -267,7 +268,9 @@ class Claim(Frozen):
     default every model). *mesh*: the claimed best mesh ``d1xd2``; *low*, *high*: the claimed
     range of a gain (fractions, e.g. 0.37 for 37%; either may be left open); *chunks*: the
     chunk count of a chunk gain; *atp*: the ATP-i of a trend, *trend*: ``up`` or ``down``;
-    *except_models*: models the claim excepts."""
+    *except_models*: models the claim excepts; *why*: what drives a disagreement (or a narrow
+    agreement), as a sensitivity run that changes one parameter or modelling choice showed
+    it, with that run's number (the report prints it beside the verdict)."""
 
     text: Str
     check: Annotated[Str, BeforeValidator(_one_of_checks)]
@@ -280,6 +283,7 @@ class Claim(Frozen):
     atp: int | None = None
     trend: Literal["up", "down"] | None = None
     except_models: tuple[Str, ...] = ()
+    why: Str | None = None
 
 
 class Reference(Frozen):

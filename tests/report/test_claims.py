@@ -1,7 +1,8 @@
 """The paper's claims in a report (atpsim.report.claims): each check agrees where the rows
 say what the claim says and disagrees where they do not; a claim with no rows is "no data";
 the scenario rejects an unknown check with its key; Table 3's rank agreement is Kendall's tau
-counted by hand; the report states every verdict."""
+counted by hand; the report states every verdict, and every disagreement of a committed
+report says why."""
 
 from itertools import combinations
 from pathlib import Path
@@ -19,6 +20,7 @@ from atpsim.scenario.loader import load_report_sections
 from atpsim.scenario.report import CLAIM_CHECKS, Reference
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def row(topology, model, mesh, tflops, *, chunks=1, scheme="atp", devices=8, delta=None):
@@ -119,3 +121,40 @@ def test_the_committed_reports_state_their_verdicts():
         text = (REPORTS / name / "report.md").read_text()
         assert "## Against the paper" in text
         assert f" of {claims} agree" in text
+
+
+PAPER_REPORTS = ("fig10", "fig11", "fig12", "table3")
+
+
+def _committed_reference(name):
+    scenario = SCENARIOS / f"{name}.yaml"
+    reference = load_report_sections(scenario.read_text(), str(scenario)).reference
+    copy = REPORTS / name / "scenario.yaml"
+    assert load_report_sections(copy.read_text(), str(copy)).reference == reference, (
+        f"reports/{name}/scenario.yaml's claims differ from scenarios/{name}.yaml's")
+    return reference
+
+
+@pytest.mark.parametrize("name", PAPER_REPORTS)
+def test_every_disagreement_of_a_committed_report_says_why_and_the_report_shows_it(name):
+    """Each claim that the committed results contradict carries the *why* a sensitivity run
+    found (a future disagreement must be explained too), and the report prints every why
+    in the claims table's "why (tested)" column, on the claim's own row."""
+    reference = _committed_reference(name)
+    checked = verdicts(read_results(REPORTS / name / "results.csv"), reference)
+    unexplained = [v.claim.text for v in checked if v.agrees is False and not v.claim.why]
+    assert unexplained == [], f"{name}: disagreements without a why: {unexplained}"
+    report = (REPORTS / name / "report.md").read_text()
+    assert "| the paper says | simulated | agrees | why (tested) |" in report
+    for v in checked:
+        if v.claim.why:
+            assert f"| {v.claim.text} | {v.shown} | {'**no**' if v.agrees is False else 'yes'} " \
+                   f"| {v.claim.why} |" in report
+
+
+def test_a_why_is_optional_and_text():
+    assert Reference(claims=[claim("best_mesh", mesh="2x4")]).claims[0].why is None
+    text = "name: t\nreference:\n  claims:\n    - {text: a, check: best_mesh, topology: ic1, why: 3}\n"
+    with pytest.raises(ScenarioError) as raised:
+        load_report_sections(text, "s.yaml")
+    assert raised.value.key == "reference.claims[0].why"
