@@ -160,6 +160,27 @@ def test_a_malformed_scheduler_address_is_one_line_and_exit_2(tmp_path):
     )
 
 
+@pytest.mark.parametrize("address", ["http://host:8786", "a free port"])
+def test_a_scheduler_error_leaves_the_saved_rows_as_they_were(tmp_path, monkeypatch, address):
+    """An interrupted run's 2 rows, then --resume on a malformed or silent scheduler."""
+    monkeypatch.setattr("atpsim.sweep.dask_executor.CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    assert run_cli(tmp_path).exit_code == 0
+    out = tmp_path / "o"
+    saved = "".join((out / "results.csv").read_text().splitlines(keepends=True)[:3])
+    (out / "results.partial.csv").write_text(saved)
+    (out / "results.csv").unlink()
+    address = address if "://" in address else f"tcp://127.0.0.1:{free_port()}"
+    result = run_cli(tmp_path, "--resume", "--scheduler", address)
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("atpsim:")]
+    assert len(errors) == 1 and errors[0].startswith("atpsim: error: --scheduler: ")
+    assert errors[0].endswith("2 of 4 points kept in " + str(out / "results.partial.csv")
+                              + ": rerun with --resume once fixed")  # fmt: skip
+    assert (out / "results.partial.csv").read_text() == saved
+    assert not (out / "results.csv").exists()
+
+
 def test_the_cli_runs_a_sweep_on_a_dask_cluster(tmp_path, monkeypatch, in_process_cluster):
     monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
     result = run_cli(tmp_path, "--scheduler", in_process_cluster)
