@@ -41,7 +41,9 @@ SLOT_BASE, COMP, FITEM, FPOS, AITEM, APOS, ARRIVED, BATCH_FLOWS, BATCH_PTR, DONE
 IN_COMP, FROZEN, RELEASED = range(3)
 # per link, floats and integers:
 LINK_BYTES, CAP, LKEY = range(3)
-HEAD, SEEDS, COUNT, LITEM, LPOS, FULL = range(6)
+HEAD, SEEDS, COUNT, LITEM, LPOS, FULL, DIRTY = range(7)
+# per link, flags:
+MARKED, TOUCHED = range(2)
 # per incidence slot:
 NEXT, PREV, FLOW = range(3)
 
@@ -189,21 +191,26 @@ def _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, in
         for j in range(route_ptr[pair], route_ptr[pair + 1]):
             count[route_links[j]] += 1
     size = 0
-    for j in range(n_links):
+    for j in range(n_links):  # heapified in place: linear, not a push per link
         lk = links[SEEDS, j]
         if count[lk] > 0:
-            size = _heap_set(lkey, litem, lpos, size, lk, max(cap[lk], 0.0) / count[lk])
+            lkey[size], litem[size] = max(cap[lk], 0.0) / count[lk], lk
+            lpos[lk] = size
+            size += 1
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(lkey, litem, lpos, size, i)
     return size
 
 
 def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots, ints, flags,
-             floats, lflt, links, level_rtol):
+             floats, lflt, links, touched, level_rtol):
     """Progressive filling over the component's flows and links: the lowest fair share
     ``max(cap, 0) / count`` of any link is the level, the unfrozen flows on every link within
     ``level_rtol`` of it freeze there (NEW_RATE) and give that rate back on each of their
-    links; again until all are frozen. Returns the number of levels."""
+    links, whose shares are then updated in the heap once each; again until all are frozen.
+    Returns the number of levels."""
     cap, count, lkey, litem, lpos = lflt[CAP], links[COUNT], lflt[LKEY], links[LITEM], links[LPOS]
-    head, full, nxt, owner = links[HEAD], links[FULL], slots[NEXT], slots[FLOW]
+    head, full, dirty, nxt, owner = links[HEAD], links[FULL], links[DIRTY], slots[NEXT], slots[FLOW]
     size = _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, ints, flags,
                        lflt, links)
     levels = 0
@@ -216,6 +223,7 @@ def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots
             full[n_full] = litem[0]
             size = _heap_remove(lkey, litem, lpos, size, litem[0])
             n_full += 1
+        n_dirty = 0
         for i in range(n_full):
             s = head[full[i]]
             while s >= 0:
@@ -230,12 +238,17 @@ def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots
                     lk = route_links[j]
                     cap[lk] -= level
                     count[lk] -= 1
-                    if lpos[lk] >= 0:
-                        if count[lk] > 0:
-                            size = _heap_set(lkey, litem, lpos, size, lk,
-                                             max(cap[lk], 0.0) / count[lk])
-                        else:
-                            size = _heap_remove(lkey, litem, lpos, size, lk)
+                    if lpos[lk] >= 0 and not touched[lk]:
+                        touched[lk] = True
+                        dirty[n_dirty] = lk
+                        n_dirty += 1
+        for i in range(n_dirty):
+            lk = dirty[i]
+            touched[lk] = False
+            if count[lk] > 0:
+                size = _heap_set(lkey, litem, lpos, size, lk, max(cap[lk], 0.0) / count[lk])
+            else:
+                size = _heap_remove(lkey, litem, lpos, size, lk)
     return levels
 
 
@@ -250,15 +263,16 @@ def _settle(f, now, floats):
 
 
 def _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links, slots, ints,
-             flags, floats, lflt, links, marked, level_rtol, stats):
+             flags, floats, lflt, links, marks, level_rtol, stats):
     """New max-min rates over the component of the seed links; each flow whose rate changed
     (or that just joined) is settled and its finish time rescheduled. Returns the finish
     heap's size."""
+    marked = marks[MARKED]
     n_links, n_comp = _component(n_seeds, marked, links, slots, flags, ints, flow_pair,
                                  route_ptr, route_links)
     if n_comp:
         stats[4] += _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots,
-                             ints, flags, floats, lflt, links, level_rtol)
+                             ints, flags, floats, lflt, links, marks[TOUCHED], level_rtol)
         stats[1] += 1
         stats[2] += n_comp
     for c in range(n_comp):
@@ -387,7 +401,7 @@ def _arrive(t_next, n_pending, ints, floats):
 
 
 def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx, latency,
-          time_rtol, level_rtol, floats, ints, flags, lflt, links, marked, slots, free_head,
+          time_rtol, level_rtol, floats, ints, flags, lflt, links, marks, slots, free_head,
           stats):
     """The event loop over the state of :func:`_state` (no allocation, no reference counts).
     Returns the number of flows done; stats: events, solves, flows and incidences in the
@@ -403,10 +417,10 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
     n_seeds = n_heap = bump = n_done = 0
     while n_done < n:
         bump, n_seeds = _join(n_arrived, now, flow_pair, route_ptr, route_links, slots,
-                              free_head, bump, ints, floats, links, marked, n_seeds)
+                              free_head, bump, ints, floats, links, marks[MARKED], n_seeds)
         if n_seeds:
             n_heap = _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links,
-                              slots, ints, flags, floats, lflt, links, marked, level_rtol, stats)
+                              slots, ints, flags, floats, lflt, links, marks, level_rtol, stats)
         t_next = _next_time(now, n_heap, n_pending, floats)
         if t_next == np.inf:
             break
@@ -415,7 +429,7 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
         stats[0] += 1
         n_heap, n_gone, n_seeds = _finish(now, now + time_rtol * max(now, 1e-12), n_heap,
                                           flow_pair, route_ptr, route_links, slots, free_head,
-                                          ints, floats, lflt, links, marked)
+                                          ints, floats, lflt, links, marks[MARKED])
         n_done += n_gone
         n_ready = _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints)
         n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, floats,
@@ -438,11 +452,11 @@ def _state(route_ptr: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray,
     ints = np.empty((11, n + 1), dtype=np.int64)
     ints[[FPOS, APOS]] = -1
     ints[BATCH_PTR, 0] = 0
-    links = np.empty((6, n_links), dtype=np.int64)
+    links = np.empty((7, n_links), dtype=np.int64)
     links[[HEAD, LPOS]] = -1
     free_head = np.full(int(lengths.max(initial=0)) + 1, -1, dtype=np.int64)
     return (floats, ints, np.zeros((3, n), dtype=np.bool_), np.zeros((3, n_links)), links,
-            np.zeros(n_links, dtype=np.bool_), np.empty((3, int(lengths.sum())), dtype=np.int64),
+            np.zeros((2, n_links), dtype=np.bool_), np.empty((3, int(lengths.sum())), dtype=np.int64),
             free_head, np.zeros(5, dtype=np.int64))
 
 
