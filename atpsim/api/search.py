@@ -45,6 +45,7 @@ from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.report.large import summarize
+from atpsim.results.job_schema import JOB_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.lazy import LazyPoints
@@ -240,7 +241,7 @@ def run_search(
                              fresh=fresh, simulate=simulate or simulate_job_point,
                              progress=progress, console=console)  # fmt: skip
         copy = _write_space(out, space, max_tp)
-    best = summarize(table.path, top).top
+    best = summarize(table.path, top, extra=JOB_SCHEMA.names).top
     best = pd.DataFrame() if best is None else best.head(top)
     return SearchResult(out, table, dict(points.pruned), best, [*table.files, copy])
 

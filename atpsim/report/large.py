@@ -20,7 +20,7 @@ What it shows:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,25 +196,27 @@ def _describe(row: pd.Series, layout: Layout) -> str:
     return " ".join(f"{name}={row[name]}" for name in layout.describe)
 
 
-def chunks(path: Path) -> Iterator[pd.DataFrame]:
-    """The columns of the table at *path* that the report uses, in frames of CHUNK_ROWS rows
-    (strings kept as written)."""
+def chunks(path: Path, extra: Iterable[str] = ()) -> Iterator[pd.DataFrame]:
+    """The columns of the table at *path* that the report uses (and the *extra* ones), in
+    frames of CHUNK_ROWS rows (strings kept as written)."""
     header = pd.read_csv(path, nrows=0).columns.tolist()
     layout, schema = layout_of(header), schema_for(header)
     used = {*layout.shown, *layout.workload, "status", "error", "fits_memory", "point_index"}
+    used |= set(extra) & set(header)
     text = {c.name: "string" for c in schema.columns if c.dtype == "string" and c.name in used}
     yield from pd.read_csv(path, chunksize=CHUNK_ROWS, usecols=sorted(used), dtype=text,
                            keep_default_na=False, na_values=[""], true_values=["true"],
                            false_values=["false"])  # fmt: skip
 
 
-def summarize(path: Path, top: int = TOP) -> Summary:
-    """The :class:`Summary` of the table at *path* (its *top* best rows), read a chunk at a
-    time, twice: once to count and rank, once for the fronts of the best workloads."""
+def summarize(path: Path, top: int = TOP, extra: Iterable[str] = ()) -> Summary:
+    """The :class:`Summary` of the table at *path* (its *top* best rows, with the *extra*
+    columns too), read a chunk at a time, twice: once to count and rank, once for the fronts
+    of the best workloads."""
     header = pd.read_csv(path, nrows=0).columns.tolist()
     stride = max(math.ceil(row_count(path) / MAX_DOTS), 1)
     summary = Summary(layout_of(header), stride=stride, count=top)
-    for chunk in chunks(path):
+    for chunk in chunks(path, extra):
         summary.add(chunk)
     workloads = summary.workloads()
     for chunk in chunks(path) if workloads else ():
