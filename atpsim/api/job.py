@@ -5,87 +5,71 @@ The stages are chained as for one step, one level up:
 1. the layout (:class:`~atpsim.parallel.layout.ParallelLayout`) puts every TP mesh, pipeline
    stage and data-parallel replica on GPU ranks of the topology;
 2. each stage's forward and backward of one micro-batch is its TP pass program
-   (:func:`~atpsim.parallel.atp.build_pass_program`, ``L / (p·v)`` layers) simulated on every
-   TP group of the job at once (all stages and replicas busy together, as in the pipeline's
-   steady state), so the op times hold the exposed TP communication;
-3. sends between stages are flows over the real links, every pair of a stage boundary at once
-   (a send is a 2-rank binomial broadcast: one transfer of the stage's activations, ``[T,
-   h/d2]`` per rank);
-4. the pipeline schedule runs on those times (:mod:`atpsim.engine.step.pipeline`); each stage
-   then all-reduces its gradients over its DP groups in buckets (reduce-scatters them, and
-   all-gathers the parameters after the optimizer, with ZeRO-1), overlapping the last
-   backward if asked (:mod:`atpsim.engine.step.job`).
+   (:mod:`atpsim.api.job_passes`), timed on every TP group of the job at once;
+3. the communication between them is collective calls (:mod:`atpsim.api.job_calls`): sends
+   between stages (a 2-rank binomial broadcast of the stage's activations, ``[T, h/d2]``
+   per rank), each stage's gradient buckets over its DP groups (all-reduce, or reduce-scatter
+   and a parameter all-gather after the optimizer with ZeRO-1), the tied embedding's
+   all-reduce between the first and last stage;
+4. ``network="joint"`` (the default): every replica's pipeline, sends, buckets and optimizer
+   run as one task graph on one network (:mod:`atpsim.engine.step.job_graph`,
+   :mod:`atpsim.engine.joint`), so calls in flight together share links (the last sends of
+   the cooldown under the first gradient buckets, on the same NICs); a pass is one delay of
+   its time alone where its TP traffic is proven to meet nothing else, and its own tasks
+   otherwise (an ATP mesh whose dimension 2 crosses the NICs). ``network="isolated"``: the
+   composition before issue 13, every call alone (:func:`atpsim.engine.step.job.
+   simulate_iteration`). Where no two calls meet, both give the same numbers, bit for bit.
 
-With a *vocab*, the embedding runs on the first virtual stage and the LM head with the loss on
-the last (:mod:`atpsim.parallel.head`), and their tied gradients are all-reduced between those
-stages. Not yet modelled: traffic of different streams sharing links (each collective is
-timed with its own call's groups only; issue 13), SUMMA grids.
+*perturb* (:class:`~atpsim.engine.joint.perturb.Perturbation`) slows chosen GPUs' compute and
+links' bandwidth (joint network only). Not modelled: SUMMA grids.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
+from atpsim.api.job_calls import (
+    JobComm,
+    gradient_syncs,
+    job_calls,
+    stage_calls,
+    tied_call,
+    tp_isolated,
+    transfer_timer,
+)
+from atpsim.api.job_config import DEFAULT_BUCKET_BYTES, JobConfig, check_job
+from atpsim.api.job_passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
 from atpsim.api.point import hardware_profile
 from atpsim.api.step import DEFAULT_HARDWARE
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig, model_preset
-from atpsim.engine.collective import run_collective
-from atpsim.engine.step.job import GradientSync, JobTimeline, simulate_iteration
-from atpsim.engine.step.pipeline import TransferTime
-from atpsim.engine.step.run import StepResult, simulate_program
+from atpsim.engine.joint.calls import CallSpec
+from atpsim.engine.joint.engine import run_graph
+from atpsim.engine.joint.graph import TaskGraph
+from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.joint.perturb import Perturbation
+from atpsim.engine.step.job import JobTimeline, simulate_iteration
+from atpsim.engine.step.job_graph import JobTasks, OpBuilder, build_job_graph, job_timeline
+from atpsim.engine.step.job_ops import ProgramOps, pass_delays
+from atpsim.engine.step.run import _compute_timer
 from atpsim.errors import SimulationError
-from atpsim.parallel.atp import build_pass_program, params_per_rank
+from atpsim.parallel.atp import params_per_rank
 from atpsim.parallel.job_memory import JobMemory
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.parallel.pipeline import PipelineOp, PipelineShape, stage_orders
+from atpsim.parallel.pipeline import PipelineOp, stage_orders
 from atpsim.program import ComputeOp
 from atpsim.topology.graph import Topology
 
-#: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
-DEFAULT_BUCKET_BYTES = 25 * 2**20
-#: Forward compute ops of the attention core, which selective recomputation runs again.
-ATTENTION_CORE = ("attn_scores", "attn_softmax", "attn_dropout", "attn_context")
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    """What :func:`simulate_job` runs: the model, the layout and how the step is cut."""
-
-    model: ModelConfig
-    layout: ParallelLayout
-    micro_batch: int
-    global_batch: int
-    schedule: str = "1f1b"
-    virtual_stages: int = 1
-    chunks: int = 1
-    algorithm: str = "auto"
-    bucket_bytes: float = DEFAULT_BUCKET_BYTES
-    overlap_grad_reduce: bool = True
-    zero: int = 0
-    recompute: str = "none"
-    sequence_parallel: bool = False
-    vocab: int = 0
-
-    @property
-    def n_microbatches(self) -> int:
-        return self.global_batch // (self.micro_batch * self.layout.dp)
-
-    @property
-    def shape(self) -> PipelineShape:
-        return PipelineShape(self.layout.pp, self.n_microbatches, self.virtual_stages)
-
-    @property
-    def chunk_model(self) -> ModelConfig:
-        """One model chunk of a stage for one micro-batch."""
-        layers = self.model.layers // (self.layout.pp * self.virtual_stages)
-        return replace(self.model, layers=layers, batch=self.micro_batch)
-
+__all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "check_job",
+           "job_memory", "run_job", "simulate_job", "stage_params_per_rank"]  # fmt: skip
+#: How the iteration's calls share the network: together (issue 13) or each alone.
+NETWORKS = ("joint", "isolated")
 
 @dataclass(frozen=True)
 class JobPrediction:
@@ -93,7 +77,9 @@ class JobPrediction:
     exposed TP + pipeline bubble + exposed DP + other = iteration time; other is the optimizer
     step, the ZeRO parameter gather and ranks waiting inside a pass); FLOP/s per GPU
     in 10^12, counted as Megatron-LM counts model FLOPs (no recomputation) and, separately,
-    the hardware FLOPs that recomputation adds; MFU against the profile's peak."""
+    the hardware FLOPs that recomputation adds; MFU against the profile's peak. *network*:
+    how the calls shared it; *stats*: what the joint run did (:mod:`atpsim.engine.joint`);
+    *link_bytes* / *link_busy_s*: per directed link of the topology, when asked for."""
 
     iteration_time_s: float
     samples_per_s: float
@@ -109,6 +95,10 @@ class JobPrediction:
     memory_per_rank_bytes: float
     fits_memory: bool
     timeline: JobTimeline
+    network: str = "joint"
+    stats: dict[str, Any] = field(default_factory=dict, compare=False)
+    link_bytes: np.ndarray | None = field(default=None, compare=False, repr=False)
+    link_busy_s: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def simulate_job(
@@ -122,41 +112,44 @@ def simulate_job(
     global_batch: int | None = None,
     order: tuple[str, str, str] = ("tp", "pp", "dp"),
     hardware: str | None = None,
+    network: str = "joint",
+    perturb: Perturbation | Mapping[str, Any] | None = None,
+    links: bool = False,
     **options: Any,
 ) -> JobPrediction:
     """Simulate one training iteration of *model* with tensor parallelism on the ATP mesh *tp*
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
     on *topology*; *order* names the layout's dimensions innermost first. *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
-    overlap_grad_reduce, zero, recompute, sequence_parallel, vocab). *global_batch* defaults to one micro-batch per
-    replica and stage (``micro_batch · dp · pp``)."""
+    overlap_grad_reduce, zero, recompute, sequence_parallel, vocab). *global_batch* defaults
+    to one micro-batch per replica and stage (``micro_batch · dp · pp``). *network*: ``joint``
+    or ``isolated`` (module docstring); *perturb*: a Perturbation or its keys (``seed``,
+    ``stragglers``, ``straggler_factor``, ``slow_nics``, ``nic_factor``, ``gpus``, ``links``:
+    :func:`~atpsim.engine.joint.perturb.draw_perturbation`); *links*: also count bytes and
+    busy time per link."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
                        ParallelLayout(mesh, pp, dp, order), micro_batch,
                        global_batch or micro_batch * dp * pp, **options)  # fmt: skip
     check_job(config)
     topo, profile = _machine(topology, config.layout.size, hardware)
-    return run_job(topo, profile, config)
+    drawn = job_perturbation(topo, config, perturb)
+    return run_job(topo, profile, config, network=network, perturb=drawn, links=links)
 
 
-def check_job(config: JobConfig) -> None:
-    """Divisibility of the batch and the layers; one line naming the key, else."""
-    per_step = config.micro_batch * config.layout.dp
-    if config.micro_batch < 1 or config.global_batch % per_step:
-        raise SimulationError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
-                              f"x dp = {per_step}", key="global_batch")  # fmt: skip
-    stages = config.layout.pp * config.virtual_stages
-    if config.model.layers % stages:
-        raise SimulationError(f"{config.model.layers} layers do not split over {stages} (virtual) "
-                              "pipeline stages", key="pp")  # fmt: skip
-    if config.zero not in (0, 1):
-        raise SimulationError(f"expected zero 0 or 1, got {config.zero}", key="zero")
-    if config.vocab < 0 or config.vocab % config.layout.tp.size:
-        raise SimulationError(f"vocab {config.vocab} does not split over the {config.layout.tp.size} "
-                              "TP ranks (pad it, as Megatron-LM does)", key="vocab")  # fmt: skip
-    if config.recompute not in ("none", "selective", "full"):
-        raise SimulationError(f"expected recompute none, selective or full, got {config.recompute!r}",
-                              key="recompute")  # fmt: skip
+def job_perturbation(topology: Topology, config: JobConfig,
+                     perturb: Perturbation | Mapping[str, Any] | None) -> Perturbation | None:
+    """*perturb* as a :class:`Perturbation` over the job's GPUs (drawn from its keys)."""
+    from atpsim.engine.joint.perturb import draw_perturbation
+
+    if perturb is None or isinstance(perturb, Perturbation):
+        return perturb
+    allowed = ("seed", "stragglers", "straggler_factor", "slow_nics", "nic_factor", "gpus", "links")
+    unknown = sorted(set(perturb) - set(allowed))
+    if unknown:
+        raise SimulationError(f"unknown perturb key {unknown[0]!r}; expected one of {', '.join(allowed)}",
+                              key="perturb")  # fmt: skip
+    return draw_perturbation(topology, range(config.layout.size), **dict(perturb))
 
 
 def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
@@ -169,159 +162,145 @@ def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
     return topo, hardware_profile(hardware or topo.meta.get("hardware", DEFAULT_HARDWARE))
 
 
-@dataclass(frozen=True)
-class PassCost:
-    """One op of a stage: its *time_s*, of which *compute_s* computing on the critical rank and
-    *exposed_s* TP communication not hidden under compute (the rest: waiting for peers)."""
-
-    time_s: float
-    compute_s: float
-    exposed_s: float
-
-    @classmethod
-    def of(cls, result: StepResult, with_overhead: bool = True) -> PassCost:
-        time_s = result.step_time_s if with_overhead else result.timeline.step_time_s
-        extra = result.step_time_s - result.timeline.step_time_s
-        compute_s = result.compute_time_s - (0.0 if with_overhead else extra)
-        return cls(time_s, compute_s, result.exposed_comm_s)
-
-    def __add__(self, other: PassCost) -> PassCost:
-        return PassCost(self.time_s + other.time_s, self.compute_s + other.compute_s,
-                        self.exposed_s + other.exposed_s)  # fmt: skip
-
-
-NO_COST = PassCost(0.0, 0.0, 0.0)
-
-
-def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig) -> JobPrediction:
+def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
+            network: str = "joint", perturb: Perturbation | None = None,
+            links: bool = False) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile."""
-    cost = _op_costs(topology, profile, config)
+    if network not in NETWORKS:
+        raise SimulationError(f"unknown network {network!r}; expected one of {', '.join(NETWORKS)}",
+                              key="network")  # fmt: skip
     orders = stage_orders(config.schedule, config.shape)
-    transfer = _transfer_timer(topology, profile, config)
-    syncs = [_gradient_sync(topology, profile, config, s) for s in range(config.layout.pp)]
-    timeline = simulate_iteration(orders, config.shape, lambda s, op: cost(s, op).time_s, transfer, syncs)
-    return _prediction(config, profile, timeline, cost)
+    if network == "isolated":
+        return _isolated(topology, profile, config, perturb, orders)
+    job = joint_job(topology, profile, config, perturb=perturb)
+    run = run_graph(job.graph, job.machine, links=links)
+    timeline, replica = job_timeline(run, job.tasks, orders)
+    prediction = _prediction(config, profile, timeline, lambda s, o: job.costs(replica, s)(s, o),
+                             actual=not job.passes_as_delays)  # fmt: skip
+    stats = {**run.stats, "tasks": len(job.graph), "passes_as_delays": int(job.passes_as_delays)}
+    return replace(prediction, network=network, stats=stats, link_bytes=run.link_bytes,
+                   link_busy_s=run.link_busy_s)  # fmt: skip
 
 
-def _op_costs(topology: Topology, profile: HardwareProfile, config: JobConfig
-              ) -> Callable[[int, PipelineOp], PassCost]:
-    """``cost(stage, op)``: the layers' pass, recomputation in backward, the embedding on the
-    first virtual stage and the LM head on the last."""
-    forward, backward = _passes(topology, profile, config)
-    layers = {"F": PassCost.of(forward), "B": PassCost.of(backward) + _recompute(profile, config, forward)}
-    ends = _model_ends(topology, profile, config)
-    last = config.shape.n_virtual_stages - 1
+def _isolated(topology: Topology, profile: HardwareProfile, config: JobConfig,
+              perturb: Perturbation | None, orders: tuple) -> JobPrediction:
+    """The composition before issue 13: every call alone, one pipeline for all replicas."""
+    if perturb is not None and not perturb.empty:
+        raise SimulationError("a perturbation needs the joint network", key="perturb")
+    programs = JobPrograms(config)
+    cost = OpCosts(topology, profile, programs)
+    comm = JobComm(topology, profile, config)
+    machine = JointNetwork(topology)
+    stages = tuple(stage_calls(comm, s, stage_params_per_rank(config, s),
+                               _optimizer_s(profile, config, s)) for s in range(config.layout.pp))
+    syncs = gradient_syncs(machine, stages, tied_call(comm, _head_bytes(config)))
+    timeline = simulate_iteration(orders, config.shape, lambda s, op: cost(s, op).time_s,
+                                  transfer_timer(machine, comm), syncs)  # fmt: skip
+    return replace(_prediction(config, profile, timeline, cost), network="isolated")
 
-    def cost(stage: int, op: PipelineOp) -> PassCost:
-        k = op.virtual_stage(stage, config.layout.pp)
-        total = layers[op.kind]
-        total = total + ends[("embedding", op.kind)] if k == 0 else total
-        return total + ends[("head", op.kind)] if k == last else total
 
-    return cost
+@dataclass(frozen=True)
+class JointJob:
+    """An iteration as one task graph on one network: *graph* and its *tasks*, the *machine*
+    (links as they run), ``costs(replica, stage)`` (each op's cost alone) and whether the
+    passes are single delays (*passes_as_delays*: their TP traffic meets nothing else)."""
+
+    graph: TaskGraph
+    tasks: JobTasks
+    machine: JointNetwork
+    costs: Callable[[int, int], OpCosts]
+    passes_as_delays: bool
 
 
-def _model_ends(topology: Topology, profile: HardwareProfile, config: JobConfig
-                ) -> dict[tuple[str, str], PassCost]:
-    """What the embedding and the LM head add to the first and last virtual stage's passes
-    (:mod:`atpsim.parallel.head`; nothing without a vocabulary)."""
-    from atpsim.parallel.head import build_head_program
+def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
+              perturb: Perturbation | None = None, granularity: str = "auto",
+              labelled: bool = False) -> JointJob:
+    """The iteration of *config* as one task graph (:mod:`atpsim.engine.step.job_graph`).
+    *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
+    nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
+    ``passes`` where the traffic meets is a SimulationError)."""
+    programs = JobPrograms(config)
+    comm = JobComm(topology, profile, config)
+    machine = JointNetwork(perturb.apply(topology) if perturb else topology, topology)
+    stages = tuple(stage_calls(comm, s, stage_params_per_rank(config, s),
+                               _optimizer_s(profile, config, s)) for s in range(config.layout.pp))
+    tied = tied_call(comm, _head_bytes(config))
+    costs = _replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
+    isolated = granularity != "tasks" and tp_isolated(machine, comm, programs.all(),
+                                                      _other_calls(comm, stages, tied))  # fmt: skip
+    if granularity == "passes" and not isolated:
+        raise SimulationError("the passes' TP traffic meets other traffic; they cannot be single delays",
+                              key="granularity")  # fmt: skip
+    op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
+        else _program_ops(machine, profile, comm, programs, costs, perturb)
+    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op), labelled)
+    return JointJob(graph, tasks, machine, costs, isolated)
 
-    costs = {(part, kind): NO_COST for part in ("embedding", "head") for kind in ("F", "B")}
-    mesh = config.layout.tp
-    if config.vocab == 0 or not isinstance(mesh, DeviceMesh):
-        return costs
-    model, source = config.chunk_model, _AllTensorGroups(config.layout)
-    for part, kind in costs:
-        program = build_head_program(config.vocab, model, mesh, part,  # type: ignore[arg-type]
-                                     "fwd" if kind == "F" else "bwd")  # fmt: skip
-        result = simulate_program(topology, profile, model, program, source, config.algorithm)
-        costs[(part, kind)] = PassCost.of(result, with_overhead=False)  # not a layer
+
+def _other_calls(comm: JobComm, stages: tuple, tied: CallSpec | None) -> list[CallSpec]:
+    """Every call of the iteration other than the passes' TP collectives."""
+    layout, v = comm.config.layout, comm.config.virtual_stages
+    p = layout.pp
+    hops = {((k - 1) % p, k % p) for k in range(1, p * v)} | {((k + 1) % p, k % p) for k in range(p * v - 1)}
+    sends = [comm.send(a, b) for a, b in sorted(hops)]
+    calls = [c for c in sends if c is not None] + [tied] * (tied is not None)
+    for s in stages:
+        calls += list(s.buckets) + ([s.gather] if s.gather is not None else [])
+    return [c for c in calls if c is not None]
+
+
+def _replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareProfile,
+                   programs: JobPrograms, nominal: OpCosts, perturb: Perturbation | None
+                   ) -> Callable[[int, int], OpCosts]:
+    """``costs(replica, stage)``: the nominal op costs, or, for a stage with a slow GPU or a
+    slow link of its TP groups, its own TP groups timed with its ranks' factors on the links
+    as they run."""
+    if perturb is None or perturb.empty:
+        return lambda replica, stage: nominal
+    config = programs.config
+    scale = perturb.compute_scale(config.layout.size)
+    slow = np.zeros(len(topology.links), dtype=bool)
+    slow[perturb.slow_links(topology)] = True
+    own: dict[tuple[int, int], OpCosts] = {}
+
+    def costs(replica: int, stage: int) -> OpCosts:
+        source = StageGroups(config.layout, replica, stage)
+        ranks = source.ranks
+        if np.all(scale[ranks] == 1.0) and not _crosses(machine, source, programs, slow):
+            return nominal
+        if (replica, stage) not in own:
+            own[(replica, stage)] = OpCosts(machine.topology, profile, programs, source, scale[ranks])
+        return own[(replica, stage)]
+
     return costs
 
 
-class _AllTensorGroups:
-    """Every TP group of the job as one mesh-like source of groups (all stages and replicas)."""
+def _crosses(machine: JointNetwork, source: StageGroups, programs: JobPrograms, slow: np.ndarray) -> bool:
+    """Whether the stage's TP groups cross a slow link."""
+    from atpsim.engine.step.run import comm_spec
 
-    def __init__(self, layout: ParallelLayout):
-        self.layout = layout
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
-
-    def groups(self, dim: int) -> list[list[int]]:
-        return self.layout.tp_groups(dim)
+    for op in {op for p in programs.all() for op in p.comm_ops()}:
+        groups = source.groups(op.dim)
+        if len(groups[0]) > 1:
+            plan = machine.plan(comm_spec(op, groups, programs.config.algorithm))
+            if slow[plan.links_of(range(len(groups)))].any():
+                return True
+    return False
 
 
-def _passes(topology: Topology, profile: HardwareProfile, config: JobConfig
-            ) -> tuple[StepResult, StepResult]:
-    mesh, model = config.layout.tp, config.chunk_model
+def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
+                 programs: JobPrograms, costs: Callable[[int, int], OpCosts],
+                 perturb: Perturbation | None) -> OpBuilder:
+    """Passes as their programs' tasks (their TP traffic meets other traffic)."""
+    config = programs.config
+    layout, mesh = config.layout, config.layout.tp
     if not isinstance(mesh, DeviceMesh):
         raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
-    source = _AllTensorGroups(config.layout)
-    forward, backward = (build_pass_program(model, mesh, config.chunks, phase,
-                                            sequence_parallel=config.sequence_parallel)
-                         for phase in ("fwd", "bwd"))  # fmt: skip
-    return (simulate_program(topology, profile, model, forward, source, config.algorithm),
-            simulate_program(topology, profile, model, backward, source, config.algorithm))  # fmt: skip
-
-
-def _recompute(profile: HardwareProfile, config: JobConfig, forward: StepResult) -> PassCost:
-    """What recomputation adds to each backward: the whole forward (full) or the attention
-    core's forward compute (selective)."""
-    if config.recompute == "full":
-        return PassCost.of(forward)
-    if config.recompute == "none":
-        return NO_COST
-    from atpsim.compute.timing import compute_time_s
-
-    ops = forward.timeline.program.compute_ops()
-    core = [op for op in ops if op.name.split(".")[-1] in ATTENTION_CORE]
-    seconds = sum(compute_time_s(op, profile, config.model.dtype) for op in core)
-    return PassCost(seconds, seconds, 0.0)
-
-
-def _transfer_timer(topology: Topology, profile: HardwareProfile, config: JobConfig
-                    ) -> TransferTime:
-    layout, dims_bytes = config.layout, _activation_bytes(config)
-
-    @cache
-    def between(src: int, dst: int) -> float:
-        if src == dst or layout.pp == 1:
-            return 0.0
-        pairs = layout.send_pairs(src, dst)
-        result = run_collective(topology, "broadcast", "binomial", pairs, dims_bytes)
-        return result.time_s + _overhead_s(profile)
-
-    return lambda src, dst, op: between(src, dst)
-
-
-def _activation_bytes(config: JobConfig) -> float:
-    """Bytes each rank sends at a stage boundary: its ``[T, h/d2]`` share of the activations."""
-    model, mesh = config.chunk_model, config.layout.tp
-    d2 = mesh.d2 if isinstance(mesh, DeviceMesh) else 1
-    return model.batch * model.seq * model.hidden / d2 * model.dtype_bytes
-
-
-def _gradient_sync(topology: Topology, profile: HardwareProfile, config: JobConfig,
-                   stage: int) -> GradientSync:
-    layout, model = config.layout, config.model
-    params = stage_params_per_rank(config, stage)
-    optimizer_s = _optimizer_s(profile, config, params / (layout.dp if config.zero else 1))
-    tied_s = _tied_embedding_s(topology, profile, config, stage)
-    if layout.dp == 1:
-        return GradientSync((tied_s,), (1.0,), False, optimizer_s) if tied_s else GradientSync(optimizer_s=optimizer_s)
-    groups = [g for g in layout.dp_groups() if layout.stage_of(g[0]) == stage]
-    grad_bytes = params * model.dtype_bytes
-    sizes = _buckets(grad_bytes, config.bucket_bytes)
-    op = "reduce_scatter" if config.zero else "all_reduce"
-    bucket_s = tuple(_collective_s(topology, profile, op, config.algorithm, groups, n) for n in sizes)
-    ready = tuple(min(1.0, sum(sizes[: k + 1]) / grad_bytes) for k in range(len(sizes)))
-    gather_s = _collective_s(topology, profile, "all_gather", "auto", groups, grad_bytes) if config.zero else 0.0
-    if tied_s:
-        bucket_s, ready = bucket_s + (tied_s,), ready + (1.0,)
-    return GradientSync(bucket_s, ready, config.overlap_grad_reduce, optimizer_s, gather_s)
+    scale = perturb.compute_scale(layout.size) if perturb else np.ones(layout.size)
+    return ProgramOps(op_parts(profile, programs), layout.stage_ranks, mesh,
+                      _compute_timer(profile, config.model.dtype), scale, comm.tp_call,
+                      lambda r, s: r * layout.pp + s,
+                      lambda r, s, o: costs(r, s)(s, o).time_s)  # fmt: skip
 
 
 def stage_params_per_rank(config: JobConfig, stage: int) -> float:
@@ -336,48 +315,23 @@ def stage_params_per_rank(config: JobConfig, stage: int) -> float:
     return params + ends * head_params_per_rank(config.vocab, model, mesh)
 
 
-def _tied_embedding_s(topology: Topology, profile: HardwareProfile, config: JobConfig,
-                      stage: int) -> float:
-    """The all-reduce of the tied embedding's gradient between the first and last stage
-    (Megatron-LM's embedding group), on those two stages; 0 elsewhere or with one stage."""
+def _head_bytes(config: JobConfig) -> float:
+    """Bytes of the tied embedding's gradient on one TP rank (0 without a vocabulary)."""
     from atpsim.parallel.head import head_params_per_rank
 
-    layout = config.layout
-    if config.vocab == 0 or layout.pp == 1 or stage not in (0, layout.pp - 1):
+    if config.vocab == 0:
         return 0.0
-    mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
-    nbytes = head_params_per_rank(config.vocab, config.model, mesh) * config.model.dtype_bytes
-    pairs = [list(pair) for pair in layout.send_pairs(0, layout.pp - 1)]
-    return _collective_s(topology, profile, "all_reduce", "auto", pairs, nbytes)
+    mesh = config.layout.tp if isinstance(config.layout.tp, DeviceMesh) else DeviceMesh(1, 1)
+    return head_params_per_rank(config.vocab, config.model, mesh) * config.model.dtype_bytes
 
 
-def _buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
-    full = int(total_bytes // bucket_bytes)
-    rest = total_bytes - full * bucket_bytes
-    return [bucket_bytes] * full + ([rest] if rest > 0 else [])
-
-
-def _collective_s(topology: Topology, profile: HardwareProfile, op: str, algorithm: str,
-                  groups: list[list[int]], nbytes: float) -> float:
-    """One call of *op* on every group at once, as the step simulator times it (the default
-    collective backend: as NCCL runs it, with its per-call cost), s."""
-    from atpsim.engine.backends import charges_call_cost, get_backend
-    from atpsim.engine.step.run import DEFAULT_BACKEND
-
-    times = get_backend(DEFAULT_BACKEND)(topology, op, algorithm, groups, nbytes)
-    charged = charges_call_cost(DEFAULT_BACKEND, topology)
-    return max(times, default=0.0) + (0.0 if charged else _overhead_s(profile))
-
-
-def _overhead_s(profile: HardwareProfile) -> float:
-    """The profile's fixed cost per collective call (charged where the backend has none)."""
-    return float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
-
-
-def _optimizer_s(profile: HardwareProfile, config: JobConfig, params: float) -> float:
-    """The Adam update of *params* parameters, memory-bound (:func:`adam_bytes_per_param`)."""
+def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> float:
+    """The Adam update of one rank's parameters of *stage* (its ZeRO-1 shard), memory-bound
+    (:func:`adam_bytes_per_param`)."""
     from atpsim.compute.timing import compute_time_s
     from atpsim.parallel.atp import adam_bytes_per_param
+
+    params = stage_params_per_rank(config, stage) / (config.layout.dp if config.zero else 1)
 
     op = ComputeOp("adam", "memory", bytes_moved=params * adam_bytes_per_param(config.model.dtype_bytes))
     return compute_time_s(op, profile, config.model.dtype)
@@ -398,14 +352,20 @@ def job_memory(config: JobConfig) -> JobMemory:
 
 
 def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeline,
-                cost: Callable[[int, PipelineOp], PassCost]) -> JobPrediction:
+                cost: Callable[[int, PipelineOp], PassCost], actual: bool = False) -> JobPrediction:
+    """The prediction from the critical stage's *timeline*; with *actual*, the ops' own
+    durations in the timeline beyond their costs alone count as exposed TP communication
+    (their TP traffic met other traffic)."""
     from atpsim.parallel.head import head_flops
 
     stage = timeline.critical_stage()
     end, t = timeline.stages[stage], timeline.step_time_s
     spent = sum((cost(stage, op) for op in timeline.pipeline.orders[stage]), NO_COST)
     compute, exposed_tp = spent.compute_s, spent.exposed_s
-    bubble = end.backward_end_s - timeline.pipeline.busy_s(stage)
+    busy = timeline.pipeline.busy_s(stage)
+    if actual:
+        exposed_tp += busy - spent.time_s
+    bubble = end.backward_end_s - busy
 
     whole = replace(config.model, batch=config.global_batch)
     model_flops = whole.step_flops() + (head_flops(config.vocab, whole) if config.vocab else 0.0)

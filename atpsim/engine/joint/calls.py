@@ -20,6 +20,7 @@ The closed-form backend moves no bytes, so it has no place in a joint network.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -138,10 +139,23 @@ class CallPlan:
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
+#: Plans of unperturbed machines, per topology (the step simulator and the joint network
+#: share them, so a call is planned and timed once).
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def plan_call(spec: CallSpec, topology: Topology, nominal: Topology | None = None) -> CallPlan:
     """*spec* as it runs on *topology*, planned (algorithm, protocol) for *nominal* (the
     machine before any perturbation; default *topology*): module docstring."""
-    nominal = nominal or topology
+    if nominal is None or nominal is topology:
+        kept = _PLANS.setdefault(topology, {})
+        if spec not in kept:
+            kept[spec] = _plan_call(spec, topology, topology)
+        return kept[spec]
+    return _plan_call(spec, topology, nominal)
+
+
+def _plan_call(spec: CallSpec, topology: Topology, nominal: Topology) -> CallPlan:
     if spec.backend not in JOINT_BACKENDS:
         raise SimulationError(f"the joint network runs the {' and '.join(JOINT_BACKENDS)} backends, "
                               f"not {spec.backend!r} (it moves no bytes)", key="backend")  # fmt: skip

@@ -34,16 +34,27 @@ from atpsim.engine.joint.network import JointNetwork
 
 @dataclass(eq=False)
 class _Episode:
-    """Members (cohorts) in flight together, the tasks each member ends, the links they hold,
-    when the last ends (s), and the joint answer (None: one member, timed alone)."""
+    """Members (cohorts) simulated together, the tasks each member ends, the links each
+    crosses and when each ends (s), when the last ends, and the joint answer (None: one
+    member, timed alone)."""
 
     members: list[Cohort]
     tasks: list[list[tuple[int, np.ndarray]]]
-    links: np.ndarray
-    end_s: float
+    member_links: list[np.ndarray]
+    member_end: list[float]
     answer: Answer | None = None
     t0: float = 0.0
     alive: bool = True
+
+    @property
+    def end_s(self) -> float:
+        return max(self.member_end)
+
+    def live_links(self, now: float) -> np.ndarray:
+        """The links of the members still running *now* (a newcomer meets only those: the
+        others' flows are done)."""
+        parts = [links for links, end in zip(self.member_links, self.member_end, strict=True) if end > now]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -84,14 +95,26 @@ class _Comm:
             plan = self.network.plan(self.graph.calls[call])
             cohort = Cohort(plan, groups, now)
             links = self._links_of(call, groups)
-            holders = np.unique(self.holder[links])
-            met = [self.episodes[h] for h in holders.tolist() if h >= 0 and self.episodes[h].end_s > now]
+            met = self._met(links, now)
             episode = self._alone(cohort, owned, links) if not met else self._merge(met, cohort, owned, links, now)
             for h in range(len(episode.members)):
                 out += self._ends(episode, h)
-            self.holder[episode.links] = len(self.episodes)
+            self.holder[episode.live_links(now)] = len(self.episodes)
             self.episodes.append(episode)
         return out
+
+    def _met(self, links: np.ndarray, now: float) -> list[_Episode]:
+        """The open episodes whose running members cross any of *links*. Each link is
+        claimed by the last episode that had a running member on it, so no running member
+        hides behind another episode's claim (a claim is made only where the claimer runs,
+        and a second runner on the link would have merged with the first)."""
+        met = []
+        for h in np.unique(self.holder[links]).tolist():
+            episode = self.episodes[h] if h >= 0 else None
+            if episode is not None and episode.alive and episode.end_s > now \
+                    and len(np.intersect1d(episode.live_links(now), links, assume_unique=True)):
+                met.append(episode)
+        return met
 
     def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:
         """Tasks grouped by call (a task whose groups are already in its call's cohort starts
@@ -123,19 +146,20 @@ class _Comm:
         self.stats.alone += 1
         alone = cohort.plan.alone(cohort.groups)
         end = cohort.start_s + float(alone.max()) if len(alone) else cohort.start_s
-        return _Episode([cohort], [owned], links, end, None, cohort.start_s)
+        return _Episode([cohort], [owned], [links], [end], None, cohort.start_s)
 
     def _merge(self, met: list[_Episode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
                links: np.ndarray, now: float) -> _Episode:
         members = [m for e in met for m in e.members] + [cohort]
         tasks = [t for e in met for t in e.tasks] + [owned]
+        member_links = [lk for e in met for lk in e.member_links] + [links]
         for e in met:
             e.alive = False
         t0 = min(m.start_s for m in members)
         answer = self._solve(members, t0)
-        end = t0 + max((float(f.max()) for f in answer.finish_s if len(f)), default=0.0)
-        union = np.unique(np.concatenate([e.links for e in met] + [links]))
-        return _Episode(members, tasks, union, max(end, now), answer, t0)
+        ends = [max(t0 + float(f.max()) if len(f) else m.start_s, m.start_s)
+                for m, f in zip(members, answer.finish_s, strict=True)]  # fmt: skip
+        return _Episode(members, tasks, member_links, ends, answer, t0)
 
     def _solve(self, members: list[Cohort], t0: float) -> Answer:
         key = tuple((id(m.plan), m.groups, m.start_s - t0) for m in members)

@@ -66,14 +66,27 @@ class GraphBuilder:
         self._groups: list[tuple[int, ...]] = []
         self._deps: list[Sequence[int]] = []
         self._calls: dict[CallSpec, int] = {}
+        self._by_id: dict[int, int] = {}
+        self._kept: list[CallSpec] = []  # keeps the ids above valid
         self._labels: list[tuple[str, str]] | None = [] if labelled else None
 
     def __len__(self) -> int:
         return len(self._kind)
 
+    def deps_of(self, task: int) -> tuple[int, ...]:
+        """What task *task* waits for."""
+        return tuple(self._deps[task])
+
     def call(self, spec: CallSpec) -> int:
-        """The index of *spec* among the graph's calls (added once)."""
-        return self._calls.setdefault(spec, len(self._calls))
+        """The index of *spec* among the graph's calls (added once; the same object is looked
+        up by identity, so a call of thousands of groups is hashed once)."""
+        known = self._by_id.get(id(spec))
+        if known is not None:
+            return known
+        index = self._calls.setdefault(spec, len(self._calls))
+        self._by_id[id(spec)] = index
+        self._kept.append(spec)
+        return index
 
     def delay(self, seconds: float, deps: Iterable[int] = (), label: tuple[str, str] | None = None) -> int:
         return self._add(DELAY, seconds, 0.0, -1, (), deps, label)

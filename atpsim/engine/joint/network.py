@@ -9,6 +9,7 @@ the call runs on the real one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 
 import numpy as np
@@ -35,6 +36,23 @@ class JointNetwork:
     @property
     def n_links(self) -> int:
         return len(self.topology.links)
+
+    def disjoint(self, owned: Iterable[tuple[CallSpec, int, int]], others: Iterable[CallSpec]) -> bool:
+        """Whether the groups *owned* ``(call, group index, owner)`` cross no link that a group
+        of another owner crosses, and none that any group of the calls *others* crosses: then
+        each owner's traffic meets nothing but its own."""
+        owner = np.full(self.n_links, -1, dtype=np.int64)
+        for spec, group, who in owned:
+            links = self.plan(spec).group_links[group]
+            seen = owner[links]
+            if np.any((seen >= 0) & (seen != who)):
+                return False
+            owner[links] = who
+        for spec in others:
+            plan = self.plan(spec)
+            if np.any(owner[plan.links_of(range(len(spec.groups)))] >= 0):
+                return False
+        return True
 
     def plan(self, spec: CallSpec) -> CallPlan:
         """*spec* planned on this machine (once per run)."""

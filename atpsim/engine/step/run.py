@@ -10,14 +10,17 @@ mesh dimension at once, or the closed forms), and the two-stream list scheduler
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
+import numpy as np
+
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
 from atpsim.engine.backends import charges_call_cost, get_backend
+from atpsim.engine.joint.calls import CallSpec, plan_call
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
@@ -88,14 +91,17 @@ def simulate_sagemaker_step(topology: Topology, profile: HardwareProfile, model:
 
 def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelConfig,
                      program: StepProgram, grid: GroupSource, algorithm: str, *,
-                     backend: str = DEFAULT_BACKEND) -> StepResult:
+                     backend: str = DEFAULT_BACKEND, ranks: Sequence[int] | None = None,
+                     rank_scale: np.ndarray | None = None) -> StepResult:
     """Time *program* on the first ``grid.size`` GPUs of *topology*; *grid* (a DeviceMesh or
     a Grid) names the GPUs of each communication dimension's groups, and *backend* (a name
-    of :func:`atpsim.engine.backends.backend_names`) times the collectives."""
+    of :func:`atpsim.engine.backends.backend_names`) times the collectives. *ranks*: the
+    GPUs the program's ranks ``0 .. grid.size - 1`` are, where they are not those (the
+    groups then name these GPUs); *rank_scale*: each rank's compute time factor."""
     compute_timer = _compute_timer(profile, model.dtype)
     overhead_s = 0.0 if charges_call_cost(backend, topology) else call_overhead_s(profile)
-    comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend)
-    timeline = simulate_step(program, grid.size, compute_timer, comm_timer)
+    comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend, ranks)
+    timeline = simulate_step(program, grid.size, compute_timer, comm_timer, rank_scale)
     rank = timeline.critical_rank()
     overhead_s = model.layers * layer_overhead_s(profile)
     return StepResult(
@@ -132,27 +138,52 @@ def _compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp]
 
 
 def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_s: float = 0.0,
-                backend: str = DEFAULT_BACKEND) -> Callable[[CommOp], CommTiming]:
+                backend: str = DEFAULT_BACKEND, ranks: Sequence[int] | None = None
+                ) -> Callable[[CommOp], CommTiming]:
     """Durations of each collective per group: the *backend*'s time plus *overhead_s* (the
     profile's fixed per-collective cost where the backend has none of its own: kernel launch
     and the library's synchronisation, which move no bytes). An op whose algorithm the
     registry lacks runs :data:`_FALLBACK_ALGORITHM` (the NCCL backend chooses its own). A broadcast or
     reduce runs from (to) position ``op.root`` of each group: the group is rotated to start
     there."""
-    from atpsim.collectives.registry import algorithm_names
-
     group_times = get_backend(backend)
-    own_fallback = backend == "nccl"
+    planned = _plans_time(backend)
+    position = {} if ranks is None else {int(r): i for i, r in enumerate(ranks)}
 
     @cache
     def timer(op: CommOp) -> CommTiming:
         groups = grid.groups(op.dim)
         if len(groups[0]) == 1:
             return CommTiming.of(groups, [0.0] * len(groups))
-        rotated = [g[op.root:] + g[: op.root] for g in groups]
-        chosen = algorithm if own_fallback or algorithm in algorithm_names(op.collective) \
-            else _FALLBACK_ALGORITHM
-        times = group_times(topology, op.collective, chosen, rotated, op.bytes)
-        return CommTiming.of(rotated, [t + overhead_s for t in times])
+        spec = comm_spec(op, groups, algorithm, backend, overhead_s)
+        if planned:
+            times = plan_call(spec, topology).alone_s
+        else:
+            times = np.asarray(group_times(topology, op.collective, spec.algorithm, spec.groups,
+                                           op.bytes)) + overhead_s  # fmt: skip
+        local = spec.groups if ranks is None else [[position[r] for r in g] for g in spec.groups]
+        return CommTiming.of([list(g) for g in local], times)
 
     return timer
+
+
+def _plans_time(backend: str) -> bool:
+    """Whether *backend* is the registered ``nccl`` or ``event`` timer, whose times a call's
+    plan holds (:func:`atpsim.engine.joint.calls.plan_call`: the same numbers, planned once
+    for the step simulator and the joint network alike)."""
+    from atpsim.engine.backends import event_times, nccl_times
+
+    return get_backend(backend) is {"nccl": nccl_times, "event": event_times}.get(backend)
+
+
+def comm_spec(op: CommOp, groups: list[list[int]], algorithm: str, backend: str = DEFAULT_BACKEND,
+              overhead_s: float = 0.0) -> CallSpec:
+    """The collective call *op* issues on *groups* as the step simulator runs it: the
+    algorithm (:data:`_FALLBACK_ALGORITHM` where the registry lacks it; the NCCL backend
+    chooses its own), each group rotated to start at ``op.root``, *overhead_s* per call."""
+    from atpsim.collectives.registry import algorithm_names
+
+    rotated = tuple(tuple(g[op.root:] + g[: op.root]) for g in groups)
+    chosen = algorithm if backend == "nccl" or algorithm in algorithm_names(op.collective) \
+        else _FALLBACK_ALGORITHM
+    return CallSpec(backend, op.collective, chosen, rotated, op.bytes, overhead_s)

@@ -84,10 +84,12 @@ class StepTimeline:
 
 
 def simulate_step(
-    program: StepProgram, n_ranks: int, compute_time: ComputeTimer, comm_timing: CommTimer
+    program: StepProgram, n_ranks: int, compute_time: ComputeTimer, comm_timing: CommTimer,
+    rank_scale: np.ndarray | None = None,
 ) -> StepTimeline:
     """List-schedule *program* on *n_ranks* ranks; *compute_time* and *comm_timing* give the
-    durations (memoize them: the same op recurs for every chunk and layer)."""
+    durations (memoize them: the same op recurs for every chunk and layer); *rank_scale*
+    (optional) multiplies each rank's compute times (a straggler's > 1)."""
     n_tasks = len(program.tasks)
     start = np.zeros((n_tasks, n_ranks))
     finish = np.zeros((n_tasks, n_ranks))
@@ -99,7 +101,9 @@ def simulate_step(
         if isinstance(task.op, CommOp):
             task_start, task_finish = _collective_times(ready, comm_timing(task.op))
         else:
-            task_start, task_finish = ready, ready + compute_time(task.op)
+            duration = compute_time(task.op)
+            task_start = ready
+            task_finish = ready + (duration if rank_scale is None else duration * rank_scale)
         start[task.id], finish[task.id] = task_start, task_finish
         stream_free[task.stream] = task_finish
     return StepTimeline(program, start, finish)

@@ -1,0 +1,173 @@
+"""A job's communication as collective calls: the pipeline's sends, each stage's gradient
+buckets, the ZeRO-1 parameter all-gather, the tied embedding's all-reduce, and the TP
+collectives of the passes (:class:`~atpsim.engine.joint.calls.CallSpec`).
+
+The same calls time the iteration either way: :func:`gradient_syncs` and
+:func:`transfer_timer` turn them into the durations the list composition adds up (each call
+alone, :func:`atpsim.engine.step.job.simulate_iteration`); :func:`job_calls` hands them to the
+joint network (:mod:`atpsim.engine.step.job_graph`). :func:`tp_isolated` says whether every
+stage's TP traffic is link-disjoint from every other call's and from the other stages' TP
+traffic, so that a pass can be one delay of its time alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from atpsim.api.job_config import JobConfig
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.backends import charges_call_cost
+from atpsim.engine.joint.calls import CallSpec
+from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.step.job import GradientSync
+from atpsim.engine.step.job_graph import JobCalls, OpBuilder, StageCalls
+from atpsim.engine.step.pipeline import TransferTime
+from atpsim.engine.step.run import DEFAULT_BACKEND, comm_spec
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.pipeline import stage_orders
+from atpsim.program import CommOp, StepProgram
+from atpsim.topology.graph import Topology
+
+
+def overhead_s(profile: HardwareProfile) -> float:
+    """The profile's fixed cost per collective call (charged where the backend has none)."""
+    return float(getattr(profile, "collective_overhead_s", 0.0) or 0.0)
+
+
+@dataclass(frozen=True)
+class JobComm:
+    """The calls of one job on one machine (module docstring)."""
+
+    topology: Topology
+    profile: HardwareProfile
+    config: JobConfig
+    _sends: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def charged_s(self) -> float:
+        """The per-call cost the default backend does not charge itself."""
+        return 0.0 if charges_call_cost(DEFAULT_BACKEND, self.topology) else overhead_s(self.profile)
+
+    def send(self, src: int, dst: int) -> CallSpec | None:
+        """Every replica's send from stage *src* to *dst* (a 2-rank binomial broadcast of the
+        stage's activations on bare links, plus the profile's per-call cost)."""
+        if (src, dst) not in self._sends:
+            self._sends[(src, dst)] = self._send(src, dst)
+        return self._sends[(src, dst)]
+
+    def _send(self, src: int, dst: int) -> CallSpec | None:
+        layout = self.config.layout
+        if src == dst or layout.pp == 1:
+            return None
+        pairs = tuple(layout.send_pairs(src, dst))
+        return CallSpec("event", "broadcast", "binomial", pairs, activation_bytes(self.config),
+                        overhead_s(self.profile))  # fmt: skip
+
+    def collective(self, op: str, algorithm: str, groups: list[list[int]], nbytes: float) -> CallSpec:
+        """*op* on every group at once by the default backend (NCCL as it runs)."""
+        return CallSpec(DEFAULT_BACKEND, op, algorithm, tuple(map(tuple, groups)), nbytes, self.charged_s)
+
+    def tp_call(self, op: CommOp) -> CallSpec:
+        """A pass's TP collective *op* over every TP group of the job."""
+        layout = self.config.layout
+        groups = layout.tp_groups(op.dim)
+        return comm_spec(op, groups, self.config.algorithm, DEFAULT_BACKEND, self.charged_s)
+
+
+def activation_bytes(config: JobConfig) -> float:
+    """Bytes each rank sends at a stage boundary: its ``[T, h/d2]`` share of the activations."""
+    model, mesh = config.chunk_model, config.layout.tp
+    d2 = mesh.d2 if isinstance(mesh, DeviceMesh) else 1
+    return model.batch * model.seq * model.hidden / d2 * model.dtype_bytes
+
+
+def stage_calls(comm: JobComm, stage: int, params: float, optimizer_s: float) -> StageCalls:
+    """Stage *stage*'s gradient buckets (all-reduce, or reduce-scatter with ZeRO-1) over its
+    DP groups, in issue order, each ready when the last backward has produced it; the
+    optimizer step; the ZeRO-1 parameter all-gather."""
+    config = comm.config
+    layout, model = config.layout, config.model
+    if layout.dp == 1:
+        return StageCalls(optimizer_s=optimizer_s)
+    groups = [g for g in layout.dp_groups() if layout.stage_of(g[0]) == stage]
+    grad_bytes = params * model.dtype_bytes
+    sizes = buckets(grad_bytes, config.bucket_bytes)
+    op = "reduce_scatter" if config.zero else "all_reduce"
+    calls = tuple(comm.collective(op, config.algorithm, groups, n) for n in sizes)
+    ready = tuple(min(1.0, sum(sizes[: k + 1]) / grad_bytes) for k in range(len(sizes)))
+    gather = comm.collective("all_gather", "auto", groups, grad_bytes) if config.zero else None
+    return StageCalls(calls, ready, config.overlap_grad_reduce, optimizer_s, gather)
+
+
+def buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
+    """Gradient bytes split into buckets of *bucket_bytes* (the last one smaller)."""
+    full = int(total_bytes // bucket_bytes)
+    rest = total_bytes - full * bucket_bytes
+    return [bucket_bytes] * full + ([rest] if rest > 0 else [])
+
+
+def tied_call(comm: JobComm, head_bytes: float) -> CallSpec | None:
+    """The all-reduce of the tied embedding's gradient between the first and last stage
+    (Megatron-LM's embedding group), every replica's pairs; None with one stage or no vocab."""
+    layout = comm.config.layout
+    if head_bytes == 0 or layout.pp == 1:
+        return None
+    pairs = [list(pair) for pair in layout.send_pairs(0, layout.pp - 1)]
+    return comm.collective("all_reduce", "auto", pairs, head_bytes)
+
+
+def job_calls(comm: JobComm, stages: tuple[StageCalls, ...], tied: CallSpec | None,
+              op: OpBuilder) -> JobCalls:
+    """The iteration for :func:`~atpsim.engine.step.job_graph.build_job_graph`."""
+    config = comm.config
+    layout = config.layout
+    orders = stage_orders(config.schedule, config.shape)
+    return JobCalls(orders, config.shape, layout.dp, layout.tp.size, op, comm.send, stages, tied)
+
+
+def gradient_syncs(network: JointNetwork, stages: tuple[StageCalls, ...], tied: CallSpec | None
+                   ) -> list[GradientSync]:
+    """Each stage's buckets as durations, each call alone (the list composition's): the tied
+    embedding's all-reduce appended as a last bucket on the first and last stage."""
+    out = []
+    for s, calls in enumerate(stages):
+        times = tuple(_alone_s(network, c) for c in calls.buckets)
+        ready = calls.ready_fraction
+        gather_s = _alone_s(network, calls.gather) if calls.gather is not None else 0.0
+        if tied is not None and s in (0, len(stages) - 1):
+            times, ready = times + (_alone_s(network, tied),), ready + (1.0,)
+        overlap = calls.overlap if calls.buckets else False
+        out.append(GradientSync(times, ready, overlap, calls.optimizer_s, gather_s))
+    return out
+
+
+def transfer_timer(network: JointNetwork, comm: JobComm) -> TransferTime:
+    """Seconds of the send from one stage to another, every replica's at once, alone."""
+
+    @cache
+    def between(src: int, dst: int) -> float:
+        call = comm.send(src, dst)
+        return _alone_s(network, call) if call is not None else 0.0
+
+    return lambda src, dst, op: between(src, dst)
+
+
+def _alone_s(network: JointNetwork, call: CallSpec) -> float:
+    return float(network.plan(call).alone_s.max())
+
+
+def tp_isolated(network: JointNetwork, comm: JobComm, programs: list[StepProgram],
+                others: list[CallSpec]) -> bool:
+    """Whether the TP collectives of *programs* (every TP group of the job) cross no link
+    that *others* cross and no link another stage's TP groups cross: then each stage's pass
+    meets nothing, and its time alone is exact."""
+    ops = {op for program in programs for op in program.comm_ops()}
+    owned = []
+    layout = comm.config.layout
+    for op in ops:
+        spec = comm.tp_call(op)
+        per_stage = len(layout.tp.groups(op.dim))
+        owned += [(spec, g, g // per_stage) for g in range(len(spec.groups))]
+    return network.disjoint(owned, others)
+

@@ -1,0 +1,69 @@
+"""What a job is: :class:`JobConfig` (the model, the DP x PP x TP layout and how the step is
+cut) and :func:`check_job` (its sizes divide)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+from atpsim.parallel.layout import ParallelLayout
+from atpsim.parallel.pipeline import PipelineShape
+
+#: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
+DEFAULT_BUCKET_BYTES = 25 * 2**20
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """What :func:`simulate_job` runs: the model, the layout and how the step is cut."""
+
+    model: ModelConfig
+    layout: ParallelLayout
+    micro_batch: int
+    global_batch: int
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    chunks: int = 1
+    algorithm: str = "auto"
+    bucket_bytes: float = DEFAULT_BUCKET_BYTES
+    overlap_grad_reduce: bool = True
+    zero: int = 0
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    vocab: int = 0
+
+    @property
+    def n_microbatches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.layout.dp)
+
+    @property
+    def shape(self) -> PipelineShape:
+        return PipelineShape(self.layout.pp, self.n_microbatches, self.virtual_stages)
+
+    @property
+    def chunk_model(self) -> ModelConfig:
+        """One model chunk of a stage for one micro-batch."""
+        layers = self.model.layers // (self.layout.pp * self.virtual_stages)
+        return replace(self.model, layers=layers, batch=self.micro_batch)
+
+
+
+def check_job(config: JobConfig) -> None:
+    """Divisibility of the batch and the layers; one line naming the key, else."""
+    per_step = config.micro_batch * config.layout.dp
+    if config.micro_batch < 1 or config.global_batch % per_step:
+        raise SimulationError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
+                              f"x dp = {per_step}", key="global_batch")  # fmt: skip
+    stages = config.layout.pp * config.virtual_stages
+    if config.model.layers % stages:
+        raise SimulationError(f"{config.model.layers} layers do not split over {stages} (virtual) "
+                              "pipeline stages", key="pp")  # fmt: skip
+    if config.zero not in (0, 1):
+        raise SimulationError(f"expected zero 0 or 1, got {config.zero}", key="zero")
+    if config.vocab < 0 or config.vocab % config.layout.tp.size:
+        raise SimulationError(f"vocab {config.vocab} does not split over the {config.layout.tp.size} "
+                              "TP ranks (pad it, as Megatron-LM does)", key="vocab")  # fmt: skip
+    if config.recompute not in ("none", "selective", "full"):
+        raise SimulationError(f"expected recompute none, selective or full, got {config.recompute!r}",
+                              key="recompute")  # fmt: skip

@@ -1,0 +1,210 @@
+"""A pipeline op's work: its TP pass programs (the layers', the embedding's and the LM head's,
+the forward recomputed in backward) and what each costs.
+
+Each stage's forward and backward of one micro-batch is its TP pass program
+(:func:`~atpsim.parallel.atp.build_pass_program`, ``L / (p·v)`` layers) simulated on every TP
+group of the job at once (all stages and replicas busy together, as in the pipeline's steady
+state), so the op times hold the exposed TP communication; with a perturbation, a stage with
+a slow GPU or a slow link of its own is simulated on its own TP groups, with each rank's
+compute factor, on the links as they run. With a *vocab*, the embedding runs on the first
+virtual stage and the LM head with the loss on the last (:mod:`atpsim.parallel.head`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from atpsim.api.job_config import JobConfig
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.step.job_ops import Part
+from atpsim.engine.step.run import StepResult, layer_overhead_s, simulate_program
+from atpsim.errors import SimulationError
+from atpsim.parallel.atp import build_pass_program
+from atpsim.parallel.layout import ParallelLayout
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.pipeline import PipelineOp
+from atpsim.program import StepProgram
+from atpsim.topology.graph import Topology
+
+#: Forward compute ops of the attention core, which selective recomputation runs again.
+ATTENTION_CORE = ("attn_scores", "attn_softmax", "attn_dropout", "attn_context")
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """One op of a stage: its *time_s*, of which *compute_s* computing on the critical rank and
+    *exposed_s* TP communication not hidden under compute (the rest: waiting for peers)."""
+
+    time_s: float
+    compute_s: float
+    exposed_s: float
+
+    @classmethod
+    def of(cls, result: StepResult, with_overhead: bool = True) -> PassCost:
+        time_s = result.step_time_s if with_overhead else result.timeline.step_time_s
+        extra = result.step_time_s - result.timeline.step_time_s
+        compute_s = result.compute_time_s - (0.0 if with_overhead else extra)
+        return cls(time_s, compute_s, result.exposed_comm_s)
+
+    def __add__(self, other: PassCost) -> PassCost:
+        return PassCost(self.time_s + other.time_s, self.compute_s + other.compute_s,
+                        self.exposed_s + other.exposed_s)  # fmt: skip
+
+
+NO_COST = PassCost(0.0, 0.0, 0.0)
+#: The parts of the model a pipeline op may hold, besides the layers.
+ENDS = ("embedding", "head")
+
+
+class AllTensorGroups:
+    """Every TP group of the job as one mesh-like source of groups (all stages and replicas)."""
+
+    def __init__(self, layout: ParallelLayout):
+        self.layout = layout
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def groups(self, dim: int) -> list[list[int]]:
+        return self.layout.tp_groups(dim)
+
+
+class StageGroups:
+    """The TP groups of one (replica, stage), in GPU ranks; its ranks in position order."""
+
+    def __init__(self, layout: ParallelLayout, replica: int, stage: int):
+        self.layout, self.replica, self.stage = layout, replica, stage
+
+    @property
+    def size(self) -> int:
+        return self.layout.tp.size
+
+    @property
+    def ranks(self) -> list[int]:
+        return self.layout.stage_ranks(self.replica, self.stage)
+
+    def groups(self, dim: int) -> list[list[int]]:
+        return [[self.layout.rank(self.replica, self.stage, t) for t in g] for g in self.layout.tp.groups(dim)]
+
+
+@dataclass(frozen=True)
+class JobPrograms:
+    """The TP programs of a job's ops: the layers' forward and backward of one micro-batch
+    on one stage, and the embedding's and head's forward and backward (None without vocab)."""
+
+    config: JobConfig
+
+    @cached_property
+    def layers(self) -> dict[str, StepProgram]:
+        mesh, model = self.config.layout.tp, self.config.chunk_model
+        if not isinstance(mesh, DeviceMesh):
+            raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
+        return {"F": build_pass_program(model, mesh, self.config.chunks, "fwd",
+                                        sequence_parallel=self.config.sequence_parallel),
+                "B": build_pass_program(model, mesh, self.config.chunks, "bwd",
+                                        sequence_parallel=self.config.sequence_parallel)}  # fmt: skip
+
+    @cached_property
+    def ends(self) -> dict[tuple[str, str], StepProgram] | None:
+        from atpsim.parallel.head import build_head_program
+
+        mesh = self.config.layout.tp
+        if self.config.vocab == 0 or not isinstance(mesh, DeviceMesh):
+            return None
+        return {(part, kind): build_head_program(self.config.vocab, self.config.chunk_model, mesh,
+                                                 part, "fwd" if kind == "F" else "bwd")  # type: ignore[arg-type]
+                for part in ENDS for kind in ("F", "B")}  # fmt: skip
+
+    def all(self) -> list[StepProgram]:
+        return list(self.layers.values()) + list((self.ends or {}).values())
+
+    def ends_of(self, stage: int, op: PipelineOp) -> list[str]:
+        """The model's ends *op* on *stage* holds: the embedding on the first virtual stage,
+        the head on the last."""
+        k = op.virtual_stage(stage, self.config.layout.pp)
+        last = self.config.shape.n_virtual_stages - 1
+        return [part for part, here in (("embedding", k == 0), ("head", k == last)) if here and self.ends]
+
+
+class OpCosts:
+    """``cost(stage, op)``: the layers' pass, recomputation in backward, the embedding on the
+    first virtual stage and the LM head on the last, on *source*'s TP groups (default: every
+    TP group of the job at once) with *scale* per rank of the source."""
+
+    def __init__(self, topology: Topology, profile: HardwareProfile, programs: JobPrograms,
+                 source: AllTensorGroups | StageGroups | None = None,
+                 scale: np.ndarray | None = None):
+        self.topology, self.profile, self.programs = topology, profile, programs
+        self.config = programs.config
+        self.source = source or AllTensorGroups(self.config.layout)
+        self.scale = scale
+
+    def _run(self, program: StepProgram) -> StepResult:
+        ranks = self.source.ranks if isinstance(self.source, StageGroups) else None
+        return simulate_program(self.topology, self.profile, self.config.chunk_model, program,
+                                self.source, self.config.algorithm, ranks=ranks,
+                                rank_scale=self.scale)  # fmt: skip
+
+    @cached_property
+    def _layers(self) -> dict[str, PassCost]:
+        forward = self._run(self.programs.layers["F"])
+        backward = self._run(self.programs.layers["B"])
+        return {"F": PassCost.of(forward), "B": PassCost.of(backward) + self._recompute(forward)}
+
+    @cached_property
+    def _ends(self) -> dict[tuple[str, str], PassCost]:
+        return {key: PassCost.of(self._run(program), with_overhead=False)  # not a layer
+                for key, program in (self.programs.ends or {}).items()}  # fmt: skip
+
+    def _recompute(self, forward: StepResult) -> PassCost:
+        """What recomputation adds to each backward: the whole forward (full) or the
+        attention core's forward compute (selective)."""
+        if self.config.recompute == "full":
+            return PassCost.of(forward)
+        if self.config.recompute == "none":
+            return NO_COST
+        seconds = selective_recompute_s(self.profile, self.config, self.programs) * self._slowest()
+        return PassCost(seconds, seconds, 0.0)
+
+    def _slowest(self) -> float:
+        return float(self.scale.max()) if self.scale is not None else 1.0
+
+    def __call__(self, stage: int, op: PipelineOp) -> PassCost:
+        total = self._layers[op.kind]
+        for part in self.programs.ends_of(stage, op):
+            total = total + self._ends[(part, op.kind)]
+        return total
+
+
+def selective_recompute_s(profile: HardwareProfile, config: JobConfig, programs: JobPrograms) -> float:
+    """The attention core's forward compute, run again in each backward (s)."""
+    from atpsim.compute.timing import compute_time_s
+
+    ops = programs.layers["F"].compute_ops()
+    core = [op for op in ops if op.name.split(".")[-1] in ATTENTION_CORE]
+    return float(sum(compute_time_s(op, profile, config.model.dtype) for op in core))
+
+
+def op_parts(profile: HardwareProfile, programs: JobPrograms) -> Callable[[int, PipelineOp], Sequence[Part]]:
+    """``parts(stage, op)``: the op's programs in the order they run (the embedding first and
+    the head last in forward; the reverse in backward, with the recomputation before the
+    layers' backward), each layer pass followed by the profile's per-layer overhead."""
+    config = programs.config
+    overhead = config.chunk_model.layers * layer_overhead_s(profile)
+    layers = programs.layers
+    recompute = {"none": [], "full": [Part(layers["F"], overhead)],
+                 "selective": [Part(None, selective_recompute_s(profile, config, programs))]}[config.recompute]
+
+    def parts(stage: int, op: PipelineOp) -> list[Part]:
+        ends = programs.ends_of(stage, op)
+        before = [Part(programs.ends[(p, op.kind)]) for p in ends if p == ("embedding" if op.kind == "F" else "head")]  # type: ignore[index]
+        after = [Part(programs.ends[(p, op.kind)]) for p in ends if p == ("head" if op.kind == "F" else "embedding")]  # type: ignore[index]
+        body = [Part(layers["F"], overhead)] if op.kind == "F" else recompute + [Part(layers["B"], overhead)]
+        return before + body + after
+
+    return parts
