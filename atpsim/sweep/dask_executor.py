@@ -252,15 +252,10 @@ def _topology_of(point: Point) -> tuple[str, int]:
 
 
 def _rows_of(future: Future) -> list[dict[str, Any]]:
-    """The rows a finished task returned; a batch whose workers kept dying is WorkerLost,
-    a worker without atpsim an AtpsimError that says to install it."""
+    """The rows a finished task returned; a batch whose workers kept dying is WorkerLost. (A
+    worker without atpsim never gets here: its tasks cannot be unpickled and wait, so the
+    workers are checked first, :mod:`atpsim.sweep.dask_workers`.)"""
     try:
         return list(future.result())
     except KilledWorker as error:
         raise WorkerLost(f"the cluster lost the workers running {future.key} ({error})") from None
-    except ModuleNotFoundError as error:
-        raise AtpsimError(
-            f"a Dask worker cannot import {error.name!r}; install atpsim (this version) on "
-            "every worker",
-            key="--scheduler",
-        ) from None
