@@ -264,12 +264,13 @@ def _replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareP
     own: dict[tuple[int, int], OpCosts] = {}
 
     def costs(replica: int, stage: int) -> OpCosts:
-        source = StageGroups(config.layout, replica, stage)
-        ranks = source.ranks
-        if np.all(scale[ranks] == 1.0) and not _crosses(machine, source, programs, slow):
-            return nominal
         if (replica, stage) not in own:
-            own[(replica, stage)] = OpCosts(machine.topology, profile, programs, source, scale[ranks])
+            source = StageGroups(config.layout, replica, stage)
+            ranks = source.ranks
+            if np.all(scale[ranks] == 1.0) and not (slow.any() and _crosses(machine, source, programs, slow)):
+                own[(replica, stage)] = nominal
+            else:
+                own[(replica, stage)] = OpCosts(machine.topology, profile, programs, source, scale[ranks])
         return own[(replica, stage)]
 
     return costs

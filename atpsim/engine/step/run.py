@@ -102,6 +102,9 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
     overhead_s = 0.0 if charges_call_cost(backend, topology) else call_overhead_s(profile)
     comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend, ranks)
     timeline = simulate_step(program, grid.size, compute_timer, comm_timer, rank_scale)
+    if _plans_time(backend):
+        timeline = _on_one_network(timeline, topology, grid, algorithm, overhead_s, backend, ranks,
+                                   compute_timer, rank_scale)  # fmt: skip
     rank = timeline.critical_rank()
     overhead_s = model.layers * layer_overhead_s(profile)
     return StepResult(
@@ -111,6 +114,42 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
         comm_time_s=timeline.busy_s(rank, "comm"),
         exposed_comm_s=timeline.exposed_comm_s(rank),
     )
+
+
+def _on_one_network(timeline: StepTimeline, topology: Topology, grid: GroupSource, algorithm: str,
+                    overhead_s: float, backend: str, ranks: Sequence[int] | None,
+                    compute_timer: Callable[[ComputeOp], float],
+                    rank_scale: np.ndarray | None) -> StepTimeline:
+    """*timeline* where the list schedule is the joint network's answer, else the step run
+    on the joint network (:mod:`atpsim.engine.step.joint_step`)."""
+    from atpsim.engine.joint.network import JointNetwork
+    from atpsim.engine.step.joint_step import joint_step, list_is_exact
+
+    calls = step_calls(grid, algorithm, overhead_s, backend, ranks)
+    network = JointNetwork(topology)
+    if list_is_exact(timeline, calls, network):
+        return timeline
+    return joint_step(timeline.program, grid.size, compute_timer, calls, network, rank_scale)
+
+
+def step_calls(grid: GroupSource, algorithm: str, overhead_s: float = 0.0,
+               backend: str = DEFAULT_BACKEND, ranks: Sequence[int] | None = None
+               ) -> Callable[[CommOp], tuple[CallSpec, list[list[int]]] | None]:
+    """``calls(op)``: the collective call a comm op of a step issues (:func:`comm_spec`) and
+    its groups in the program's rank numbering (None for groups of one rank)."""
+    position = {int(r): i for i, r in enumerate(ranks)} if ranks is not None else None
+
+    @cache
+    def calls(op: CommOp) -> tuple[CallSpec, list[list[int]]] | None:
+        groups = grid.groups(op.dim)
+        if len(groups[0]) == 1:
+            return None
+        spec = comm_spec(op, groups, algorithm, backend, overhead_s)
+        local = [list(g) for g in spec.groups] if position is None else \
+            [[position[r] for r in g] for g in spec.groups]
+        return spec, local
+
+    return calls
 
 
 def call_overhead_s(profile: HardwareProfile) -> float:
