@@ -54,21 +54,49 @@ class PairRoutes:
 
     def flow_links(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Incidence of flows on links: ``(position of the flow in pairs, link id)``."""
-        starts, lens = self.ptr[pairs], self.route_len[pairs]
-        owner = np.repeat(np.arange(len(pairs)), lens)
-        offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        return owner, self.links[np.repeat(starts, lens) + offsets]
+        lens = self.route_len[pairs]
+        return np.repeat(np.arange(len(pairs)), lens), self.links_of(pairs, lens)
+
+    def links_of(self, pairs: np.ndarray, lens: np.ndarray | None = None) -> np.ndarray:
+        """The links of the routes of *pairs*, route after route (gathered
+        :data:`GATHER_CHUNK_PAIRS` pairs at a time, so temporaries stay small: the routes of
+        a 65,536-GPU torus are 33 M links)."""
+        lens = self.route_len[pairs] if lens is None else lens
+        out = np.empty(int(lens.sum()), dtype=self.links.dtype)
+        at = 0
+        for i in range(0, len(pairs), GATHER_CHUNK_PAIRS):
+            chunk = lens[i:i + GATHER_CHUNK_PAIRS]
+            n = int(chunk.sum())
+            offsets = np.arange(n) - np.repeat(np.cumsum(chunk) - chunk, chunk)
+            out[at:at + n] = self.links[np.repeat(self.ptr[pairs[i:i + GATHER_CHUNK_PAIRS]], chunk) + offsets]
+            at += n
+        return out
+
+
+#: Pairs whose links are gathered per numpy pass (:meth:`PairRoutes.links_of`).
+GATHER_CHUNK_PAIRS = 1 << 16
+
+
+def used_links(links: np.ndarray, n_links: int) -> np.ndarray:
+    """The distinct ids in *links* (``0 .. n_links - 1``), sorted: ``np.unique`` by a mask,
+    linear instead of a sort or hash of every route link."""
+    seen = np.zeros(n_links, dtype=bool)
+    seen[links] = True
+    return np.flatnonzero(seen)
 
 
 def subset(routes: PairRoutes, keys: np.ndarray) -> PairRoutes:
-    """The routes of the pairs *keys* (distinct, sorted, all in *routes*), without routing."""
+    """The routes of the pairs *keys* (distinct, sorted, all in *routes*), without routing;
+    *routes* itself when it holds exactly those pairs."""
+    if np.array_equal(keys, routes.keys):
+        return routes
     pairs = routes.index(keys // routes.n_gpus, keys % routes.n_gpus)
     lens = routes.route_len[pairs]
     ptr = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    _, links = routes.flow_links(pairs)
-    return PairRoutes(routes.n_gpus, keys, routes.src[pairs], routes.dst[pairs], ptr, links,
-                      routes.latency_s[pairs], routes.bottleneck_Bps[pairs])
+    return PairRoutes(routes.n_gpus, keys, routes.src[pairs], routes.dst[pairs], ptr,
+                      routes.links_of(pairs, lens), routes.latency_s[pairs],
+                      routes.bottleneck_Bps[pairs])
 
 
 def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
@@ -79,11 +107,15 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
     src, dst = keys // n, keys % n
     ptr, links = _paths(topology, keys, src, dst)
     table = topology.links
-    if len(keys):
-        latency = np.add.reduceat(table.latency_s[links], ptr[:-1])
-        bottleneck = np.minimum.reduceat(table.bandwidth_Bps[links], ptr[:-1])
-    else:
-        latency = bottleneck = np.zeros(0)
+    latency, bottleneck = np.zeros(len(keys)), np.full(len(keys), np.inf)
+    for i in range(0, len(keys), GATHER_CHUNK_PAIRS):  # per chunk: no float copy of every link
+        end = min(i + GATHER_CHUNK_PAIRS, len(keys))
+        lo, hi = ptr[i], ptr[end]
+        some = np.flatnonzero(ptr[i + 1:end + 1] > ptr[i:end])  # routes of at least one link
+        if len(some):
+            starts = ptr[i + some] - lo
+            latency[i + some] = np.add.reduceat(table.latency_s[links[lo:hi]], starts)
+            bottleneck[i + some] = np.minimum.reduceat(table.bandwidth_Bps[links[lo:hi]], starts)
     return PairRoutes(n, keys, src, dst, ptr, links, latency, bottleneck)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from atpsim.collectives.schedule import Pattern
 from atpsim.engine.result import CollectiveResult
-from atpsim.engine.routes import PairRoutes, route_pairs
+from atpsim.engine.routes import PairRoutes, route_pairs, used_links
 from atpsim.topology.graph import Topology
 
 NAME = "replicated"
@@ -106,7 +106,7 @@ def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[i
     distinct, pair_of = np.unique(keys, return_inverse=True)
     table = route_pairs(topology, distinct)
     if len(groups) == 1:  # one cluster, nothing to compare it with
-        return [Cluster((0,), np.unique(table.links), (len(groups[0]),))], table
+        return [Cluster((0,), used_links(table.links, len(topology.links)), (len(groups[0]),))], table
     pair_of = pair_of.reshape(-1)
     n_links = len(topology.links)
     hop_owner, hop_link = table.flow_links(pair_of)

@@ -32,7 +32,7 @@ import numpy as np
 
 from atpsim.collectives.schedule import Step
 from atpsim.engine.problem import Problem, Solution
-from atpsim.engine.routes import PairRoutes
+from atpsim.engine.routes import GATHER_CHUNK_PAIRS, PairRoutes, used_links
 
 NAME = "symmetry"
 #: Skip the search when the template steps hold more transfers than this (all-to-all at scale).
@@ -87,7 +87,7 @@ class Symmetry:
         lens = routes.route_len[keep]
         ptr = np.zeros(len(keep) + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
-        _, links = routes.flow_links(keep)
+        links = routes.links_of(keep, lens)
         return PairRoutes(routes.n_gpus, routes.keys[keep], routes.src[keep], routes.dst[keep],
                           ptr, self.link_rep[links], routes.latency_s[keep],
                           routes.bottleneck_Bps[keep])
@@ -116,18 +116,29 @@ def _link_map(routes: PairRoutes, sym_ranks: np.ndarray, position: np.ndarray, d
         return None
     if not np.array_equal(routes.route_len[image], routes.route_len):
         return None
-    here = routes.links
-    _, there = routes.flow_links(image)
-    if not (np.array_equal(bandwidth_Bps[here], bandwidth_Bps[there])
-            and np.array_equal(latency_s[here], latency_s[there])):
-        return None
-    tau = np.arange(len(bandwidth_Bps))
-    tau[here] = there
+    tau = np.full(len(bandwidth_Bps), -1)
     inverse = np.full(len(bandwidth_Bps), -1)
-    inverse[there] = here
-    if not (np.array_equal(tau[here], there) and np.array_equal(inverse[there], here)):
-        return None  # one link sent to two images, or two links to one
+    for i in range(0, len(routes), GATHER_CHUNK_PAIRS):  # chunks: the routes can be 33 M links
+        end = min(i + GATHER_CHUNK_PAIRS, len(routes))
+        here = routes.links[routes.ptr[i]:routes.ptr[end]]
+        there = routes.links_of(image[i:end])
+        if not (np.array_equal(bandwidth_Bps[here], bandwidth_Bps[there])
+                and np.array_equal(latency_s[here], latency_s[there])
+                and _assign(tau, here, there) and _assign(inverse, there, here)):
+            return None
+    unused = tau < 0
+    tau[unused] = np.flatnonzero(unused)
     return tau
+
+
+def _assign(mapping: np.ndarray, keys: np.ndarray, values: np.ndarray) -> bool:
+    """Set ``mapping[keys] = values`` (-1: unset); False where a key already had, or gets
+    here, two different values (one link sent to two images, or two links to one)."""
+    before = mapping[keys]
+    if np.any((before >= 0) & (before != values)):
+        return False
+    mapping[keys] = values
+    return bool(np.array_equal(mapping[keys], values))
 
 
 def _power(tau: np.ndarray, e: int) -> np.ndarray:
@@ -181,7 +192,7 @@ def find_symmetry(problem: Problem) -> Symmetry | None:
     k = len(ranks)
     position = np.full(routes.n_gpus, -1, dtype=np.int64)
     position[ranks] = np.arange(k)
-    used = np.unique(routes.links)
+    used = used_links(routes.links, len(links))
     for d in (d for d in range(1, k) if k % d == 0):
         if not all(_step_invariant(t, position, k, d) for t in templates):
             continue

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from atpsim.engine.routes import PairRoutes
+from atpsim.engine.routes import PairRoutes, used_links
 from atpsim.engine.solvers import maxmin
 from atpsim.engine.solvers.flow_kernel import compiled_kernel
 from atpsim.engine.solvers.flow_network import FlowNetwork
@@ -151,7 +151,10 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
                   deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
     """:func:`run_flows` by the compiled *kernel*, over the links the routes use (renumbered,
     as :class:`FlowNetwork` does)."""
-    used, local = np.unique(routes.links, return_inverse=True)
+    used = used_links(routes.links, len(capacity_Bps))
+    renumber = np.zeros(len(capacity_Bps), dtype=np.int64)
+    renumber[used] = np.arange(len(used))
+    local = renumber[routes.links]
     rev_ptr, rev_idx = _reverse_csr(deps[0], deps[1], len(flow_pair))
     pairs = np.asarray(flow_pair, dtype=np.int64)
     start, finish, delivered, local_bytes, n_done, stats = kernel(
@@ -162,7 +165,7 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
         TIME_RTOL, maxmin.LEVEL_RTOL)
     _check_done(n_done, len(flow_pair))
     logger.debug("event kernel: %d flows, %d events, %d solves, %d flows and %d incidences in"
-                 " the solved components, %d levels", len(flow_pair), *stats)
+                 " the solved components, %d levels, %d compactions", len(flow_pair), *stats)
     link_bytes = np.zeros(len(capacity_Bps))
     link_bytes[used] = local_bytes
     return FlowTimeline(start, finish, delivered, link_bytes)

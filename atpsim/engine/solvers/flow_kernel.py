@@ -33,12 +33,15 @@ from typing import Any
 
 import numpy as np
 
-# Rows of the kernel's state arrays (see :func:`_state`). Per flow, floats:
-REMAINING, DELIVERED, RATE, NEW_RATE, LAST, START, FINISH, FKEY, AKEY, VALUES = range(10)
-# per flow, integers (n + 1 columns):
-SLOT_BASE, COMP, FITEM, FPOS, AITEM, APOS, ARRIVED, BATCH_FLOWS, BATCH_PTR, DONE, READY = range(11)
-# per flow, flags:
+# Fields and rows of the kernel's state arrays (see :func:`_state`). A flow's record (one row
+# per flow, so an event touches a cache line or two per flow), floats, integers and flags:
+REMAINING, DELIVERED, RATE, NEW_RATE, LAST = range(5)
+SLOT_BASE, FPOS = range(2)
 IN_COMP, FROZEN, RELEASED = range(3)
+# rows of n floats: the finish and arrival heaps' keys, latency values, start and finish times
+FKEY, AKEY, VALUES, START, FINISH = range(5)
+# rows of n + 1 integers: lists and heaps by position
+COMP, FITEM, AITEM, APOS, ARRIVED, BATCH_FLOWS, BATCH_PTR, DONE, READY = range(9)
 # per link, floats and integers:
 LINK_BYTES, CAP, LKEY = range(3)
 HEAD, SEEDS, COUNT, LITEM, LPOS, FULL, DIRTY = range(7)
@@ -46,6 +49,8 @@ HEAD, SEEDS, COUNT, LITEM, LPOS, FULL, DIRTY = range(7)
 MARKED, TOUCHED = range(2)
 # per incidence slot:
 NEXT, PREV, FLOW = range(3)
+#: Slots used before the first compaction (then twice those in use, at least).
+FIRST_SLOTS = 1 << 20
 
 
 def _sift_up(key, item, pos, i):
@@ -120,12 +125,48 @@ def _seed(lk, marked, seeds, n_seeds):
     return n_seeds
 
 
-def _join(n_arrived, now, flow_pair, route_ptr, route_links, slots, free_head, bump, ints,
-          floats, links, marked, n_seeds):
-    """The arrived flows start moving: each takes a run of incidence slots (a freed run of its
-    length, else fresh ones) and is linked into its links' lists, which become seeds. Returns
-    (slots used so far, seeds)."""
+def _link_in(f, base, flow_pair, route_ptr, route_links, slots, head):
+    """Put flow *f*'s incidences in slots ``base ..`` and at the head of its links' lists."""
     nxt, prv, owner = slots[NEXT], slots[PREV], slots[FLOW]
+    pair = flow_pair[f]
+    for j in range(route_ptr[pair + 1] - route_ptr[pair]):
+        lk = route_links[route_ptr[pair] + j]
+        s = base + j
+        owner[s] = f
+        prv[s] = -1
+        nxt[s] = head[lk]
+        if head[lk] >= 0:
+            prv[head[lk]] = s
+        head[lk] = s
+
+
+def _compact(n_joined, n_heap, flow_pair, route_ptr, route_links, slots, free_head, ints, irec,
+             head):
+    """Every linked flow (those in the finish heap and the first *n_joined* arrived ones)
+    moved to slots ``0 ..`` in turn and relinked, the freed runs forgotten: the slots in use
+    stay within about twice the incidences in flight, however route lengths change. Returns
+    the slots used."""
+    for i in range(n_heap + n_joined):
+        f = ints[FITEM, i] if i < n_heap else ints[ARRIVED, i - n_heap]
+        pair = flow_pair[f]
+        for j in range(route_ptr[pair], route_ptr[pair + 1]):
+            head[route_links[j]] = -1
+    free_head[:] = -1
+    bump = 0
+    for i in range(n_heap + n_joined):
+        f = ints[FITEM, i] if i < n_heap else ints[ARRIVED, i - n_heap]
+        irec[f, SLOT_BASE] = bump
+        _link_in(f, bump, flow_pair, route_ptr, route_links, slots, head)
+        bump += route_ptr[flow_pair[f] + 1] - route_ptr[flow_pair[f]]
+    return bump
+
+
+def _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots, free_head, room,
+          ints, irec, floats, links, marked, n_seeds, stats):
+    """The arrived flows start moving: each takes a run of incidence slots (a freed run of its
+    length, else fresh ones, after compacting past *room[1]* of them) and is linked into its
+    links' lists, which become seeds. *room*: slots used, soft limit, hard limit. Returns the
+    seeds."""
     head, seeds = links[HEAD], links[SEEDS]
     for a in range(n_arrived):
         f = ints[ARRIVED, a]
@@ -133,23 +174,21 @@ def _join(n_arrived, now, flow_pair, route_ptr, route_links, slots, free_head, b
         length = route_ptr[pair + 1] - route_ptr[pair]
         base = free_head[length]
         if base >= 0:
-            free_head[length] = nxt[base]
+            free_head[length] = slots[NEXT, base]
         else:
-            base = bump
-            bump += length
-        ints[SLOT_BASE, f] = base
-        floats[LAST, f] = now
-        for j in range(length):
-            lk = route_links[route_ptr[pair] + j]
-            s = base + j
-            owner[s] = f
-            prv[s] = -1
-            nxt[s] = head[lk]
-            if head[lk] >= 0:
-                prv[head[lk]] = s
-            head[lk] = s
-            n_seeds = _seed(lk, marked, seeds, n_seeds)
-    return bump, n_seeds
+            if room[0] + length > room[1]:
+                room[0] = _compact(a, n_heap, flow_pair, route_ptr, route_links, slots,
+                                   free_head, ints, irec, head)
+                room[1] = min(max(room[1], 2 * (room[0] + length)), room[2])
+                stats[5] += 1
+            base = room[0]
+            room[0] += length
+        irec[f, SLOT_BASE] = base
+        floats[f, LAST] = now
+        _link_in(f, base, flow_pair, route_ptr, route_links, slots, head)
+        for j in range(route_ptr[pair], route_ptr[pair + 1]):
+            n_seeds = _seed(route_links[j], marked, seeds, n_seeds)
+    return n_seeds
 
 
 def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr, route_links):
@@ -164,9 +203,9 @@ def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr,
         while s >= 0:
             f = owner[s]
             s = nxt[s]
-            if flags[IN_COMP, f]:
+            if flags[f, IN_COMP]:
                 continue
-            flags[IN_COMP, f] = True
+            flags[f, IN_COMP] = True
             ints[COMP, n_comp] = f
             n_comp += 1
             pair = flow_pair[f]
@@ -186,7 +225,7 @@ def _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, in
         count[lk] = 0
     for c in range(n_comp):
         f = ints[COMP, c]
-        flags[FROZEN, f] = False
+        flags[f, FROZEN] = False
         pair = flow_pair[f]
         for j in range(route_ptr[pair], route_ptr[pair + 1]):
             count[route_links[j]] += 1
@@ -229,10 +268,10 @@ def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots
             while s >= 0:
                 f = owner[s]
                 s = nxt[s]
-                if flags[FROZEN, f]:
+                if flags[f, FROZEN]:
                     continue
-                flags[FROZEN, f] = True
-                floats[NEW_RATE, f] = level
+                flags[f, FROZEN] = True
+                floats[f, NEW_RATE] = level
                 pair = flow_pair[f]
                 for j in range(route_ptr[pair], route_ptr[pair + 1]):
                     lk = route_links[j]
@@ -254,16 +293,16 @@ def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots
 
 def _settle(f, now, floats):
     """Move flow *f*'s bytes at its rate from its last settlement to *now*."""
-    dt = now - floats[LAST, f]
+    dt = now - floats[f, LAST]
     if dt > 0:
-        moved = floats[RATE, f] * dt
-        floats[REMAINING, f] -= moved
-        floats[DELIVERED, f] += moved
-    floats[LAST, f] = now
+        moved = floats[f, RATE] * dt
+        floats[f, REMAINING] -= moved
+        floats[f, DELIVERED] += moved
+    floats[f, LAST] = now
 
 
 def _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links, slots, ints,
-             flags, floats, lflt, links, marks, level_rtol, stats):
+             irec, flags, floats, col, lflt, links, marks, level_rtol, stats):
     """New max-min rates over the component of the seed links; each flow whose rate changed
     (or that just joined) is settled and its finish time rescheduled. Returns the finish
     heap's size."""
@@ -277,39 +316,39 @@ def _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links, 
         stats[2] += n_comp
     for c in range(n_comp):
         f = ints[COMP, c]
-        flags[IN_COMP, f] = False
+        flags[f, IN_COMP] = False
         stats[3] += route_ptr[flow_pair[f] + 1] - route_ptr[flow_pair[f]]
-        if floats[NEW_RATE, f] != floats[RATE, f] or ints[FPOS, f] < 0:
+        if floats[f, NEW_RATE] != floats[f, RATE] or irec[f, FPOS] < 0:
             _settle(f, now, floats)
-            floats[RATE, f] = floats[NEW_RATE, f]
-            n_heap = _heap_set(floats[FKEY], ints[FITEM], ints[FPOS], n_heap, f,
-                               now + floats[REMAINING, f] / floats[RATE, f])
+            floats[f, RATE] = floats[f, NEW_RATE]
+            n_heap = _heap_set(col[FKEY], ints[FITEM], irec[:, FPOS], n_heap, f,
+                               now + floats[f, REMAINING] / floats[f, RATE])
     for j in range(n_links):
         marked[links[SEEDS, j]] = False
     return n_heap
 
 
 def _finish(now, bound, n_heap, flow_pair, route_ptr, route_links, slots, free_head, ints,
-            floats, lflt, links, marked):
+            irec, floats, col, lflt, links, marked):
     """The flows due by *bound* finish: settled, unlinked from their links' lists (which
     become seeds and count their bytes), their slots freed. Returns (heap size, flows done
     (in the DONE row), seeds)."""
     nxt, prv = slots[NEXT], slots[PREV]
     head, seeds, link_bytes = links[HEAD], links[SEEDS], lflt[LINK_BYTES]
     n_gone = n_seeds = 0
-    while n_heap and floats[FKEY, 0] <= bound:
+    while n_heap and col[FKEY, 0] <= bound:
         f = ints[FITEM, 0]
-        n_heap = _heap_remove(floats[FKEY], ints[FITEM], ints[FPOS], n_heap, f)
+        n_heap = _heap_remove(col[FKEY], ints[FITEM], irec[:, FPOS], n_heap, f)
         _settle(f, now, floats)
         ints[DONE, n_gone] = f
         n_gone += 1
         pair = flow_pair[f]
-        base = ints[SLOT_BASE, f]
+        base = irec[f, SLOT_BASE]
         length = route_ptr[pair + 1] - route_ptr[pair]
         for j in range(length):
             lk = route_links[route_ptr[pair] + j]
             s = base + j
-            link_bytes[lk] += floats[DELIVERED, f]
+            link_bytes[lk] += floats[f, DELIVERED]
             if prv[s] >= 0:
                 nxt[prv[s]] = nxt[s]
             else:
@@ -319,8 +358,8 @@ def _finish(now, bound, n_heap, flow_pair, route_ptr, route_links, slots, free_h
             n_seeds = _seed(lk, marked, seeds, n_seeds)
         nxt[base] = free_head[length]
         free_head[length] = base
-        floats[RATE, f] = 0.0
-        floats[FINISH, f] = now
+        floats[f, RATE] = 0.0
+        col[FINISH, f] = now
     return n_heap, n_gone, n_seeds
 
 
@@ -332,23 +371,23 @@ def _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints):
         for j in range(rev_ptr[f], rev_ptr[f + 1]):
             c = rev_idx[j]
             waiting[c] -= 1
-            if waiting[c] == 0 and not flags[RELEASED, c]:
-                flags[RELEASED, c] = True
+            if waiting[c] == 0 and not flags[c, RELEASED]:
+                flags[c, RELEASED] = True
                 ints[READY, n_ready] = c
                 n_ready += 1
     return n_ready
 
 
-def _release(n_ready, now, latency, ints, floats, n_arrived, n_pending, n_batches):
+def _release(n_ready, now, latency, ints, col, n_arrived, n_pending, n_batches):
     """The READY flows start at *now*: each joins after its path latency, one batch per
     latency value (zero: at once, into ARRIVED), the batches in an indexed heap by arrival
     time (flows arriving together are solved together, in whatever order). Returns (arrived,
     pending batches, batches made)."""
-    values, ptr, members = floats[VALUES], ints[BATCH_PTR], ints[BATCH_FLOWS]
+    values, ptr, members = col[VALUES], ints[BATCH_PTR], ints[BATCH_FLOWS]
     n_values = 0
     for i in range(n_ready):
         f = ints[READY, i]
-        floats[START, f] = now
+        col[START, f] = now
         seen = False
         for v in range(n_values):
             if values[v] == latency[f]:
@@ -372,28 +411,28 @@ def _release(n_ready, now, latency, ints, floats, n_arrived, n_pending, n_batche
                 at += 1
         if value != 0:
             ptr[n_batches + 1] = at
-            n_pending = _heap_set(floats[AKEY], ints[AITEM], ints[APOS], n_pending, n_batches,
+            n_pending = _heap_set(col[AKEY], ints[AITEM], ints[APOS], n_pending, n_batches,
                                   now + value)
             n_batches += 1
     return n_arrived, n_pending, n_batches
 
 
-def _next_time(now, n_heap, n_pending, floats):
+def _next_time(now, n_heap, n_pending, col):
     """The next event: the first finish (not before now) or the first pending arrival."""
     t_next = np.inf
     if n_heap:
-        t_next = max(now, floats[FKEY, 0])
-    if n_pending and floats[AKEY, 0] < t_next:
-        t_next = floats[AKEY, 0]
+        t_next = max(now, col[FKEY, 0])
+    if n_pending and col[AKEY, 0] < t_next:
+        t_next = col[AKEY, 0]
     return t_next
 
 
-def _arrive(t_next, n_pending, ints, floats):
+def _arrive(t_next, n_pending, ints, col):
     """The batches due by *t_next* arrive (into ARRIVED). Returns (arrived, pending)."""
     n_arrived = 0
-    while n_pending and floats[AKEY, 0] <= t_next:
+    while n_pending and col[AKEY, 0] <= t_next:
         b = ints[AITEM, 0]
-        n_pending = _heap_remove(floats[AKEY], ints[AITEM], ints[APOS], n_pending, b)
+        n_pending = _heap_remove(col[AKEY], ints[AITEM], ints[APOS], n_pending, b)
         for j in range(ints[BATCH_PTR, b], ints[BATCH_PTR, b + 1]):
             ints[ARRIVED, n_arrived] = ints[BATCH_FLOWS, j]
             n_arrived += 1
@@ -401,11 +440,11 @@ def _arrive(t_next, n_pending, ints, floats):
 
 
 def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx, latency,
-          time_rtol, level_rtol, floats, ints, flags, lflt, links, marks, slots, free_head,
-          stats):
+          time_rtol, level_rtol, floats, irec, flags, col, ints, lflt, links, marks, slots,
+          free_head, room, stats):
     """The event loop over the state of :func:`_state` (no allocation, no reference counts).
     Returns the number of flows done; stats: events, solves, flows and incidences in the
-    solved components (summed), progressive-filling levels."""
+    solved components (summed), progressive-filling levels, slot compactions."""
     n = len(flow_pair)
     n_ready = 0
     for f in range(n):
@@ -413,26 +452,28 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
             ints[READY, n_ready] = f
             n_ready += 1
     now = 0.0
-    n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, floats, 0, 0, 0)
-    n_seeds = n_heap = bump = n_done = 0
+    n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, col, 0, 0, 0)
+    n_seeds = n_heap = n_done = 0
     while n_done < n:
-        bump, n_seeds = _join(n_arrived, now, flow_pair, route_ptr, route_links, slots,
-                              free_head, bump, ints, floats, links, marks[MARKED], n_seeds)
+        n_seeds = _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots,
+                        free_head, room, ints, irec, floats, links, marks[MARKED], n_seeds,
+                        stats)
         if n_seeds:
             n_heap = _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links,
-                              slots, ints, flags, floats, lflt, links, marks, level_rtol, stats)
-        t_next = _next_time(now, n_heap, n_pending, floats)
+                              slots, ints, irec, flags, floats, col, lflt, links, marks,
+                              level_rtol, stats)
+        t_next = _next_time(now, n_heap, n_pending, col)
         if t_next == np.inf:
             break
-        n_arrived, n_pending = _arrive(t_next, n_pending, ints, floats)
+        n_arrived, n_pending = _arrive(t_next, n_pending, ints, col)
         now = t_next
         stats[0] += 1
         n_heap, n_gone, n_seeds = _finish(now, now + time_rtol * max(now, 1e-12), n_heap,
                                           flow_pair, route_ptr, route_links, slots, free_head,
-                                          ints, floats, lflt, links, marks[MARKED])
+                                          ints, irec, floats, col, lflt, links, marks[MARKED])
         n_done += n_gone
         n_ready = _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints)
-        n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, floats,
+        n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, col,
                                                    n_arrived, n_pending, n_batches)
     return n_done
 
@@ -441,23 +482,28 @@ def _state(route_ptr: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray,
            ) -> tuple[np.ndarray, ...]:
     """The kernel's arrays (rows named by the module's constants): per flow floats, integers
     and flags, per link floats, integers and marks, incidence slots (as many as all flows
-    have, so never grown; freed runs are reused, so only the pages of those in flight at once
-    are touched), freed slot runs by length, stats."""
+    have, so never grown; only the pages of those in use are touched: freed runs are reused,
+    and past a soft limit the slots are compacted), freed slot runs by length, the slots'
+    use (in use, soft limit, all), stats."""
     n = len(flow_pair)
     lengths = np.diff(route_ptr)[flow_pair]
-    floats = np.empty((10, n))
-    floats[REMAINING] = flow_bytes
-    floats[[DELIVERED, RATE, LAST]] = 0.0
-    floats[[START, FINISH]] = np.nan
-    ints = np.empty((11, n + 1), dtype=np.int64)
-    ints[[FPOS, APOS]] = -1
+    floats = np.zeros((n, 5))
+    floats[:, REMAINING] = flow_bytes
+    irec = np.empty((n, 2), dtype=np.int64)
+    irec[:, FPOS] = -1
+    col = np.empty((5, n))
+    col[[START, FINISH]] = np.nan
+    ints = np.empty((9, n + 1), dtype=np.int64)
+    ints[APOS] = -1
     ints[BATCH_PTR, 0] = 0
     links = np.empty((7, n_links), dtype=np.int64)
     links[[HEAD, LPOS]] = -1
     free_head = np.full(int(lengths.max(initial=0)) + 1, -1, dtype=np.int64)
-    return (floats, ints, np.zeros((3, n), dtype=np.bool_), np.zeros((3, n_links)), links,
-            np.zeros((2, n_links), dtype=np.bool_), np.empty((3, int(lengths.sum())), dtype=np.int64),
-            free_head, np.zeros(5, dtype=np.int64))
+    total = int(lengths.sum())
+    room = np.array([0, min(FIRST_SLOTS, total), total], dtype=np.int64)
+    return (floats, irec, np.zeros((n, 3), dtype=np.bool_), col, ints, np.zeros((3, n_links)), links,
+            np.zeros((2, n_links), dtype=np.bool_), np.empty((3, total), dtype=np.int64),
+            free_head, room, np.zeros(6, dtype=np.int64))
 
 
 def run_kernel(loop: Callable[..., int], route_ptr: np.ndarray, route_links: np.ndarray,
@@ -469,8 +515,8 @@ def run_kernel(loop: Callable[..., int], route_ptr: np.ndarray, route_links: np.
     state = _state(route_ptr, flow_pair, flow_bytes, len(capacity))
     n_done = loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx,
                   latency, time_rtol, level_rtol, *state)
-    floats, lflt, stats = state[0], state[3], state[-1]
-    return (floats[START].copy(), floats[FINISH].copy(), floats[DELIVERED].copy(),
+    floats, col, lflt, stats = state[0], state[3], state[5], state[-1]
+    return (col[START].copy(), col[FINISH].copy(), floats[:, DELIVERED].copy(),
             lflt[LINK_BYTES].copy(), n_done, stats)
 
 
@@ -500,7 +546,8 @@ def _nrt_flag() -> bool:
     return True
 
 
-HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_join", "_component",
+HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_link_in",
+           "_compact", "_join", "_component",
            "_fill_start", "_max_min", "_settle", "_resolve", "_finish", "_children", "_release",
            "_next_time", "_arrive")
 

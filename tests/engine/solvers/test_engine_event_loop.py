@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from atpsim.collectives.registry import algorithm_names, build_schedule
 from atpsim.collectives.schedule import rendezvous_dependencies
 from atpsim.engine.routes import pair_routes
-from atpsim.engine.solvers import event_loop
+from atpsim.engine.solvers import event_loop, flow_kernel
 from atpsim.engine.solvers.event import flatten
 from atpsim.engine.solvers.flow_kernel import compiled_kernel
 from tests.engine.conftest import star, tree, two_switches
@@ -159,14 +159,16 @@ def test_kernel_and_simpy_loop_agree(case):
     assert_same_run(fast, plain)
 
 
+@pytest.mark.parametrize("first_slots", [1 << 20, 4])
 @pytest.mark.parametrize("op, alg", [("all_to_all", "pairwise"), ("all_reduce", "ring"),
                                      ("all_reduce", "rabenseifner")])
-def test_kernel_and_simpy_loop_agree_on_a_larger_contended_run(op, alg):
+def test_kernel_and_simpy_loop_agree_on_a_larger_contended_run(op, alg, first_slots, monkeypatch):
     """Hundreds of flows in flight over a shared uplink, bytes scaled at random (every flow
-    finishes at its own time): slots are freed and reused, the heaps grow, components span
-    many flows."""
+    finishes at its own time): slots are freed and reused (and, with a soft limit of 4,
+    compacted at almost every join), the heaps grow, components span many flows."""
     if compiled_kernel() is None:
         pytest.skip("numba is not installed")
+    monkeypatch.setattr(flow_kernel, "FIRST_SLOTS", first_slots)
     topo = tree(4, 6, [100e9, 40e9, 25e9, 70e9])
     ranks = np.random.default_rng(7).permutation(topo.n_gpus)
     groups = [ranks[:12].tolist(), ranks[12:].tolist()]
