@@ -77,6 +77,12 @@ class PairRoutes:
 GATHER_CHUNK_PAIRS = 1 << 16
 
 
+def link_dtype(n_links: int) -> type[np.signedinteger]:
+    """The integer type route link ids are kept in: 32 bits where they fit (the routes of a
+    65,536-GPU torus are 33 M links, 134 MB instead of 268 MB)."""
+    return np.int32 if n_links < 2**31 else np.int64
+
+
 def used_links(links: np.ndarray, n_links: int) -> np.ndarray:
     """The distinct ids in *links* (``0 .. n_links - 1``), sorted: ``np.unique`` by a mask,
     linear instead of a sort or hash of every route link."""
@@ -122,6 +128,8 @@ def route_pairs(topology: Topology, keys: np.ndarray) -> PairRoutes:
 #: Path sets kept per routing base (most recent last).
 _PATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PATH_SETS_KEPT = 4
+#: Path sets of more links are not kept (the 33 M links of a 65,536-GPU torus all-reduce).
+PATH_SET_MAX_LINKS = 1 << 23
 
 
 def _paths(topology: Topology, keys: np.ndarray, src: np.ndarray, dst: np.ndarray
@@ -133,7 +141,11 @@ def _paths(topology: Topology, keys: np.ndarray, src: np.ndarray, dst: np.ndarra
     if digest in kept:
         kept.move_to_end(digest)
         return kept[digest]
-    kept[digest] = found = _routes_at_once(base, src, dst) or _routes_one_by_one(base, src, dst)
+    ptr, links = _routes_at_once(base, src, dst) or _routes_one_by_one(base, src, dst)
+    found = ptr, links.astype(link_dtype(len(base.links)), copy=False)
+    if len(links) > PATH_SET_MAX_LINKS:
+        return found  # kept, they would stay in memory after the run that needed them
+    kept[digest] = found
     while len(kept) > PATH_SETS_KEPT:
         kept.popitem(last=False)
     return found
@@ -211,7 +223,7 @@ def _torus_hops(topology: Topology) -> TorusHops | None:
                                        for a, b in zip(range(n), nxt.tolist(), strict=True)]
     except KeyError:
         return None
-    return TorusHops(tuple(dims), link)
+    return TorusHops(tuple(dims), link.astype(link_dtype(len(topology.links))))
 
 
 #: Pairs routed per numpy pass (bounds the temporaries to a few hops per pair in the chunk).
@@ -222,24 +234,34 @@ def torus_routes(hops: TorusHops, src: np.ndarray, dst: np.ndarray) -> tuple[np.
     """CSR (ptr, links) of the dimension-order routes ``src[i] -> dst[i]``: along each axis in
     turn, the shorter way round (forward on a tie), as
     :class:`~atpsim.topology.routing.DimensionOrderRouter` routes them."""
-    parts = [_torus_links(hops, src[i:i + TORUS_CHUNK_PAIRS], dst[i:i + TORUS_CHUNK_PAIRS])
-             for i in range(0, len(src), TORUS_CHUNK_PAIRS)]
-    lens = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     ptr = np.zeros(len(src) + 1, dtype=np.int64)
-    np.cumsum(lens, out=ptr[1:])
-    links = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    for i in range(0, len(src), TORUS_CHUNK_PAIRS):
+        legs = _legs(hops.dims, src[i:i + TORUS_CHUNK_PAIRS], dst[i:i + TORUS_CHUNK_PAIRS])
+        ptr[i + 1:i + 1 + len(legs[3])] = legs[3].sum(axis=1)
+    np.cumsum(ptr, out=ptr)
+    links = np.empty(int(ptr[-1]), dtype=hops.link.dtype)  # filled in place: no second copy
+    for i in range(0, len(src), TORUS_CHUNK_PAIRS):
+        end = min(i + TORUS_CHUNK_PAIRS, len(src))
+        links[ptr[i]:ptr[end]] = _torus_links(hops, src[i:end], dst[i:end])
     return ptr, links
 
 
-def _torus_links(hops: TorusHops, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Route lengths and the links of the routes, pair after pair."""
-    dims = hops.dims
+def _legs(dims: tuple[int, ...], src: np.ndarray, dst: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Coordinates of the ends, whether each axis goes backward, and the hops along it."""
     here = np.array(np.unravel_index(src, dims), dtype=np.int64).reshape(len(dims), len(src)).T
     there = np.array(np.unravel_index(dst, dims), dtype=np.int64).reshape(len(dims), len(dst)).T
     size = np.array(dims, dtype=np.int64)
     forward = (there - here) % size
     back = forward > size - forward
-    count = np.where(back, size - forward, forward)
+    return here, there, back, np.where(back, size - forward, forward)
+
+
+def _torus_links(hops: TorusHops, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The links of the routes, pair after pair."""
+    dims = hops.dims
+    size = np.array(dims, dtype=np.int64)
+    here, there, back, count = _legs(dims, src, dst)
     strides = np.array([int(np.prod(dims[a + 1:])) for a in range(len(dims))], dtype=np.int64)
     # the rank where each (pair, axis) leg starts: axes before it corrected, the rest not yet
     leg_start = np.zeros_like(here)
@@ -254,4 +276,4 @@ def _torus_links(hops: TorusHops, src: np.ndarray, dst: np.ndarray) -> tuple[np.
     position = (np.repeat(at, legs) + np.where(np.repeat(backward, legs), -j, j)) % np.repeat(size[along], legs)
     rank = np.repeat(leg_start.ravel() - at * strides[along], legs) + position * np.repeat(strides[along], legs)
     flat = np.repeat(along * 2 + backward, legs) + rank * (2 * len(dims))
-    return count.sum(axis=1), hops.link.ravel()[flat]
+    return hops.link.ravel()[flat]

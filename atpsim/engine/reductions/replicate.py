@@ -23,7 +23,7 @@ import numpy as np
 
 from atpsim.collectives.schedule import Pattern
 from atpsim.engine.result import CollectiveResult
-from atpsim.engine.routes import PairRoutes, route_pairs, used_links
+from atpsim.engine.routes import PairRoutes, route_pairs
 from atpsim.topology.graph import Topology
 
 NAME = "replicated"
@@ -98,15 +98,17 @@ def _canonical(cluster: np.ndarray, links: np.ndarray, n_links: int) -> tuple[np
     return rank[inverse.reshape(-1)], unique[order] % n_links, np.r_[starts, len(order)]
 
 
-def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[int, Pattern]) -> tuple[list[Cluster], PairRoutes]:
+def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[int, Pattern]
+             ) -> tuple[list[Cluster], PairRoutes | None]:
     """Split *groups* (each of size >= 2) into link-sharing clusters with identity keys; also
-    the routes of every pair of every group."""
+    the routes of every pair of every group (None for one group: one cluster, nothing to
+    compare or copy, so nothing is routed here; the solver routes its pairs)."""
+    if len(groups) == 1:
+        return [Cluster((0,), np.zeros(0, dtype=np.int64), (len(groups[0]),))], None
     pairs = {p: local_pairs(pat) for p, pat in patterns.items()}
     keys, owner = _occurrences(groups, pairs, topology.n_gpus)
     distinct, pair_of = np.unique(keys, return_inverse=True)
     table = route_pairs(topology, distinct)
-    if len(groups) == 1:  # one cluster, nothing to compare it with
-        return [Cluster((0,), used_links(table.links, len(topology.links)), (len(groups[0]),))], table
     pair_of = pair_of.reshape(-1)
     n_links = len(topology.links)
     hop_owner, hop_link = table.flow_links(pair_of)
@@ -137,11 +139,12 @@ def clusters(topology: Topology, groups: list[tuple[int, ...]], patterns: dict[i
 @dataclass(frozen=True)
 class Replication:
     """A call's groups split into *clusters*; *twin[c]* is the first cluster identical to
-    cluster ``c`` (``c`` itself for those to time); *routes* routes every pair of every group."""
+    cluster ``c`` (``c`` itself for those to time); *routes* routes every pair of every group
+    (None for a single group)."""
 
     clusters: tuple[Cluster, ...]
     twin: tuple[int, ...]
-    routes: PairRoutes
+    routes: PairRoutes | None
 
     def distinct(self) -> list[int]:
         """The clusters to time: the first of each kind."""
@@ -179,6 +182,8 @@ def replicate(topology: Topology, groups: list[tuple[int, ...]],
               patterns: dict[int, Pattern]) -> Replication:
     """*groups* (each of size >= 2; *patterns* by group size) split into clusters, each with
     its first identical twin; memoized per topology by the groups and the patterns' pairs."""
+    if len(groups) == 1:
+        return Replication(tuple(clusters(topology, groups, patterns)[0]), (0,), None)
     memo = _MEMO.setdefault(topology, OrderedDict())
     pairs = tuple((p, *(a.tobytes() for a in local_pairs(pat)))
                   for p, pat in sorted(patterns.items()))

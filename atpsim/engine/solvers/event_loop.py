@@ -150,15 +150,19 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
                   flow_pair: np.ndarray, flow_bytes: np.ndarray,
                   deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
     """:func:`run_flows` by the compiled *kernel*, over the links the routes use (renumbered,
-    as :class:`FlowNetwork` does)."""
+    as :class:`FlowNetwork` does, unless they are a quarter of the topology's or more: then a
+    renumbered copy of every route link would cost more than per-link arrays of every link)."""
     used = used_links(routes.links, len(capacity_Bps))
-    renumber = np.zeros(len(capacity_Bps), dtype=np.int64)
-    renumber[used] = np.arange(len(used))
-    local = renumber[routes.links]
+    if 4 * len(used) >= len(capacity_Bps):
+        used, local = np.arange(len(capacity_Bps)), routes.links
+    else:
+        renumber = np.zeros(len(capacity_Bps), dtype=routes.links.dtype)
+        renumber[used] = np.arange(len(used))
+        local = renumber[routes.links]
     rev_ptr, rev_idx = _reverse_csr(deps[0], deps[1], len(flow_pair))
     pairs = np.asarray(flow_pair, dtype=np.int64)
     start, finish, delivered, local_bytes, n_done, stats = kernel(
-        routes.ptr.astype(np.int64), local.astype(np.int64).ravel(),
+        routes.ptr.astype(np.int64, copy=False), local,
         np.asarray(capacity_Bps, dtype=np.float64)[used], pairs,
         np.array(flow_bytes, dtype=np.float64), np.diff(deps[0]).astype(np.int64),
         rev_ptr, rev_idx.astype(np.int64), routes.latency_s[pairs].astype(np.float64),

@@ -84,8 +84,7 @@ def _conflicting_pairs(routes: PairRoutes) -> tuple[np.ndarray, np.ndarray]:
     shared_link = per_link >= 2
     if not len(routes):
         return np.zeros(0, dtype=bool), shared_link
-    hits = shared_link[routes.links].astype(np.int64)
-    return np.add.reduceat(hits, routes.ptr[:-1]) > 0, shared_link
+    return np.logical_or.reduceat(shared_link[routes.links], routes.ptr[:-1]), shared_link
 
 
 def _lane_count(steps: Steps, routes: PairRoutes) -> int | None:
