@@ -78,10 +78,11 @@ class _Stats:
 class _Comm:
     """Cohorts in, task ends out (module docstring)."""
 
-    def __init__(self, graph: TaskGraph, network: JointNetwork, memo: bool, symmetry: bool):
+    def __init__(self, graph: TaskGraph, network: JointNetwork, memo: bool, symmetry: bool,
+                 split: bool = True):
         self.graph, self.network = graph, network
         self.memo: dict[tuple, Answer] | None = {} if memo else None
-        self.symmetry = symmetry
+        self.symmetry, self.split = symmetry, split
         self.holder = np.full(network.n_links, -1, dtype=np.int64)
         self.episodes: list[_Episode] = []
         self.stats = _Stats()
@@ -166,7 +167,7 @@ class _Comm:
         if self.memo is not None and key in self.memo:
             self.stats.memo_hits += 1
             return self.memo[key]
-        answer = solve_episode(self.network, members, symmetry=self.symmetry)
+        answer = solve_episode(self.network, members, symmetry=self.symmetry, split=self.split)
         stats = self.stats
         stats.episodes += 1
         stats.symmetric += answer.path.startswith("symmetry")
@@ -203,9 +204,10 @@ class _Comm:
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
-              links: bool = False) -> GraphTimeline:
-    """Run *graph* on *network* (module docstring); *memo* and *symmetry* switch those
-    shortcuts (for the tests); *links*: also count bytes and busy time per link."""
+              split: bool = True, links: bool = False) -> GraphTimeline:
+    """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
+    those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
+    per link."""
     n = len(graph)
     waiting = np.diff(graph.dep_ptr).tolist()
     dep_ptr, dep_idx = (a.tolist() for a in reverse_csr(graph.dep_ptr, graph.dep_idx, n))
@@ -214,7 +216,7 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
     version = [0] * n
     heap: list[tuple[float, int, int, int]] = []
     pending: list[int] = []
-    comm = _Comm(graph, network, memo, symmetry)
+    comm = _Comm(graph, network, memo, symmetry, split)
     seq = 0
 
     def push(t: float, task: int) -> None:

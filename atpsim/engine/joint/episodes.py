@@ -14,6 +14,10 @@ member's start, each member's flows released at its start plus its fixed latency
   (:func:`atpsim.engine.reductions.symmetry.find_symmetry` on the members' steps together,
   which also asks each member to map onto itself, so release times are invariant; the links
   must keep their protocol class too);
+- *link-disjoint parts*: the episode's flows split into components that share no link and
+  wait for nothing across, each distinct one simulated once
+  (:mod:`~atpsim.engine.joint.components`: the eight NIC rails of a stage's gradient
+  buckets and sends, where no shift maps the episode onto itself);
 - *memo*: an episode whose members, groups and start offsets repeat exactly (the steady
   state of a pipeline repeats its overlaps) is solved once; its answer is in relative time.
 
@@ -28,6 +32,7 @@ import numpy as np
 
 from atpsim.collectives.schedule import Steps, rendezvous_dependencies
 from atpsim.engine.joint.calls import PROTOCOL_ROWS, CallPlan
+from atpsim.engine.joint.components import run_by_components
 from atpsim.engine.joint.flows import FlowSet, run_flow_set
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.problem import Problem
@@ -49,7 +54,8 @@ class Cohort:
 class Answer:
     """An episode's outcome in time relative to its first member's start: *finish_s[i][j]*,
     member ``i``'s group ``j``; per directed link, data *link_bytes* and *link_busy_s*;
-    *flows* simulated, *rate_solves*, and the *path* (``joint``, ``symmetry+joint``)."""
+    *flows* in the episode, *rate_solves*, the *path* (``joint``, ``symmetry+parts+joint``,
+    ...) and *parts*: (link-disjoint parts, distinct parts simulated)."""
 
     finish_s: tuple[np.ndarray, ...]
     link_bytes: np.ndarray
@@ -57,10 +63,13 @@ class Answer:
     flows: int
     rate_solves: int
     path: str
+    parts: tuple[int, int] = (1, 1)
 
 
-def solve_episode(network: JointNetwork, members: list[Cohort], *, symmetry: bool = True) -> Answer:
-    """Simulate *members* together from the first one's start (module docstring)."""
+def solve_episode(network: JointNetwork, members: list[Cohort], *, symmetry: bool = True,
+                  split: bool = True) -> Answer:
+    """Simulate *members* together from the first one's start (module docstring); *symmetry*
+    and *split* (link-disjoint parts apart, identical ones once) switch those shortcuts."""
     t0 = min(m.start_s for m in members)
     moving = [m for m in members if m.plan.moves_bytes]
     schedules = [m.plan.schedule(m.groups) for m in moving]
@@ -74,14 +83,15 @@ def solve_episode(network: JointNetwork, members: list[Cohort], *, symmetry: boo
     found = _symmetry(problem, network) if symmetry and len(union) else None
     small = found.shrink(problem) if found is not None else problem
     flows, spans = _flows(small, moving, schedules, t0)
-    run = run_flow_set(small.routes, network.fabric, flows)
+    run, parts, distinct = run_by_components(small.routes, network.fabric, flows) if split \
+        else (run_flow_set(small.routes, network.fabric, flows), 1, 1)
     done = _done(small, flows, spans, run.finish_s, len(moving))
     finish = [_member_finish(m, small, done[moving.index(m)] if m in moving else None, t0)
               for m in members]
     link_bytes, link_busy = _links(found, problem, run.link_bytes, run.link_busy_s)
-    path = ("symmetry+" if found is not None else "") + "joint"
+    path = ("symmetry+" if found is not None else "") + ("parts+" if parts > 1 else "") + "joint"
     return Answer(tuple(finish), link_bytes, link_busy, int(np.count_nonzero(flows.pair >= 0)),
-                  run.n_events, path)  # fmt: skip
+                  run.n_events, path, (parts, distinct))  # fmt: skip
 
 
 def _member_finish(member: Cohort, small: Problem, done: np.ndarray | None, t0: float) -> np.ndarray:
