@@ -191,10 +191,17 @@ def _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots, free
     return n_seeds
 
 
-def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr, route_links):
+def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr, route_links,
+               capacity, lflt):
     """The active flows reachable from the seed links over shared links, into the COMP row
-    (flagged IN_COMP); every link they cross joins the seeds. Returns (seeds, flows)."""
-    head, seeds, nxt, owner = links[HEAD], links[SEEDS], slots[NEXT], slots[FLOW]
+    (flagged IN_COMP, not FROZEN); every link they cross joins the seeds, at full capacity
+    (CAP) with its flows counted (COUNT), as progressive filling starts. Returns (seeds,
+    flows)."""
+    head, seeds, count, nxt, owner = links[HEAD], links[SEEDS], links[COUNT], slots[NEXT], slots[FLOW]
+    cap = lflt[CAP]
+    for q in range(n_seeds):
+        cap[seeds[q]] = capacity[seeds[q]]
+        count[seeds[q]] = 0
     n_comp = 0
     q = 0
     while q < n_seeds:
@@ -206,31 +213,28 @@ def _component(n_seeds, marked, links, slots, flags, ints, flow_pair, route_ptr,
             if flags[f, IN_COMP]:
                 continue
             flags[f, IN_COMP] = True
+            flags[f, FROZEN] = False
             ints[COMP, n_comp] = f
             n_comp += 1
             pair = flow_pair[f]
             for j in range(route_ptr[pair], route_ptr[pair + 1]):
-                n_seeds = _seed(route_links[j], marked, seeds, n_seeds)
+                lk = route_links[j]
+                if not marked[lk]:
+                    marked[lk] = True
+                    seeds[n_seeds] = lk
+                    n_seeds += 1
+                    cap[lk] = capacity[lk]
+                    count[lk] = 0
+                count[lk] += 1
     return n_seeds, n_comp
 
 
-def _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, ints, flags,
-                lflt, links):
-    """Progressive filling's start: every link of the component at full capacity, its flows
-    counted, the links that carry any in the share heap. Returns the heap's size."""
+def _heapify(n_links, lflt, links):
+    """The component's links that carry flows in the share heap (built in place: linear, not
+    a push per link). Returns the heap's size."""
     cap, count, lkey, litem, lpos = lflt[CAP], links[COUNT], lflt[LKEY], links[LITEM], links[LPOS]
-    for j in range(n_links):
-        lk = links[SEEDS, j]
-        cap[lk] = capacity[lk]
-        count[lk] = 0
-    for c in range(n_comp):
-        f = ints[COMP, c]
-        flags[f, FROZEN] = False
-        pair = flow_pair[f]
-        for j in range(route_ptr[pair], route_ptr[pair + 1]):
-            count[route_links[j]] += 1
     size = 0
-    for j in range(n_links):  # heapified in place: linear, not a push per link
+    for j in range(n_links):
         lk = links[SEEDS, j]
         if count[lk] > 0:
             lkey[size], litem[size] = max(cap[lk], 0.0) / count[lk], lk
@@ -250,8 +254,7 @@ def _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots
     Returns the number of levels."""
     cap, count, lkey, litem, lpos = lflt[CAP], links[COUNT], lflt[LKEY], links[LITEM], links[LPOS]
     head, full, dirty, nxt, owner = links[HEAD], links[FULL], links[DIRTY], slots[NEXT], slots[FLOW]
-    size = _fill_start(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, ints, flags,
-                       lflt, links)
+    size = _heapify(n_links, lflt, links)
     levels = 0
     while size:
         levels += 1
@@ -308,7 +311,7 @@ def _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links, 
     heap's size."""
     marked = marks[MARKED]
     n_links, n_comp = _component(n_seeds, marked, links, slots, flags, ints, flow_pair,
-                                 route_ptr, route_links)
+                                 route_ptr, route_links, capacity, lflt)
     if n_comp:
         stats[4] += _max_min(n_comp, n_links, capacity, flow_pair, route_ptr, route_links, slots,
                              ints, flags, floats, lflt, links, marks[TOUCHED], level_rtol)
@@ -548,7 +551,7 @@ def _nrt_flag() -> bool:
 
 HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_link_in",
            "_compact", "_join", "_component",
-           "_fill_start", "_max_min", "_settle", "_resolve", "_finish", "_children", "_release",
+           "_heapify", "_max_min", "_settle", "_resolve", "_finish", "_children", "_release",
            "_next_time", "_arrive")
 
 
