@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from atpsim.api.job import JobConfig, JobPrediction, check_job, job_memory, run_job
+from atpsim.api.job import (
+    JobConfig,
+    JobPrediction,
+    check_job,
+    job_memory,
+    job_perturbation,
+    run_job,
+)
 from atpsim.api.point import hardware_profile
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.scenario.job_point import JobPoint
@@ -42,7 +49,8 @@ def simulate_job_point(point: JobPoint) -> dict[str, Any]:
         return {"memory_per_rank_bytes": memory, "fits_memory": False}
     spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
     topology = load_topology(spec, n_gpus=point.n_devices)
-    return prediction_columns(run_job(topology, profile, config))
+    perturb = job_perturbation(topology, config, dict(point.perturb)) if point.perturb else None
+    return prediction_columns(run_job(topology, profile, config, network=point.network, perturb=perturb))
 
 
 def prediction_columns(prediction: JobPrediction) -> dict[str, Any]:

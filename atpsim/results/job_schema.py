@@ -49,6 +49,8 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _c("sequence_parallel", "bool", "", "Megatron-LM sequence parallelism (1D TP only)"),
     _c("recompute", "string", "", "activation recomputation: none, selective or full"),
     _c("zero", "int", "", "ZeRO stage (0 or 1)"),
+    _c("network", "string", "", "joint (calls in flight share links) or isolated (each alone)"),
+    _c("perturb", "string", "", "slow GPUs and links (parallelism.perturb; none)"),
     _c("iteration_time_s", "float", "s", "time of one training iteration"),
     _c("samples_per_s", "float", "samples/s", "global batch / iteration time"),
     _c("tflops_per_gpu", "float", "TFLOP/s (1e12)", "model FLOPs / iteration time / GPUs"),
@@ -71,7 +73,8 @@ JOB_POINT_COLUMNS: tuple[str, ...] = (
     "scenario", "point_key", "topology", "hardware", "model", "hidden", "heads", "layers", "seq",
     "vocab", "dtype", "n_devices", "tp_scheme", "d1", "d2", "tp_mesh", "tp", "pp", "dp", "order",
     "placement", "micro_batch", "global_batch", "n_microbatches", "schedule", "virtual_stages",
-    "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "point_index",
+    "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "network", "perturb",
+    "point_index",
 )  # fmt: skip
 
 JOB_SCHEMA = ResultsSchema(

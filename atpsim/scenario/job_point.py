@@ -28,7 +28,9 @@ class JobPoint:
     stages x *dp* replicas on *n_devices* GPUs of *topology* (a mapping
     :func:`atpsim.topology.spec.load_topology` accepts), laid out in *order* (innermost
     first); *global_batch* samples per iteration in micro-batches of *micro_batch*; the
-    rest are :class:`atpsim.api.job.JobConfig`'s fields of the same names."""
+    rest are :class:`atpsim.api.job.JobConfig`'s fields of the same names; *network* how its
+    calls share the links and *perturb* its slow GPUs and links (the keys of
+    ``parallelism.perturb`` set, sorted; empty: none)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
 
@@ -52,6 +54,8 @@ class JobPoint:
     zero: int = 0
     vocab: int = 0
     order: tuple[str, str, str] = ("tp", "pp", "dp")
+    network: str = "joint"
+    perturb: tuple[tuple[str, Any], ...] = ()
 
     @property
     def tp_scheme(self) -> str:
@@ -76,7 +80,22 @@ class JobPoint:
             "chunks": self.chunks, "algorithm": self.algorithm,
             "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
             "zero": self.zero, "vocab": self.vocab, "order": list(self.order),
-        }  # fmt: skip
+        } | self._contention()  # fmt: skip
+
+    def _contention(self) -> dict[str, Any]:
+        """The network and perturbation keys, where not the defaults (so the points of
+        scenarios from before issue 13 keep their keys)."""
+        out: dict[str, Any] = {}
+        if self.network != "joint":
+            out["network"] = self.network
+        if self.perturb:
+            out["perturb"] = [[k, v] for k, v in self.perturb]
+        return out
+
+    @property
+    def perturb_label(self) -> str:
+        """The perturbation as ``key=value`` words (``none`` without)."""
+        return " ".join(f"{k}={v}" for k, v in self.perturb) or "none"
 
     def key(self) -> str:
         """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
@@ -98,5 +117,6 @@ class JobPoint:
             "schedule": self.schedule, "virtual_stages": self.virtual_stages,
             "chunks": self.chunks, "algorithm": self.algorithm,
             "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
-            "zero": self.zero, "point_index": index,
+            "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
+            "point_index": index,
         }  # fmt: skip

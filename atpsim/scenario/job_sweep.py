@@ -4,10 +4,11 @@ product of its axes, every size checked before anything is simulated.
 Axes, outermost first (the order of the points): topology, hardware, model, devices, TP mesh
 (``tp.meshes`` resolved per size), pp, dp (``auto``: devices / (tp·pp)), micro_batch,
 global_batch, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
-algorithm. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
+algorithm, network, perturb. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
 1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
 without it, and two combinations that differ only there are one point. Likewise
-``virtual_stages`` above 1 pairs only with the interleaved schedule.
+``virtual_stages`` above 1 pairs only with the interleaved schedule, and a perturbation only
+with the joint network (``network: isolated`` points are unperturbed).
 
 Every layout that cannot run is one :class:`ScenarioError` naming its key: a TP x PP x DP
 layout that does not fill the devices, a pipeline deeper than the layers or not dividing
@@ -161,16 +162,20 @@ def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, 
     """The points of one layout: sequence parallelism, recomputation, ZeRO, placement,
     chunks and algorithm."""
     par = part.parallelism
-    for sp, recompute, zero, placement, chunks, algorithm in product(
-        par.sequence_parallel, par.recompute, par.zero, par.placement, part.chunks, part.algorithm
+    for sp, recompute, zero, placement, chunks, algorithm, network, perturb in product(
+        par.sequence_parallel, par.recompute, par.zero, par.placement, part.chunks, part.algorithm,
+        par.network, par.perturb,
     ):
+        if network == "isolated" and perturb.canonical():
+            continue  # a perturbation needs the joint network
         if mb % chunks:
             message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
             raise _error(part, message, "chunks", part.chunks.index(chunks))
         yield JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, placement), pp=pp, dp=dp,
                        micro_batch=mb, global_batch=gb, schedule=schedule, virtual_stages=virtual,
                        chunks=chunks, algorithm=algorithm, sequence_parallel=sp and mesh.d2 == 1,
-                       recompute=recompute, zero=zero, order=par.order)  # fmt: skip
+                       recompute=recompute, zero=zero, order=par.order, network=network,
+                       perturb=perturb.canonical())  # fmt: skip
 
 
 def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
@@ -222,4 +227,7 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
         ("zero", listed(par.zero)),
         ("chunks", listed(scenario.chunks)),
         ("algorithm", listed(scenario.algorithm)),
+        ("network", listed(par.network)),
+        ("perturb", "; ".join(" ".join(f"{k}={v}" for k, v in p.canonical()) or "none"
+                              for p in par.perturb)),
     ]

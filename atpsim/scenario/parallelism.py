@@ -19,6 +19,13 @@ pipeline x tensor-parallel layout (issue 12)::
       zero: 1                    # ZeRO stage 0 | 1 (or a list)
       vocab: 51200               # optional; default: the model preset's (GPT presets), else 0
       order: [tp, pp, dp]        # layout dimensions, innermost first
+      network: joint             # joint (every call in flight shares the links, issue 13) |
+                                 #   isolated (each call alone); or a list
+      perturb: {seed: 1, stragglers: 1, straggler_factor: 1.2}   # optional, or a list (an
+                                 #   empty mapping {} is the unperturbed job): slow GPUs
+                                 #   (stragglers, straggler_factor, gpus: [[rank, factor]])
+                                 #   and slow NIC ports (slow_nics, nic_factor) or cables
+                                 #   (links: [[node, node, factor]]), drawn with the seed
 
 Any of ``tp``, ``pp``, ``dp``, ``global_batch`` (or another key above) makes the scenario a
 job scenario: its points are :class:`~atpsim.scenario.job_point.JobPoint` and its table the
@@ -48,8 +55,10 @@ from atpsim.scenario.fields import (
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
     "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
-    "sequence_parallel", "recompute", "zero", "vocab", "order",
+    "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb",
 )  # fmt: skip
+#: How a job's calls share the network (:data:`atpsim.api.job.NETWORKS`).
+NETWORKS = ("joint", "isolated")
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1)
 LAYOUT_DIMENSIONS = ("tp", "pp", "dp")
@@ -91,6 +100,36 @@ def _zero(value: int) -> int:
 def _dp(value: Any) -> Any:
     """``auto`` (None: devices / (tp·pp)) or one or more replica counts."""
     return None if value == "auto" else as_tuple(value)
+
+
+def _network(value: str) -> str:
+    if value not in NETWORKS:
+        raise invalid(f"expected one of {', '.join(NETWORKS)}, got {show(value)}")
+    return value
+
+
+class Perturb(Frozen):
+    """``parallelism.perturb``: slow GPUs and links of a job (:func:`atpsim.engine.joint.
+    perturb.draw_perturbation`), drawn with *seed*."""
+
+    seed: Annotated[int, Field(strict=True, ge=0)] = 0
+    stragglers: Annotated[int, Field(strict=True, ge=0)] = 0
+    straggler_factor: Annotated[float, Field(gt=0)] = 1.0
+    slow_nics: Annotated[int, Field(strict=True, ge=0)] = 0
+    nic_factor: Annotated[float, Field(gt=0)] = 1.0
+    gpus: tuple[tuple[Annotated[int, Field(strict=True, ge=0)], Annotated[float, Field(gt=0)]], ...] = ()
+    links: tuple[tuple[str, str, Annotated[float, Field(gt=0)]], ...] = ()
+
+    def canonical(self) -> tuple[tuple[str, Any], ...]:
+        """The keys set away from their defaults, sorted (empty: unperturbed)."""
+        defaults = Perturb()
+        return tuple(sorted((k, getattr(self, k)) for k in type(self).model_fields
+                            if getattr(self, k) != getattr(defaults, k)))  # fmt: skip
+
+
+def _perturbs(value: Any) -> Any:
+    """One mapping or a list of them."""
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
 def _order(value: Any) -> Any:
@@ -135,6 +174,7 @@ Zero = Annotated[int, Field(strict=True), AfterValidator(_zero)]
 StrictBool = Annotated[bool, Field(strict=True)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
+Network = Annotated[Str, AfterValidator(_network)]
 
 
 class Parallelism(Frozen):
@@ -164,6 +204,8 @@ class Parallelism(Frozen):
     zero: OneOrMore[Zero] = (0,)
     vocab: NonNegativeInt | None = None
     order: Order = LAYOUT_DIMENSIONS
+    network: OneOrMore[Network] = ("joint",)
+    perturb: Annotated[tuple[Perturb, ...], BeforeValidator(_perturbs)] = (Perturb(),)
 
     @property
     def is_job(self) -> bool:
