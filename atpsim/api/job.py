@@ -50,7 +50,7 @@ from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
-from atpsim.engine.joint.graph import TaskGraph
+from atpsim.engine.joint.graph import GraphTimeline, TaskGraph
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.perturb import Perturbation
 from atpsim.engine.step.job import JobTimeline, simulate_iteration
@@ -149,7 +149,8 @@ def job_perturbation(topology: Topology, config: JobConfig,
     if unknown:
         raise SimulationError(f"unknown perturb key {unknown[0]!r}; expected one of {', '.join(allowed)}",
                               key="perturb")  # fmt: skip
-    return draw_perturbation(topology, range(config.layout.size), **dict(perturb))
+    first = getattr(config.layout, "offset", 0)
+    return draw_perturbation(topology, range(first, first + config.layout.size), **dict(perturb))
 
 
 def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
@@ -173,12 +174,17 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
     if network == "isolated":
         return _isolated(topology, profile, config, perturb, orders)
     job = joint_job(topology, profile, config, perturb=perturb)
-    run = run_graph(job.graph, job.machine, links=links)
-    timeline, replica = job_timeline(run, job.tasks, orders)
+    return joint_prediction(profile, config, job, run_graph(job.graph, job.machine, links=links))
+
+
+def joint_prediction(profile: HardwareProfile, config: JobConfig, job: JointJob,
+                     run: GraphTimeline) -> JobPrediction:
+    """The prediction of *job*'s graph run *run* (its tasks' times)."""
+    timeline, replica = job_timeline(run, job.tasks, stage_orders(config.schedule, config.shape))
     prediction = _prediction(config, profile, timeline, lambda s, o: job.costs(replica, s)(s, o),
                              actual=not job.passes_as_delays)  # fmt: skip
     stats = {**run.stats, "tasks": len(job.graph), "passes_as_delays": int(job.passes_as_delays)}
-    return replace(prediction, network=network, stats=stats, link_bytes=run.link_bytes,
+    return replace(prediction, network="joint", stats=stats, link_bytes=run.link_bytes,
                    link_busy_s=run.link_busy_s)  # fmt: skip
 
 
@@ -258,7 +264,7 @@ def _replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareP
     if perturb is None or perturb.empty:
         return lambda replica, stage: nominal
     config = programs.config
-    scale = perturb.compute_scale(config.layout.size)
+    scale = perturb.compute_scale(topology.n_gpus)
     slow = np.zeros(len(topology.links), dtype=bool)
     slow[perturb.slow_links(topology)] = True
     own: dict[tuple[int, int], OpCosts] = {}
@@ -297,7 +303,8 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
     layout, mesh = config.layout, config.layout.tp
     if not isinstance(mesh, DeviceMesh):
         raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
-    scale = perturb.compute_scale(layout.size) if perturb else np.ones(layout.size)
+    n_gpus = machine.topology.n_gpus
+    scale = perturb.compute_scale(n_gpus) if perturb else np.ones(n_gpus)
     return ProgramOps(op_parts(profile, programs), layout.stage_ranks, mesh,
                       _compute_timer(profile, config.model.dtype), scale, comm.tp_call,
                       lambda r, s: r * layout.pp + s,

@@ -70,6 +70,12 @@ class AllTensorGroups:
     def size(self) -> int:
         return self.layout.size
 
+    @property
+    def ranks(self) -> list[int] | None:
+        """The job's GPUs where they do not start at rank 0 (a job placed after another)."""
+        first = getattr(self.layout, "offset", 0)
+        return list(range(first, first + self.layout.size)) if first else None
+
     def groups(self, dim: int) -> list[list[int]]:
         return self.layout.tp_groups(dim)
 
@@ -145,7 +151,7 @@ class OpCosts:
         self.scale = scale
 
     def _run(self, program: StepProgram) -> StepResult:
-        ranks = self.source.ranks if isinstance(self.source, StageGroups) else None
+        ranks = self.source.ranks
         return simulate_program(self.topology, self.profile, self.config.chunk_model, program,
                                 self.source, self.config.algorithm, ranks=ranks,
                                 rank_scale=self.scale)  # fmt: skip

@@ -48,9 +48,28 @@ def simulate_job_point(point: JobPoint) -> dict[str, Any]:
     if memory > profile.memory_capacity_bytes:
         return {"memory_per_rank_bytes": memory, "fits_memory": False}
     spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
-    topology = load_topology(spec, n_gpus=point.n_devices)
+    topology = load_topology(spec, n_gpus=point.n_devices + point.neighbour_devices)
+    if point.neighbour:
+        return _with_neighbour(topology, profile, config, point)
     perturb = job_perturbation(topology, config, dict(point.perturb)) if point.perturb else None
     return prediction_columns(run_job(topology, profile, config, network=point.network, perturb=perturb))
+
+
+def _with_neighbour(topology, profile, config: JobConfig, point: JobPoint) -> dict[str, Any]:
+    """The point's job and its neighbour on the next GPUs, together and alone."""
+    from atpsim.api.job_fabric import job_config_at, run_jobs
+    from atpsim.errors import SimulationError
+
+    if point.perturb:
+        raise SimulationError("a perturbed job with a neighbour is not simulated", key="perturb")
+    if topology.n_gpus < point.n_devices + point.neighbour_devices:
+        raise SimulationError(f"the job and its neighbour need {point.n_devices + point.neighbour_devices} "
+                              f"GPUs; {topology.name} has {topology.n_gpus}", key="neighbour")  # fmt: skip
+    neighbour = job_config_at(dict(point.neighbour), point.n_devices, "neighbour")
+    fabric = run_jobs(topology, profile, [config, neighbour])
+    return prediction_columns(fabric.together[0]) | {
+        "alone_iteration_time_s": fabric.alone[0].iteration_time_s,
+        "slowdown": fabric.slowdown[0], "neighbour_slowdown": fabric.slowdown[1]}
 
 
 def prediction_columns(prediction: JobPrediction) -> dict[str, Any]:

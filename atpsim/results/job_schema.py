@@ -51,6 +51,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _c("zero", "int", "", "ZeRO stage (0 or 1)"),
     _c("network", "string", "", "joint (calls in flight share links) or isolated (each alone)"),
     _c("perturb", "string", "", "slow GPUs and links (parallelism.perturb; none)"),
+    _c("neighbour", "string", "", "a second job on the next GPUs of the fabric (none)"),
     _c("iteration_time_s", "float", "s", "time of one training iteration"),
     _c("samples_per_s", "float", "samples/s", "global batch / iteration time"),
     _c("tflops_per_gpu", "float", "TFLOP/s (1e12)", "model FLOPs / iteration time / GPUs"),
@@ -61,6 +62,9 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _c("exposed_dp_comm_s", "float", "s", "gradient synchronization not hidden"),
     _c("pipeline_bubble_s", "float", "s", "critical stage idle in the pipeline"),
     _c("other_s", "float", "s", "optimizer step, ZeRO gather, waiting inside a pass"),
+    _c("alone_iteration_time_s", "float", "s", "iteration time without the neighbour job"),
+    _c("slowdown", "float", "", "iteration time with the neighbour / alone"),
+    _c("neighbour_slowdown", "float", "", "the neighbour job's iteration time with this one / alone"),
     _c("memory_per_rank_bytes", "float", "B", "busiest rank's weights, optimizer, activations"),
     _c("fits_memory", "bool", "", "memory_per_rank_bytes fits the GPU memory"),
     _c("status", "string", "", "ok | failed"),
@@ -74,7 +78,7 @@ JOB_POINT_COLUMNS: tuple[str, ...] = (
     "vocab", "dtype", "n_devices", "tp_scheme", "d1", "d2", "tp_mesh", "tp", "pp", "dp", "order",
     "placement", "micro_batch", "global_batch", "n_microbatches", "schedule", "virtual_stages",
     "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "network", "perturb",
-    "point_index",
+    "neighbour", "point_index",
 )  # fmt: skip
 
 JOB_SCHEMA = ResultsSchema(

@@ -30,7 +30,8 @@ class JobPoint:
     first); *global_batch* samples per iteration in micro-batches of *micro_batch*; the
     rest are :class:`atpsim.api.job.JobConfig`'s fields of the same names; *network* how its
     calls share the links and *perturb* its slow GPUs and links (the keys of
-    ``parallelism.perturb`` set, sorted; empty: none)."""
+    ``parallelism.perturb`` set, sorted; empty: none); *neighbour* a second job on the next
+    GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
 
@@ -56,6 +57,7 @@ class JobPoint:
     order: tuple[str, str, str] = ("tp", "pp", "dp")
     network: str = "joint"
     perturb: tuple[tuple[str, Any], ...] = ()
+    neighbour: tuple[tuple[str, Any], ...] = ()
 
     @property
     def tp_scheme(self) -> str:
@@ -90,7 +92,25 @@ class JobPoint:
             out["network"] = self.network
         if self.perturb:
             out["perturb"] = [[k, v] for k, v in self.perturb]
+        if self.neighbour:
+            out["neighbour"] = [[k, list(v) if isinstance(v, tuple) else v] for k, v in self.neighbour]
         return out
+
+    @property
+    def neighbour_label(self) -> str:
+        """The neighbour job in a few words (``none`` without)."""
+        if not self.neighbour:
+            return "none"
+        n = dict(self.neighbour)
+        return f"{n['model']} tp{n['tp'][0]}x{n['tp'][1]} pp{n['pp']} dp{n['dp']}"
+
+    @property
+    def neighbour_devices(self) -> int:
+        """GPUs of the neighbour job (0 without)."""
+        if not self.neighbour:
+            return 0
+        n = dict(self.neighbour)
+        return int(n["tp"][0] * n["tp"][1] * n["pp"] * n["dp"])
 
     @property
     def perturb_label(self) -> str:
@@ -118,5 +138,5 @@ class JobPoint:
             "chunks": self.chunks, "algorithm": self.algorithm,
             "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
             "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
-            "point_index": index,
+            "neighbour": self.neighbour_label, "point_index": index,
         }  # fmt: skip

@@ -44,6 +44,7 @@ def expand_job_sweep(scenario: Scenario) -> list[JobPoint]:
 
 
 def _part_points(part: Scenario) -> Iterator[JobPoint]:
+    _check_neighbour(part)
     for index, entry in enumerate(part.topologies):
         sized = _sized_topologies(part, index)
         default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
@@ -166,8 +167,8 @@ def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, 
         par.sequence_parallel, par.recompute, par.zero, par.placement, part.chunks, part.algorithm,
         par.network, par.perturb,
     ):
-        if network == "isolated" and perturb.canonical():
-            continue  # a perturbation needs the joint network
+        if network == "isolated" and (perturb.canonical() or par.neighbour is not None):
+            continue  # a perturbation or a neighbour needs the joint network
         if mb % chunks:
             message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
             raise _error(part, message, "chunks", part.chunks.index(chunks))
@@ -175,7 +176,22 @@ def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, 
                        micro_batch=mb, global_batch=gb, schedule=schedule, virtual_stages=virtual,
                        chunks=chunks, algorithm=algorithm, sequence_parallel=sp and mesh.d2 == 1,
                        recompute=recompute, zero=zero, order=par.order, network=network,
-                       perturb=perturb.canonical())  # fmt: skip
+                       perturb=perturb.canonical(),
+                       neighbour=par.neighbour.canonical() if par.neighbour else ())  # fmt: skip
+
+
+def _check_neighbour(part: Scenario) -> None:
+    """The neighbour job's model is a preset."""
+    from atpsim.compute.models import model_preset
+    from atpsim.errors import AtpsimError
+
+    neighbour = part.parallelism.neighbour
+    if neighbour is None:
+        return
+    try:
+        model_preset(neighbour.model)
+    except AtpsimError as error:
+        raise _error(part, str(error), "parallelism", "neighbour", "model") from None
 
 
 def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
@@ -228,6 +244,7 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
         ("chunks", listed(scenario.chunks)),
         ("algorithm", listed(scenario.algorithm)),
         ("network", listed(par.network)),
+        ("neighbour", par.neighbour.model if par.neighbour else "none"),
         ("perturb", "; ".join(" ".join(f"{k}={v}" for k, v in p.canonical()) or "none"
                               for p in par.perturb)),
     ]

@@ -26,6 +26,10 @@ pipeline x tensor-parallel layout (issue 12)::
                                  #   (stragglers, straggler_factor, gpus: [[rank, factor]])
                                  #   and slow NIC ports (slow_nics, nic_factor) or cables
                                  #   (links: [[node, node, factor]]), drawn with the seed
+      neighbour: {model: gpt3-1.3b, tp: [8, 1], pp: 1, dp: 3, global_batch: 48}
+                                 # optional: a second job on the next GPUs of the same
+                                 #   fabric, simulated with each point (its slowdown and the
+                                 #   point's against running alone)
 
 Any of ``tp``, ``pp``, ``dp``, ``global_batch`` (or another key above) makes the scenario a
 job scenario: its points are :class:`~atpsim.scenario.job_point.JobPoint` and its table the
@@ -55,7 +59,7 @@ from atpsim.scenario.fields import (
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
     "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
-    "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb",
+    "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
 )  # fmt: skip
 #: How a job's calls share the network (:data:`atpsim.api.job.NETWORKS`).
 NETWORKS = ("joint", "isolated")
@@ -177,6 +181,27 @@ Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
 Network = Annotated[Str, AfterValidator(_network)]
 
 
+class Neighbour(Frozen):
+    """``parallelism.neighbour``: a second training job placed on the GPUs after the point's
+    (:func:`atpsim.api.job_fabric.simulate_jobs`)."""
+
+    model: Str
+    tp: tuple[Annotated[int, Field(strict=True, ge=1)], Annotated[int, Field(strict=True, ge=1)]] = (1, 1)
+    pp: Annotated[int, Field(strict=True, ge=1)] = 1
+    dp: Annotated[int, Field(strict=True, ge=1)] = 1
+    micro_batch: Annotated[int, Field(strict=True, ge=1)] = 1
+    global_batch: Annotated[int, Field(strict=True, ge=1)] | None = None
+    schedule: Schedule = "1f1b"
+    zero: Zero = 0
+    recompute: Recompute = "none"
+    sequence_parallel: StrictBool = False
+    overlap_grad_reduce: StrictBool = True
+
+    def canonical(self) -> tuple[tuple[str, Any], ...]:
+        """Every key, sorted (tuples for lists)."""
+        return tuple(sorted((k, getattr(self, k)) for k in type(self).model_fields))
+
+
 class Parallelism(Frozen):
     """How the GPUs are used: device counts, meshes, the placement of meshes on GPUs, and the
     tensor-parallel *scheme* (``atp``; ``summa``: a mesh ``[q, q]`` is then the SUMMA grid,
@@ -206,6 +231,7 @@ class Parallelism(Frozen):
     order: Order = LAYOUT_DIMENSIONS
     network: OneOrMore[Network] = ("joint",)
     perturb: Annotated[tuple[Perturb, ...], BeforeValidator(_perturbs)] = (Perturb(),)
+    neighbour: Neighbour | None = None
 
     @property
     def is_job(self) -> bool:

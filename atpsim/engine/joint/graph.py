@@ -129,6 +129,24 @@ class GraphBuilder:
                          None if self._labels is None else tuple(self._labels))  # fmt: skip
 
 
+def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:
+    """The tasks of *graphs* as one graph (each keeps its dependencies; none across), and the
+    id of each one's first task in it (two jobs on one fabric)."""
+    firsts = [int(x) for x in np.concatenate([[0], np.cumsum([len(g) for g in graphs])])]
+    call_base = np.concatenate([[0], np.cumsum([len(g.calls) for g in graphs])]).astype(np.int64)
+    ptr = [graphs[0].dep_ptr[:1]] + [g.dep_ptr[1:] + int(sum(len(h.dep_idx) for h in graphs[:i]))
+                                      for i, g in enumerate(graphs)]  # fmt: skip
+    labels = None if any(g.labels is None for g in graphs) else tuple(x for g in graphs for x in g.labels or ())
+    merged = TaskGraph(
+        np.concatenate([g.kind for g in graphs]), np.concatenate([g.seconds for g in graphs]),
+        np.concatenate([g.fraction for g in graphs]),
+        np.concatenate([np.where(g.call >= 0, g.call + call_base[i], -1) for i, g in enumerate(graphs)]),
+        tuple(x for g in graphs for x in g.groups), np.concatenate(ptr),
+        np.concatenate([g.dep_idx + firsts[i] for i, g in enumerate(graphs)]),
+        tuple(c for g in graphs for c in g.calls), labels)  # fmt: skip
+    return merged, firsts[:-1]
+
+
 @dataclass(frozen=True)
 class GraphTimeline:
     """When every task of a graph started and finished (s); bytes and busy time per directed
