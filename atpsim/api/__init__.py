@@ -42,6 +42,11 @@ _EXPORTS: dict[str, str] = {
     "JobConfig": "job",
     "simulate_job_point": "job_point",
     "plan_job": "job_search",
+    "simulate_jobs": "job_fabric",
+    "SharedFabric": "job_fabric",
+    "Perturbation": "job",
+    "write_job_links": "job_links",
+    "LinkUse": "job_links",
     "JobPlan": "job_search",
     "JobCandidate": "job_search",
     "run_search": "search",
@@ -129,6 +134,9 @@ __all__ = [
     "JobPlan",
     "JobPrediction",
     "LayerDims",
+    "LinkUse",
+    "Perturbation",
+    "SharedFabric",
     "LinkFit",
     "ModelConfig",
     "NcclLogFit",
@@ -179,6 +187,8 @@ __all__ = [
     "serial_compute_time_s",
     "simulate",
     "simulate_job",
+    "simulate_jobs",
+    "write_job_links",
     "simulate_job_point",
     "simulate_point",
     "topology_for",
@@ -238,7 +248,9 @@ if TYPE_CHECKING:
         model_preset,
         run_collective,
     )
-    from atpsim.api.job import JobConfig, JobPrediction, simulate_job
+    from atpsim.api.job import JobConfig, JobPrediction, Perturbation, simulate_job
+    from atpsim.api.job_fabric import SharedFabric, simulate_jobs
+    from atpsim.api.job_links import LinkUse, write_job_links
     from atpsim.api.job_point import simulate_job_point
     from atpsim.api.job_search import JobCandidate, JobPlan, plan_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan

@@ -115,6 +115,7 @@ def simulate_job(
     network: str = "joint",
     perturb: Perturbation | Mapping[str, Any] | None = None,
     links: bool = False,
+    trace: str | None = None,
     **options: Any,
 ) -> JobPrediction:
     """Simulate one training iteration of *model* with tensor parallelism on the ATP mesh *tp*
@@ -126,7 +127,9 @@ def simulate_job(
     or ``isolated`` (module docstring); *perturb*: a Perturbation or its keys (``seed``,
     ``stragglers``, ``straggler_factor``, ``slow_nics``, ``nic_factor``, ``gpus``, ``links``:
     :func:`~atpsim.engine.joint.perturb.draw_perturbation`); *links*: also count bytes and
-    busy time per link."""
+    busy time per link; *trace*: write the iteration as a Chrome/Perfetto trace to this path
+    (each stage of each replica, the sends, the gradient streams, and the busiest links'
+    calls in flight as counter tracks)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
                        ParallelLayout(mesh, pp, dp, order), micro_batch,
@@ -134,7 +137,7 @@ def simulate_job(
     check_job(config)
     topo, profile = _machine(topology, config.layout.size, hardware)
     drawn = job_perturbation(topo, config, perturb)
-    return run_job(topo, profile, config, network=network, perturb=drawn, links=links)
+    return run_job(topo, profile, config, network=network, perturb=drawn, links=links, trace=trace)
 
 
 def job_perturbation(topology: Topology, config: JobConfig,
@@ -165,16 +168,23 @@ def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
 
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
-            links: bool = False) -> JobPrediction:
+            links: bool = False, trace: str | None = None) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile."""
     if network not in NETWORKS:
         raise SimulationError(f"unknown network {network!r}; expected one of {', '.join(NETWORKS)}",
                               key="network")  # fmt: skip
     orders = stage_orders(config.schedule, config.shape)
     if network == "isolated":
+        if trace is not None:
+            raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
-    job = joint_job(topology, profile, config, perturb=perturb)
-    return joint_prediction(profile, config, job, run_graph(job.graph, job.machine, links=links))
+    job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
+    run = run_graph(job.graph, job.machine, links=links or trace is not None)
+    if trace is not None:
+        from atpsim.api.job_links import write_job_trace
+
+        write_job_trace(job.machine.topology, run, trace)
+    return joint_prediction(profile, config, job, run)
 
 
 def joint_prediction(profile: HardwareProfile, config: JobConfig, job: JointJob,

@@ -19,6 +19,7 @@ from atpsim.api.job import (
     job_perturbation,
     run_job,
 )
+from atpsim.api.job_links import busiest_columns
 from atpsim.api.point import hardware_profile
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.scenario.job_point import JobPoint
@@ -52,7 +53,9 @@ def simulate_job_point(point: JobPoint) -> dict[str, Any]:
     if point.neighbour:
         return _with_neighbour(topology, profile, config, point)
     perturb = job_perturbation(topology, config, dict(point.perturb)) if point.perturb else None
-    return prediction_columns(run_job(topology, profile, config, network=point.network, perturb=perturb))
+    prediction = run_job(topology, profile, config, network=point.network, perturb=perturb,
+                         links=point.network == "joint")  # fmt: skip
+    return prediction_columns(prediction) | busiest_columns(topology, prediction)
 
 
 def _with_neighbour(topology, profile, config: JobConfig, point: JobPoint) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from atpsim.api import (
     PlanEntry,
     plan,
     plan_job,
+    write_job_links,
     write_trace,
 )
-from atpsim.commands._common import clean_errors, warnings_to_stderr
+from atpsim.commands._common import clean_errors, given, refuse_unused, warnings_to_stderr
 
 
 def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
@@ -28,6 +29,8 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
         raise AtpsimError(f"expected counts like '1,2,4', got {text!r}", key=key) from error
     if any(v < 1 for v in values):
         raise AtpsimError(f"counts must be >= 1, got {text!r}", key=key)
+    if len(set(values)) < len(values):
+        raise AtpsimError(f"expected each count once, got {text!r}", key=key)
     return values
 
 
@@ -54,6 +57,9 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
+@click.option("--links", "links_path", type=click.Path(dir_okay=False), default=None,
+              help="Job: write the best layout's bytes and busy time per link to this CSV, and "
+                   "the topology coloured by link utilization beside it (.png).")
 @click.option("--uncertainty", "draws", type=int, default=None, metavar="N",
               help="Also simulate N draws of the fitted parameters: p10/p50/p90 per candidate and "
                    "how sure the best is (about N+1 times the time).")
@@ -61,12 +67,20 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
               help="Seed of the --uncertainty draws.")
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
-            global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed):
+            global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
+            links_path):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
     if draws is not None and global_batch is not None:
         raise AtpsimError("parameter draws are for meshes of one step; leave out --global-batch",
                           key="--uncertainty")  # fmt: skip
+    refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
+    if global_batch is None:
+        job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
+                       "links_path")
+        refuse_unused(given(*job_options), "without --global-batch (a job option)")
+    else:
+        refuse_unused(given("placement", "calibration", "trace_path"), "with --global-batch")
     if global_batch is not None:
         ranked_jobs = plan_job(topology, model_name, devices=devices or _all_gpus(topology),
                                global_batch=global_batch, max_tp=max_tp,
@@ -76,6 +90,9 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule)  # fmt: skip
         _print_jobs(ranked_jobs, top)
+        if links_path:
+            _print_links(write_job_links(topology, ranked_jobs.best.config, links_path, hardware=hardware),
+                         ranked_jobs.best.label, links_path)  # fmt: skip
         return
     if trace_path and not Path(trace_path).resolve().parent.is_dir():
         raise AtpsimError(f"no folder to write the trace into: {Path(trace_path).parent}",
@@ -160,6 +177,19 @@ def _all_gpus(topology: str) -> int:
     from atpsim.api import load_topology
 
     return load_topology(topology).n_gpus
+
+
+def _print_links(uses: list, label: str, path: str) -> None:
+    """The ten busiest links of the best layout, and where the side table went."""
+    console = Console(width=140)
+    table = Table(title=f"busiest links of {label}", caption=f"all {len(uses)} links: {path} (figure: .png)")
+    for name in ("link", "kind", "GB/s", "GB moved", "busy ms", "busy share", "load"):
+        table.add_column(name, justify="right")
+    for use in uses[:10]:
+        table.add_row(f"{use.src}->{use.dst}", use.kind, f"{use.bandwidth_Bps / 1e9:.1f}",
+                      f"{use.bytes / 1e9:.3f}", _ms(use.busy_s), f"{use.utilization:.1%}",
+                      f"{use.load:.1%}")  # fmt: skip
+    console.print(table)
 
 
 def _print_jobs(ranked: JobPlan, top: int) -> None:

@@ -325,6 +325,9 @@ def _job_sections(document: Document, out_dir: Path, frame: pd.DataFrame) -> lis
     if sentences:
         document.add(Heading("Does ATP's best 2D mesh beat Megatron-LM's 1D TP?"))
         document.add(Bullets(sentences))
+    shared = job_tables.contention(frame)
+    if shared is not None:
+        document.add(Heading("Calls alone against one network for every call"), Bullets(shared[1]), shared[0])
     written: list[Path] = []
     made = job_figures.breakdown(frame)
     document.add(Heading("Where the iteration goes"))

@@ -18,6 +18,8 @@ from atpsim.report.tables import fmt
 #: Iteration times closer than this (relative) are reported as a tie: the sentence rounds to 0.1 %.
 TIE = 0.001
 COMPARISON = ("topology", "hardware", "model", "n_devices", "global_batch")
+#: Columns that set points apart beyond the layout (issue 13): compared only with their like.
+SETTINGS = ("network", "perturb", "neighbour")
 SCHEMES = {"megatron-1d": "Megatron-LM 1D", "atp-2d": "ATP 2D"}
 BEST_COLUMNS = (
     "topology", "model", "n_devices", "tp_scheme", "tp_mesh", "pp", "dp", "micro_batch",
@@ -37,6 +39,9 @@ HEADERS = {
     "iteration_time_s": "iteration [s]", "samples_per_s": "samples/s",
     "tflops_per_gpu": "TFLOP/s per GPU [10^12]", "mfu": "MFU", "memory_per_rank_bytes": "memory [GB]",
     "fits_memory": "fits", "pipeline_bubble_s": "bubble [s]", "exposed_dp_comm_s": "exposed DP [s]",
+    "max_link_utilization": "busiest link busy", "busiest_link": "busiest link",
+    "isolated_s": "isolated [s]", "joint_s": "one network [s]", "change": "change",
+    "dp_isolated_s": "exposed DP isolated [s]", "dp_joint_s": "exposed DP joint [s]",
 }  # fmt: skip
 
 
@@ -53,14 +58,19 @@ def best_rows(frame: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return rows
     rows = rows.sort_values(["iteration_time_s", "point_index"], kind="stable")
-    best = rows.groupby([*COMPARISON, "tp_scheme"], sort=False, dropna=False).head(1)
+    best = rows.groupby([*comparison(frame), "tp_scheme"], sort=False, dropna=False).head(1)
     return best.sort_values("point_index", kind="stable")
+
+
+def comparison(frame: pd.DataFrame) -> list[str]:
+    """The columns a comparison shares: :data:`COMPARISON` and the settings that vary."""
+    return [*COMPARISON, *(c for c in SETTINGS if c in frame.columns and frame[c].nunique() > 1)]
 
 
 def _cell(name: str, value: object) -> str:
     if name == "memory_per_rank_bytes":
         return fmt(None if value is None or pd.isna(value) else float(value) / 1e9, 3)  # type: ignore[arg-type]
-    if name == "mfu":
+    if name in ("mfu", "max_link_utilization", "change"):
         return "" if value is None or pd.isna(value) else f"{float(value):.1%}"  # type: ignore[arg-type]
     if name == "tp_scheme":
         return SCHEMES.get(str(value), str(value))
@@ -80,7 +90,9 @@ def best_table(frame: pd.DataFrame) -> Table | None:
     if best.empty:
         return None
     caption = "Best configuration per topology, model, GPU count and TP scheme (memory: GB = 10^9 B)"
-    return _table(best, BEST_COLUMNS, caption)
+    extra = tuple(c for c in (*comparison(frame)[len(COMPARISON):], "max_link_utilization", "busiest_link")
+                  if c in frame.columns and best[c].notna().any())  # fmt: skip
+    return _table(best, BEST_COLUMNS + extra, caption)
 
 
 def all_rows(frame: pd.DataFrame) -> Table:
@@ -112,8 +124,9 @@ def verdicts(frame: pd.DataFrame) -> list[str]:
     Megatron-LM's best 1D TP, with DP and PP searched too, and by how much."""
     best = best_rows(frame)
     sentences = []
-    for key, group in best.groupby(list(COMPARISON), sort=False, dropna=False):
+    for key, group in best.groupby(comparison(frame), sort=False, dropna=False):
         where = f"{key[2]} on {key[0]} ({key[1]}), {key[3]} GPUs, global batch {key[4]}"
+        where += "".join(f", {name} {value}" for name, value in zip(comparison(frame)[5:], key[5:], strict=True))
         by_scheme = {str(r["tp_scheme"]): r for _, r in group.iterrows()}
         sentences.append(_verdict(where, by_scheme.get("megatron-1d"), by_scheme.get("atp-2d")))
     return sentences
@@ -132,3 +145,41 @@ def _verdict(where: str, megatron: pd.Series | None, atp: pd.Series | None) -> s
     if t_atp < t_meg:
         return f"{where}: yes, {detail}: ATP is {t_meg / t_atp - 1:.1%} faster."
     return f"{where}: no, {detail}: Megatron-LM is {t_atp / t_meg - 1:.1%} faster."
+
+
+#: The columns of :func:`contention`: a layout, alone and together.
+CONTENTION = ("model", "n_devices", "tp_scheme", "tp_mesh", "pp", "dp", "isolated_s", "joint_s",
+              "change", "dp_isolated_s", "dp_joint_s", "busiest_link", "max_link_utilization")
+_LAYOUT = ("topology", "hardware", "model", "n_devices", "tp_mesh", "pp", "dp", "micro_batch",
+           "global_batch", "schedule", "virtual_stages", "chunks", "sequence_parallel", "recompute",
+           "zero", "perturb", "neighbour")
+
+
+def contention(frame: pd.DataFrame) -> tuple[Table, list[str]] | None:
+    """Each layout simulated both ways (``network: [joint, isolated]``): its iteration with
+    every call alone and with the calls in flight sharing links, the change, the exposed
+    gradient synchronisation each way, the busiest link; and one sentence per TP scheme. None
+    where no layout was run both ways."""
+    if "network" not in frame.columns or frame["network"].nunique() < 2:
+        return None
+    ok = frame[frame["status"] == "ok"].dropna(subset=["iteration_time_s"])
+    keys = [c for c in _LAYOUT if c in ok.columns]
+    joint = ok[ok["network"] == "joint"].set_index(keys)
+    isolated = ok[ok["network"] == "isolated"].set_index(keys)
+    both = joint.merge(isolated, how="inner", left_index=True, right_index=True, suffixes=("", "_isolated")).reset_index()
+    if both.empty:
+        return None
+    table = both.assign(isolated_s=both["iteration_time_s_isolated"], joint_s=both["iteration_time_s"],
+                        change=both["iteration_time_s"] / both["iteration_time_s_isolated"] - 1,
+                        dp_isolated_s=both["exposed_dp_comm_s_isolated"], dp_joint_s=both["exposed_dp_comm_s"])
+    names = tuple(c for c in CONTENTION if c in table.columns)
+    caption = ("Every layout run with each call alone (isolated) and on one network (joint): "
+               "iteration [s], change, exposed DP [s] each way, the busiest link on one network")
+    sentences = []
+    for scheme, group in table.groupby("tp_scheme", sort=False):
+        worst = group.loc[group["change"].idxmax()]
+        sentences.append(f"{SCHEMES.get(str(scheme), scheme)}: one network changes the iteration by "
+                         f"{group['change'].min():+.2%} to {group['change'].max():+.2%} over "
+                         f"{len(group)} layouts (most: {_layout(worst)}, {worst['model']}, "
+                         f"{worst['n_devices']} GPUs).")  # fmt: skip
+    return _table(table, names, caption), sentences

@@ -179,3 +179,51 @@ def _draw_nodes(ax: Axes, graph: nx.Graph, positions: dict[Any, tuple[float, flo
                 xytext=(0, 5),
                 textcoords="offset points",
             )
+
+
+def draw_link_usage(topology: Topology, utilization: dict[tuple[str, str], float],
+                    busiest: list[str], path: str | Path, title: str) -> Path:
+    """A PNG of the cables that carried traffic (*utilization*: (node, node) -> busiest
+    direction's busy share of the iteration), coloured from idle to always busy, the links
+    named in *busiest* (``src->dst``) labelled. Above :data:`MAX_NODES` nodes, the busiest
+    cables' nodes are kept first."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    ranked = sorted(utilization.items(), key=lambda kv: -kv[1])
+    nodes: dict[str, None] = {}
+    for (u, v), _ in ranked:
+        if len(nodes) >= MAX_NODES:
+            break
+        nodes.update({u: None, v: None})
+    graph = topology.graph.subgraph(nodes)
+    positions = _layered(graph)
+    fig, ax = plt.subplots(figsize=(min(16.0, 5.0 + math.sqrt(len(nodes))), 7.0))
+    top = max((share for _, share in ranked), default=0.0) or 1.0
+    cmap, norm = colormaps["inferno_r"], Normalize(0.0, top)
+    for (u, v), share in ranked:
+        if u in positions and v in positions:
+            (x0, y0), (x1, y1) = positions[u], positions[v]
+            ax.plot([x0, x1], [y0, y1], color=cmap(norm(share)), linewidth=0.8 + 3.0 * share / top, zorder=1)
+    _draw_nodes(ax, graph, positions)
+    for i, name in enumerate(busiest):
+        u, v = name.split("->")
+        if u in positions and v in positions:
+            (x0, y0), (x1, y1) = positions[u], positions[v]
+            ax.annotate(f"{i + 1}. {name}", ((x0 + x1) / 2, (y0 + y1) / 2), fontsize=7,
+                        xytext=(12, 14 * (i + 1)), textcoords="offset points",
+                        arrowprops={"arrowstyle": "-", "lw": 0.5},
+                        bbox={"boxstyle": "round", "fc": "white", "alpha": 0.85})  # fmt: skip
+    fig.colorbar(ScalarMappable(norm, cmap), ax=ax, label="busy share of the iteration")
+    shown = "" if len(nodes) >= len({n for pair in utilization for n in pair}) else " (busiest first)"
+    ax.set_title(title + shown)
+    ax.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)

@@ -2,14 +2,20 @@
 
 One process per rank with two threads (compute, comm), plus one process "collectives" with a
 thread per mesh dimension showing when each collective ran on the first group of that
-dimension. Times are microseconds, as the Trace Event Format expects.
+dimension. Times are microseconds, as the Trace Event Format expects. A whole iteration on the
+joint network (:func:`graph_trace`) has a process per track of its task graph (each stage of
+a replica, each pipeline hop's sends, each stage's gradient stream) and counter tracks of the
+busiest links (how many calls are in flight on each).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from atpsim.engine.step.scheduler import StepTimeline
 from atpsim.program import CommOp, Task
@@ -79,3 +85,38 @@ def _name_events(pid: int, name: str, threads: dict[int, str]) -> list[dict[str,
         for tid, label in threads.items()
     ]
     return events
+
+
+def graph_trace(labels: Sequence[tuple[str, str]], start_s: np.ndarray, finish_s: np.ndarray,
+                counters: Mapping[str, Sequence[tuple[float, int]]], max_tracks: int = 64) -> dict[str, Any]:
+    """Trace events of a task graph's run: one process per track of the *labels* (``(track,
+    name)`` per task; tasks without a track or time are left out; the first *max_tracks*
+    tracks), and one counter track per entry of *counters* (``name -> [(time s, value)]``,
+    e.g. the calls in flight on one of the busiest links)."""
+    tracks: dict[str, int] = {}
+    events: list[dict[str, Any]] = []
+    for task, (track, name) in enumerate(labels):
+        if not track or not finish_s[task] > start_s[task]:
+            continue
+        if track not in tracks:
+            if len(tracks) >= max_tracks:
+                continue
+            tracks[track] = len(tracks)
+            events += _name_events(tracks[track], track, {0: track})
+        events.append({"name": name, "cat": track.split(" ")[0], "ph": "X", "pid": tracks[track],
+                       "tid": 0, "ts": float(start_s[task]) * 1e6,
+                       "dur": float(finish_s[task] - start_s[task]) * 1e6})  # fmt: skip
+    counter_pid = len(tracks)
+    events += _name_events(counter_pid, "busiest links", {})
+    for name, points in counters.items():
+        events += [{"name": name, "ph": "C", "pid": counter_pid, "ts": t * 1e6, "args": {"calls in flight": v}}
+                   for t, v in points]  # fmt: skip
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def write_graph_trace(path: str | Path, *args: Any, **kwargs: Any) -> Path:
+    """Write :func:`graph_trace` to *path* as JSON; returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(graph_trace(*args, **kwargs), indent=None, sort_keys=True))
+    return target

@@ -202,6 +202,12 @@ class _Comm:
             total_busy += answer.link_busy_s
         return total_bytes, total_busy
 
+    def calls(self) -> tuple[tuple[float, float, np.ndarray], ...]:
+        """(start, end, links crossed) of every cohort of the run, in start order."""
+        out = [(m.start_s, end, links) for e in self.episodes if e.alive
+               for m, end, links in zip(e.members, e.member_end, e.member_links, strict=True)]  # fmt: skip
+        return tuple(sorted(out, key=lambda c: c[0]))
+
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
               split: bool = True, links: bool = False) -> GraphTimeline:
@@ -255,4 +261,4 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
                 ready(child, t)
     link_bytes, link_busy = comm.link_totals() if links else (None, None)
     return GraphTimeline(graph, np.array(start), np.array(finish), link_bytes, link_busy,
-                         comm.stats.as_dict())  # fmt: skip
+                         comm.stats.as_dict(), comm.calls() if links else None)  # fmt: skip

@@ -151,7 +151,8 @@ def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:
 class GraphTimeline:
     """When every task of a graph started and finished (s); bytes and busy time per directed
     link of the topology (None unless asked for); *stats*: what the run did (flows simulated,
-    rate solves, calls timed alone, episodes solved jointly, reductions used)."""
+    rate solves, calls timed alone, episodes solved jointly, reductions used); *calls*: each
+    collective cohort's (start, end, links crossed), when the links were asked for."""
 
     graph: TaskGraph
     start_s: np.ndarray
@@ -159,6 +160,7 @@ class GraphTimeline:
     link_bytes: np.ndarray | None
     link_busy_s: np.ndarray | None
     stats: dict[str, int]
+    calls: tuple[tuple[float, float, np.ndarray], ...] | None = None
 
     @property
     def end_s(self) -> float:
