@@ -89,7 +89,7 @@ class Symmetry:
         np.cumsum(lens, out=ptr[1:])
         links = routes.links_of(keep, lens)
         return PairRoutes(routes.n_gpus, routes.keys[keep], routes.src[keep], routes.dst[keep],
-                          ptr, self.link_rep[links], routes.latency_s[keep],
+                          ptr, self.link_rep[links].astype(links.dtype), routes.latency_s[keep],
                           routes.bottleneck_Bps[keep])
 
 
