@@ -13,7 +13,12 @@ from typing import Any
 import click
 
 from atpsim import __version__
-from atpsim.commands._common import EXIT_INTERRUPTED, exit_codes_help, reader_gone
+from atpsim.commands._common import (
+    EXIT_INTERRUPTED,
+    check_environment,
+    exit_codes_help,
+    reader_gone,
+)
 
 #: command name -> module in atpsim.commands whose ``command`` attribute is the click command.
 COMMAND_MODULES = {
@@ -62,6 +67,7 @@ class LazyGroup(click.Group):
         module_name = COMMAND_MODULES.get(cmd_name)
         if module_name is None:
             return None
+        check_environment()
         module = importlib.import_module(f"atpsim.commands.{module_name}")
         command: click.Command = module.command
         _add_exit_codes(command)

@@ -7,6 +7,7 @@ message names where the bad value came from (file and key path) and what was exp
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -110,6 +111,24 @@ def describe_os_error(error: OSError | UnicodeError, path: object = None) -> str
         "FileNotFoundError": "no such file or folder",
     }.get(type(error).__name__, what)
     return f"{name}: {hint}" + (f" ({what})" if hint != what else "") if name else hint
+
+
+#: The last second of the year 9999, the latest date Python's datetime can show.
+MAX_EPOCH_S = 253_402_300_799
+
+
+def source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` (whole seconds since 1970, the reproducible-builds convention,
+    https://reproducible-builds.org/specs/source-date-epoch/) as an int, None when unset;
+    an AtpsimError naming it otherwise (numpy's f2py, which importing scipy loads, fails
+    on such a value before a command could run)."""
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) > MAX_EPOCH_S:
+        raise AtpsimError(f"expected whole seconds since 1970 (0 to {MAX_EPOCH_S}), got {text!r}",
+                          key="SOURCE_DATE_EPOCH")  # fmt: skip
+    return int(text)
 
 
 def _byte(error: UnicodeError) -> object:

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "simulate_job_point": "job_point",
     "plan_job": "job_search",
     "simulate_jobs": "job_fabric",
+    "compare_plain": "job_plain",
     "SharedFabric": "job_fabric",
     "Perturbation": "job",
     "write_job_links": "job_links",
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "OutputLockedError": "errors",
     "EXIT_CODES": "errors",
     "describe_os_error": "errors",
+    "source_date_epoch": "errors",
 }
 
 __all__ = [
@@ -188,9 +190,11 @@ __all__ = [
     "simulate",
     "simulate_job",
     "simulate_jobs",
+    "compare_plain",
     "write_job_links",
     "simulate_job_point",
     "simulate_point",
+    "source_date_epoch",
     "topology_for",
     "topology_summary",
     "validate",
@@ -234,6 +238,7 @@ if TYPE_CHECKING:
         SizeLimitError,
         WorkerDiedError,
         describe_os_error,
+        source_date_epoch,
     )
     from atpsim.api.harness import (
         DeviceMesh,
@@ -251,6 +256,7 @@ if TYPE_CHECKING:
     from atpsim.api.job import JobConfig, JobPrediction, Perturbation, simulate_job
     from atpsim.api.job_fabric import SharedFabric, simulate_jobs
     from atpsim.api.job_links import LinkUse, write_job_links
+    from atpsim.api.job_plain import compare_plain
     from atpsim.api.job_point import simulate_job_point
     from atpsim.api.job_search import JobCandidate, JobPlan, plan_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan

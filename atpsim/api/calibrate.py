@@ -14,6 +14,7 @@ from atpsim.calibrate.machine import FolderFit, fit_folder
 from atpsim.calibrate.measurements.folder import REPORT_PREFIX
 from atpsim.calibrate.measurements.nccl_tests import NcclTestsLog
 from atpsim.calibrate.trace.compare import TraceComparison
+from atpsim.errors import AtpsimError
 
 __all__ = ["REPORT_PREFIX", "Comparison", "FolderFit", "LinkFit", "NcclLogFit", "TraceComparison",
            "Validation", "fit_folder", "fit_nccl_log", "validate", "validate_trace"]
@@ -80,4 +81,8 @@ def validate_trace(
     from atpsim.calibrate.trace.reader import read_trace
 
     trace = read_trace(path)
-    return compare_trace(trace, traced_layer(trace.metadata, layer), fitted)
+    try:
+        traced = traced_layer(trace.metadata, layer)
+    except AtpsimError as error:
+        raise error.with_source(str(path)) from None
+    return compare_trace(trace, traced, fitted)

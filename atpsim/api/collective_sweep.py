@@ -24,6 +24,7 @@ from typing import Any
 
 from atpsim.calibrate.uncertainty.draws import Draws
 from atpsim.calibrate.uncertainty.summary import Interval
+from atpsim.collectives.channels import check_channels
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
@@ -155,8 +156,8 @@ def collective(
     algorithm = algorithm or "auto"
     check_nccl_algorithm(op, algorithm)
     check_protocol(protocol, key="--protocol")
-    if channels is not None and (isinstance(channels, bool) or channels < 1):
-        raise SimulationError(f"expected a channel count >= 1, got {channels!r}", key="--channels")
+    if channels is not None:
+        check_channels(channels, key="--channels")
     if dtype not in DTYPE_BYTES:
         raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", key="--dtype")
     spec = topology if isinstance(topology, str) else dict(topology)

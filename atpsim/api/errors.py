@@ -11,6 +11,7 @@ from atpsim.errors import (
     SizeLimitError,
     WorkerDiedError,
     describe_os_error,
+    source_date_epoch,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "SizeLimitError",
     "WorkerDiedError",
     "describe_os_error",
+    "source_date_epoch",
 ]

@@ -26,14 +26,14 @@ from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
-from atpsim.results.io import read_results
+from atpsim.results.io import RESULTS_CSV, read_results
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import SweepPoints, describe_sweep, expand_sweep
 from atpsim.sweep.estimate import long_sweep_warning
 from atpsim.sweep.lock import folder_lock
-from atpsim.sweep.runner import Simulate, SweepInterrupted, stream_sweep
+from atpsim.sweep.runner import Simulate, SweepInterrupted, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 
 __all__ = ["RunSummary", "SweepInterrupted", "SweepPoints", "expand_sweep", "load_scenario",
@@ -106,6 +106,7 @@ def run_scenario(
     (:mod:`atpsim.api.point_trace`, checked before simulating) write the chosen points'
     timelines to ``<out>/traces/<point_key>.json``. *uncertainty* = N (and *seed*) set or
     replace the scenario's ``uncertainty`` draws (:mod:`atpsim.api.uncertainty`)."""
+    check_jobs(jobs, scheduler)
     scenario = load_scenario(path, expand=False)
     points: Collection[Any] = SweepPoints(scenario)  # expanded lazily: len() checks them all
     selections = select_trace_points(list(points) if trace else [], trace, scenario.is_job)
@@ -133,11 +134,19 @@ def run_scenario(
             console=console,
             parquet=parquet,
         )
-        shutil.copyfile(path, out / SCENARIO_COPY)
+        _copy_scenario(Path(path), out / SCENARIO_COPY)
         summary = RunSummary(out, table, [table.path, *_rebuild_report(out)])
         if selections:
             summary.files += write_point_traces(out, summary.frame, list(points), selections)
     return summary
+
+
+def _copy_scenario(path: Path, copy: Path) -> None:
+    """Keep the scenario as run beside its results (nothing to do when *path* is that copy:
+    ``atpsim run out/scenario.yaml -o out`` reruns a run)."""
+    if copy.exists() and path.resolve() == copy.resolve():
+        return
+    shutil.copyfile(path, copy)
 
 
 def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:
@@ -145,6 +154,9 @@ def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws
     scenario's ``uncertainty`` key; None for none. A job scenario takes none."""
     own = scenario.uncertainty
     if n is None and own is None:
+        if seed is not None:
+            raise AtpsimError("a seed draws nothing without --uncertainty N (or the scenario's "
+                              "uncertainty key)", key="--seed")  # fmt: skip
         return None
     if scenario.is_job:
         raise AtpsimError("parameter draws are for step scenarios; a job scenario takes none",
@@ -172,7 +184,7 @@ def _warn_uneven_heads(points: Collection[Any]) -> None:
 def rebuild_report(out_dir: Path | str) -> list[Path]:
     """Rebuild the report of the run folder *out_dir* from its results.csv and scenario.yaml,
     holding the folder's lock (so it cannot interleave with a run writing there)."""
-    if not Path(out_dir).is_dir():
-        return _rebuild_report(out_dir)  # its own error names the missing folder
+    if not (Path(out_dir) / RESULTS_CSV).is_file():
+        return _rebuild_report(out_dir)  # its own error names the missing folder or table
     with folder_lock(out_dir):
         return _rebuild_report(out_dir)

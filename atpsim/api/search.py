@@ -27,8 +27,11 @@ runs, ``results.partial.csv``; ``resume=True`` continues an interrupted search.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,7 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.job_search import job_layouts, layer_divisors, prune_reason, tp_meshes
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
-from atpsim.errors import ScenarioError, SimulationError
+from atpsim.errors import ScenarioError, SimulationError, SizeLimitError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.report.large import summarize
 from atpsim.results.job_schema import JOB_SCHEMA
@@ -52,9 +55,9 @@ from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.loader import error_from_validation, read_yaml
 from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
 from atpsim.scenario.sweep import sized_topologies
-from atpsim.sweep.estimate import long_sweep_warning
+from atpsim.sweep.estimate import format_duration, long_sweep_warning
 from atpsim.sweep.lock import folder_lock
-from atpsim.sweep.runner import Simulate, stream_sweep
+from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 
 log = logging.getLogger(__name__)
@@ -141,17 +144,73 @@ def _point_fields(part: Scenario, entry: TopologyEntry, hardware: str, model_ent
 def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
              ) -> Iterator[JobConfig]:  # fmt: skip
     """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
-    par, given = part.parallelism, part.parallelism.model_fields_set
-    depths = par.pp if "pp" in given else layer_divisors(model)
-    micro_batches = par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES
-    axes = {"schedule": par.schedule, "virtual_stages": par.virtual_stages,
-            "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
-            "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
-            "vocab": (vocab,), "order": (par.order,)}  # fmt: skip
-    meshes = _meshes(part, devices, max_tp)
+    par = part.parallelism
+    meshes, depths, micro_batches, axes = _axes(part, model, devices, max_tp, vocab)
     for config in job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes):
         if par.dp is None or config.layout.dp in par.dp:
             yield replace(config, sequence_parallel=config.sequence_parallel and _mesh_of(config).d2 == 1)
+
+
+def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
+          ) -> tuple[list[DeviceMesh], Sequence[int], Sequence[int], dict[str, Sequence[Any]]]:  # fmt: skip
+    """The TP meshes, pipeline depths, micro-batches and other JobConfig axes of *part*."""
+    par, given = part.parallelism, part.parallelism.model_fields_set
+    depths = par.pp if "pp" in given else layer_divisors(model)
+    micro_batches = par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES
+    axes: dict[str, Sequence[Any]] = {
+        "schedule": par.schedule, "virtual_stages": par.virtual_stages,
+        "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
+        "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
+        "vocab": (vocab,), "order": (par.order,)}  # fmt: skip
+    return _meshes(part, devices, max_tp), depths, micro_batches, axes
+
+
+#: Candidate layouts pruning checks a second: 3,500 for gpt3-1.3b on 512 GPUs (search_points
+#: on one core of the development machine, 10,240 candidates in 2.9 s); fewer where a
+#: pipeline has many micro-batches (its memory estimate walks the schedule).
+PRUNED_PER_S = 3500
+#: The most candidate layouts a search looks at unless ATPSIM_MAX_LAYOUTS says otherwise: a
+#: million take some 5 minutes to prune before anything is simulated.
+DEFAULT_MAX_LAYOUTS = 1_000_000
+MAX_LAYOUTS_ENV = "ATPSIM_MAX_LAYOUTS"
+
+
+def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
+    """How many candidate layouts *space* makes before pruning (an upper bound: each TP mesh
+    times each depth times every other axis), counted without making them."""
+    total = 0
+    for part in space.parts():
+        for index in range(len(part.topologies)):
+            sized = sized_topologies(part, index)
+            for _hardware, model_entry, (_, devices, _) in product(
+                    part.hardware or (None,), part.models, sized):  # fmt: skip
+                meshes, depths, mbs, axes = _axes(part, model_entry.config(), devices, max_tp, 0)
+                total += len(meshes) * len(depths) * len(mbs) * len(part.parallelism.global_batch) \
+                    * math.prod(len(values) for values in axes.values())
+    return total
+
+
+def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
+    """*space*'s :func:`space_size`; a SizeLimitError past ATPSIM_MAX_LAYOUTS (default
+    :data:`DEFAULT_MAX_LAYOUTS`) naming the size and how to narrow or raise it."""
+    size, limit = space_size(space, max_tp), _max_layouts()
+    if size > limit:
+        raise SizeLimitError(
+            f"the space makes {size:,} candidate layouts (TP meshes x pipeline depths x "
+            f"micro-batches x global batches x the other lists), more than the {limit:,} a "
+            f"search looks at (pruning alone checks about {PRUNED_PER_S:,} a second): give fewer values "
+            f"(--pp, --micro-batch, --max-tp, ...) or set {MAX_LAYOUTS_ENV}={size}",
+            source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
+    return size
+
+
+def _max_layouts() -> int:
+    text = os.environ.get(MAX_LAYOUTS_ENV)
+    if text is None:
+        return DEFAULT_MAX_LAYOUTS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=MAX_LAYOUTS_ENV)
+    return int(text)
 
 
 def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:
@@ -227,6 +286,11 @@ def run_search(
     :func:`atpsim.run_scenario` does, resumable), and return the *top* rows with the most model
     FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). Raises
     SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
+    check_jobs(jobs, scheduler)
+    size = check_space_size(space, max_tp)
+    if size > 100_000:
+        announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
+                 f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip
     points = search_points(space, max_tp)
     announce(describe_search(space, points, max_tp))
     if not len(points):

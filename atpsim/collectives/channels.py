@@ -114,10 +114,17 @@ def _ends(layout: GroupLayout, members: list[int], nics: list[str], rail: int) -
     return here[0], near(pair)[0]
 
 
-def check_channels(channels: int) -> int:
-    """*channels* as an int >= 1; a SimulationError naming the bad value otherwise."""
-    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or channels < 1:
-        raise SimulationError(f"expected a channel count >= 1, got {channels!r}", key="channels")
+#: NCCL's most channels per communicator (MAXCHANNELS, src/include/device.h of NVIDIA/nccl).
+MAX_CHANNELS = 64
+
+
+def check_channels(channels: int, key: str = "channels") -> int:
+    """*channels* as an int from 1 to :data:`MAX_CHANNELS`; a SimulationError naming the bad
+    value (at *key*) otherwise."""
+    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
+            or not 1 <= channels <= MAX_CHANNELS:  # fmt: skip
+        raise SimulationError(f"expected a channel count >= 1 and <= {MAX_CHANNELS} (NCCL's "
+                              f"MAXCHANNELS), got {channels!r}", key=key)  # fmt: skip
     return int(channels)
 
 

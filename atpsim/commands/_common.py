@@ -18,10 +18,11 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from atpsim.api import EXIT_CODES, AtpsimError, describe_os_error
+from atpsim.api import EXIT_CODES, AtpsimError, describe_os_error, source_date_epoch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_OUT_OF_MEMORY = 5
 EXIT_INTERRUPTED = 130
@@ -85,6 +86,15 @@ def _memory_cap() -> int | None:
     return int(pages * page_size * MEMORY_SHARE)
 
 
+def check_environment() -> None:
+    """Before a command's module is imported: an environment variable that would break the
+    imports themselves (SOURCE_DATE_EPOCH, read by numpy's f2py) is one line and exit 2."""
+    try:
+        source_date_epoch()
+    except AtpsimError as error:
+        _fail(f"error: {error.format()}", EXIT_BAD_INPUT)
+
+
 def clean_errors(fn: F) -> F:
     """Run *fn*; every failure but click's own becomes ``atpsim: ...`` on stderr and an exit
     code: 2 for bad input (the library's errors, file-system and decoding errors), 5 when
@@ -103,7 +113,7 @@ def clean_errors(fn: F) -> F:
         except BrokenPipeError:
             reader_gone()
         except (OSError, UnicodeError) as error:
-            _fail(f"error: {describe_os_error(error)}", 2)
+            _fail(f"error: {describe_os_error(error)}", EXIT_BAD_INPUT)
         except MemoryError:
             out_of_memory = True  # reported below, once the traceback's frames are freed
         except KeyboardInterrupt:
@@ -116,6 +126,21 @@ def clean_errors(fn: F) -> F:
             _out_of_memory()
 
     return wrapper  # type: ignore[return-value]
+
+
+def given(*names: str) -> list[str]:
+    """The options among *names* (parameter names) that the user set, as their flags
+    (``--seed``), so a command can refuse an option that does nothing in its context."""
+    ctx = click.get_current_context()
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if isinstance(p, click.Option)}
+    return [flags[n] for n in names
+            if ctx.get_parameter_source(n) not in (None, click.core.ParameterSource.DEFAULT)]  # fmt: skip
+
+
+def refuse_unused(options: list[str], why: str) -> None:
+    """Refuse the first of *options* (flags the user gave) with one line saying *why*."""
+    if options:
+        raise AtpsimError(f"does nothing {why}", key=options[0])
 
 
 @contextlib.contextmanager
@@ -161,5 +186,7 @@ def _internal_error(error: Exception) -> NoReturn:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"atpsim: {message}", err=True)
+    """``atpsim: <message>`` on stderr as one line (a message quoting a file's text, e.g. a
+    YAML parser's, is folded onto it), then exit with *code*."""
+    click.echo(f"atpsim: {' '.join(message.split())}", err=True)
     sys.exit(code)

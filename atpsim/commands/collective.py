@@ -10,7 +10,7 @@ from dataclasses import asdict
 import click
 
 from atpsim.api import CollectiveSweep, collective
-from atpsim.commands._common import clean_errors
+from atpsim.commands._common import clean_errors, given, refuse_unused
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
 HEADER = ["topology", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
@@ -46,6 +46,8 @@ def command(topology: str, op: str, algorithm: str | None, protocol: str, channe
     """Simulate a collective over buffer sizes and print, per size, time, algbw and busbw, the
     algorithm, protocol and channels NCCL would use, and the per-call cost the step simulator
     charges (included in the time)."""
+    refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
+    refuse_unused(given("as_csv") if as_json else [], "with --json (give one of them)")
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
                        dtype=dtype, engine=engine, protocol=protocol, channels=channels,
                        uncertainty=draws, seed=seed)  # fmt: skip

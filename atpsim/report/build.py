@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure as PlotFigure
 
-from atpsim.errors import read_text
+from atpsim.errors import AtpsimError, read_text
 from atpsim.report import (
     chunk_table,
     claims,
@@ -47,7 +47,7 @@ from atpsim.report.document import (
     to_markdown,
 )
 from atpsim.report.panels import save_figure
-from atpsim.report.provenance import Provenance, provenance, sentence
+from atpsim.report.provenance import RESULTS, Provenance, provenance, sentence
 from atpsim.results.io import read_results
 from atpsim.scenario.loader import load_report_sections
 from atpsim.scenario.report import FIGURE_KINDS, FigureSpec, Reference, ReportOptions
@@ -153,6 +153,9 @@ def rebuild_report(out_dir: Path | str) -> list[Path]:
     if large.is_large(out):  # past large.LARGE_ROWS rows: summarized from the file
         return large.build_large_report(out, scenario_text(out))
     frame = read_results(out)
+    if frame.empty:  # a torn or emptied copy: keep the report it has rather than one of nothing
+        raise AtpsimError("holds no rows (expected a header line and a row per point, as "
+                          "`atpsim run` writes it)", source=str(out / RESULTS))  # fmt: skip
     return build_report(out, frame, scenario_text(out))
 
 

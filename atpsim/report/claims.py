@@ -63,9 +63,18 @@ def verdicts(frame: pd.DataFrame, reference: Reference | None) -> list[Verdict]:
         if rows.empty:
             out.append(Verdict(claim, "no simulated rows", None))
             continue
-        shown, agrees = CHECKS[claim.check](claim, rows)
+        try:
+            shown, agrees = CHECKS[claim.check](claim, rows)
+        except _NoRows:
+            out.append(Verdict(claim, "no simulated rows it applies to", None))
+            continue
         out.append(Verdict(claim, shown, bool(agrees)))
     return out
+
+
+class _NoRows(Exception):
+    """A check found none of the rows it compares (e.g. no row at the claimed chunk count):
+    the claim is shown as "no data" rather than held vacuously or failing."""
 
 
 def _claim_rows(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
@@ -75,9 +84,12 @@ def _claim_rows(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
 
 def _per_model(rows: pd.DataFrame, value: Callable[[pd.DataFrame], T | None]) -> dict[str, T]:
     """*value* of each model's rows, in the table's model order (models whose value is None
-    or NaN left out)."""
+    or NaN left out; _NoRows where that leaves none)."""
     result = {model: value(rows[rows["model"] == model]) for model in ordered(rows["model"])}
-    return {m: v for m, v in result.items() if v is not None and v == v}
+    found = {m: v for m, v in result.items() if v is not None and v == v}
+    if not found:
+        raise _NoRows
+    return found
 
 
 def _megatron(rows: pd.DataFrame) -> float:
@@ -167,6 +179,8 @@ def comm_trend(claim: Claim, rows: pd.DataFrame) -> tuple[str, bool]:
     the claimed way (per model)."""
     atp = atp_rows(rows)
     atp = atp[(atp["d2"] == claim.atp) & (atp["d1"] * atp["d2"] == atp["n_devices"])]
+    if atp.empty:
+        raise _NoRows
     shown, agrees = [], True
     for model in ordered(atp["model"]):
         series = atp[atp["model"] == model].groupby("n_devices")["comm_over_delta"].min()

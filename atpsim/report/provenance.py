@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import source_date_epoch
 
 RECORD = "provenance.json"
 RESULTS = "results.csv"
@@ -50,12 +49,8 @@ def atpsim_version() -> str:
 
 
 def _today() -> str:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    try:
-        moment = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
-    except ValueError:
-        message = f"expected whole seconds since 1970, got {epoch!r}"
-        raise AtpsimError(message, key="SOURCE_DATE_EPOCH") from None
+    epoch = source_date_epoch()
+    moment = datetime.fromtimestamp(epoch, UTC) if epoch is not None else datetime.now(UTC)
     return moment.strftime("%Y-%m-%d")
 
 

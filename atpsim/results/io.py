@@ -106,6 +106,8 @@ class RowAppender:
 
     def append(self, row: Mapping[str, Any]) -> None:
         if self._handle is None:
+            if self.path.exists():
+                drop_torn_line(self.path)
             new = not self.path.exists() or self.path.stat().st_size == 0
             self._handle = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115
             self._handle.write(header_line(self.schema) if new else "")
@@ -151,7 +153,7 @@ def iter_rows(path: Path, *, partial: bool = False) -> Iterator[dict[str, Any]]:
     mid-write: it may parse and still hold a cut-off number), is skipped with a warning."""
     torn = partial and _ends_torn(path)
     with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(_text_lines(handle, path))
         header = next(reader, None)
         previous = next(reader, None)
         if header is None or previous is None:
@@ -168,6 +170,35 @@ def iter_rows(path: Path, *, partial: bool = False) -> Iterator[dict[str, Any]]:
             row = _parse(path, header, previous, partial, schema)
             if row:
                 yield row
+
+
+def _text_lines(handle: Iterable[str], path: Path) -> Iterator[str]:
+    """The lines of *handle*; binary data in the file is a ResultsError naming *path*."""
+    try:
+        yield from handle
+    except UnicodeDecodeError as error:
+        raise ResultsError(f"not a results table: expected UTF-8 text, found binary data "
+                           f"at byte {error.start}", source=str(path)) from None  # fmt: skip
+
+
+def drop_torn_line(path: Path) -> None:
+    """Cut the last line of the CSV at *path* where a crash tore it (no newline at its end),
+    so rows appended next start on a line of their own: glued to the torn text, the first of
+    them would be unreadable and lost. The torn line is one :func:`iter_rows` skips anyway."""
+    if not _ends_torn(path):
+        return
+    with open(path, "rb+") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(end - 65536, 0)
+            handle.seek(start)
+            found = handle.read(end - start).rfind(b"\n")
+            if found >= 0:
+                break
+            end = start
+        keep = start + found + 1 if end > 0 else 0
+        handle.truncate(keep)
+    log.warning("%s: dropped its last line, cut off by a crash", path)
 
 
 def _ends_torn(path: Path) -> bool:
@@ -226,7 +257,7 @@ def read_results(path: Path) -> pd.DataFrame:
         table = pd.read_parquet(path)
         return to_frame(table.to_dict("records"), schema_for(table.columns))
     with open(path, encoding="utf-8", newline="") as handle:
-        header = next(csv.reader(handle), [])
+        header = next(csv.reader(_text_lines(handle, path)), [])
     return to_frame(read_rows(path), _check_header(path, header) if header else None)
 
 

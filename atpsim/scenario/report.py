@@ -38,15 +38,17 @@ unit; topology labels match case-insensitively)::
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from atpsim.errors import did_you_mean
 from atpsim.results.schema import COLUMN_NAMES
-from atpsim.scenario.fields import Frozen, KeyPath, Str, invalid
+from atpsim.scenario.fields import Frozen, KeyPath, PositiveInt, Str, invalid
 
 FIGURE_KINDS = ("atp_bars", "comm_scaling", "chunk_table", "scheme_bars")
 #: TFLOP/s units: SI (10^12) or the paper's 2^40.
@@ -234,7 +236,10 @@ def _table3(value: Any) -> dict[str, dict[str, dict[int, float]]]:
             cells = table.setdefault(where[0], {}).setdefault(where[1], {})
             for chunks, number in _mapping(by_chunks, where).items():
                 path = (*where, str(chunks))
-                cells[_number(chunks, int, path)] = _number(number, float, path)
+                value = _number(number, float, path)
+                if not 0 < value < math.inf:
+                    raise invalid(f"expected a TFLOP/s value > 0, got {number!r}", path)
+                cells[_number(chunks, int, path)] = value
     return table
 
 
@@ -253,6 +258,18 @@ CLAIM_CHECKS = (
     "chunk_gain",
     "comm_trend",
 )
+
+
+#: Keys a claim's check cannot do without: one of (a range needs an end) ...
+CLAIM_NEEDS = {"atp_gain": ("low", "high"), "chunk_gain": ("low", "high")}
+#: ... and all of.
+CLAIM_NEEDS_ALL = {"best_mesh": ("mesh",), "chunk_gain": ("chunks",), "comm_trend": ("atp", "trend")}
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise invalid(f"expected a finite fraction (leave the key out for an open end), got {value}")
+    return value
 
 
 def _one_of_checks(value: Any) -> Any:
@@ -277,13 +294,28 @@ class Claim(Frozen):
     topology: Str
     models: tuple[Str, ...] = ()
     mesh: Str | None = None
-    low: float | None = None
-    high: float | None = None
-    chunks: int | None = None
-    atp: int | None = None
+    low: Annotated[float, AfterValidator(_finite)] | None = None
+    high: Annotated[float, AfterValidator(_finite)] | None = None
+    chunks: PositiveInt | None = None
+    atp: PositiveInt | None = None
     trend: Literal["up", "down"] | None = None
     except_models: tuple[Str, ...] = ()
     why: Str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Claim:
+        """A range that can hold and a mesh that can match a results row."""
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise invalid(f"expected low <= high, got low {self.low} and high {self.high}", ("low",))
+        if self.mesh is not None and not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", self.mesh):
+            raise invalid(f"expected a mesh D1xD2 such as 2x4, got {self.mesh!r}", ("mesh",))
+        needed = CLAIM_NEEDS.get(self.check, ())
+        if needed and all(getattr(self, key) is None for key in needed):
+            raise invalid(f"check {self.check} needs {' or '.join(needed)}", (needed[0],))
+        for key in CLAIM_NEEDS_ALL.get(self.check, ()):
+            if getattr(self, key) is None:
+                raise invalid(f"check {self.check} needs {key}", (key,))
+        return self
 
 
 class Reference(Frozen):

@@ -140,7 +140,7 @@ class Uncertainty(Frozen):
     (:mod:`atpsim.api.uncertainty`); about N + 1 times the cost of the sweep."""
 
     draws: Annotated[int, Field(strict=True, ge=1, le=1_000)]
-    seed: Annotated[int, Field(strict=True, ge=0)] = 0
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] = 0  # results: an int64 column
 
 
 class Case(Frozen):

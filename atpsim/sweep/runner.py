@@ -122,6 +122,7 @@ def stream_sweep(
     Dask scheduler's address such as ``tcp://host:8786``) the points run on that cluster.
     Raises :class:`SweepInterrupted` on Ctrl-C and WorkerDiedError when a worker process
     dies, after saving what finished."""
+    check_jobs(jobs, scheduler)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / PARTIAL_CSV
@@ -154,6 +155,27 @@ def stream_sweep(
     table = write_table(out, [*sources, (partial, True)], index, schema, parquet)
     partial.unlink(missing_ok=True)
     return table
+
+
+#: Worker processes per CPU a sweep may start: its points are CPU-bound pure Python, so more
+#: only share the CPUs, while each process holds 80 MB once atpsim is imported (measured) and
+#: up to about 300 MB simulating; ``-j 100000`` would start that many.
+JOBS_PER_CPU = 4
+
+
+def check_jobs(jobs: int, scheduler: str | None = None) -> None:
+    """Refuse more worker processes than :data:`JOBS_PER_CPU` per CPU of this machine (none
+    are started here when *scheduler* is a remote cluster's address: -j is ignored then)."""
+    if scheduler not in (None, "local"):
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    limit = JOBS_PER_CPU * cpus
+    if jobs > limit:
+        raise AtpsimError(
+            f"expected at most {limit} worker processes ({JOBS_PER_CPU} per CPU; this machine "
+            f"has {cpus}), got {jobs}: more only share the CPUs, each holding 80-300 MB",
+            key="--jobs",
+        )
 
 
 def _set_aside(partial: Path, fresh: bool) -> None:

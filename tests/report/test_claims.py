@@ -79,7 +79,7 @@ def test_summa_that_falls_below_megatron_agrees():
 
 
 def test_a_claim_without_rows_has_no_verdict_and_every_check_is_registered():
-    (verdict,) = verdicts(FRAME, Reference(claims=[claim("best_mesh", topology="ic9", mesh="x")]))
+    (verdict,) = verdicts(FRAME, Reference(claims=[claim("best_mesh", topology="ic9", mesh="2x4")]))
     assert (verdict.shown, verdict.agrees) == ("no simulated rows", None)
     assert set(CHECKS) == set(CLAIM_CHECKS)
 

@@ -23,6 +23,7 @@ when a link is known, with the CPU rule of :mod:`atpsim.calibrate.measurements.d
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ from atpsim.calibrate.trace.mapping import MatchedOp, TraceMapping, layer_progra
 from atpsim.calibrate.trace.reader import KinetoTrace
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.timing import compute_time_s, memory_op_class
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, read_text
 from atpsim.program import CommOp, ComputeOp
 
 
@@ -112,13 +113,15 @@ def compare_trace(trace: KinetoTrace, layer: TracedLayer, fitted: str | Path | N
     """Map *trace* onto *layer*'s program and predict each op and the step (module docstring)."""
     mesh = layer.mesh
     mapping = map_trace(trace, layer_program(layer.model, mesh, layer.chunks), mesh)
-    if not mapping.matched:
-        raise AtpsimError(f"none of the trace's ops matches the program of {layer.describe()} "
-                          "(wrong --layer?)", source=str(trace.path))  # fmt: skip
+    traced_gemms = any(op.kind == "gemm" for op in trace.ops)
+    if not mapping.matched or (traced_gemms and not any(e.kind == "gemm" for e in mapping.matched)):
+        what = "GEMMs" if mapping.matched else "ops"
+        raise AtpsimError(f"none of the trace's {what} matches the program of {layer.describe()}: "
+                          "it profiled another layer (wrong --layer?)", source=str(trace.path))  # fmt: skip
     if fitted is not None:
         predictor, source = _from_folder(Path(fitted), layer), f"check against {fitted}"
     else:
-        predictor, source = _fit_trace(mapping, layer), "fit to this trace (residuals)"
+        predictor, source = _fit_trace(mapping, layer, trace.path), "fit to this trace (residuals)"
     ops = tuple(_check(entry, predictor, layer) for entry in mapping.matched)
     measured = statistics.median(trace.step_s)
     return TraceComparison(trace.path, layer, source, ops, mapping, measured,
@@ -154,24 +157,48 @@ def _from_folder(folder: Path, layer: TracedLayer) -> _Predictor:
     if not (topology_path.is_file() and profile_path.is_file() and summary.is_file()):
         raise AtpsimError(f"no fit in {folder / FITTED}/ (run `atpsim validate --fit-only "
                           f"{folder}` first)", key="--fitted")  # fmt: skip
-    link = (yaml.safe_load(summary.read_text()) or {}).get("link")
+    link = _fitted_link(summary)
     share = cpu_share(layer.machine, layer.mesh.size)
     return _Predictor(
         slowed(load_profile(profile_path), share),
-        (float(link["bandwidth_Bps"]), float(link["latency_s"])) if link else None,
+        link,
         load_topology(str(topology_path)) if link else None,
         share,
     )
 
 
-def _fit_trace(mapping: TraceMapping, layer: TracedLayer) -> _Predictor:
+def _fitted_link(summary: Path) -> tuple[float, float] | None:
+    """(bandwidth_Bps, latency_s) of the ``link`` a fit summary records (None without one);
+    an AtpsimError naming the file for one that is not YAML or not a physical link."""
+    try:
+        data = yaml.safe_load(read_text(summary, "the fit summary"))
+    except yaml.YAMLError as error:
+        raise AtpsimError(f"invalid YAML ({getattr(error, 'problem', error)})", source=str(summary)) from None
+    if not isinstance(data, dict):
+        raise AtpsimError("expected a mapping (as `atpsim validate --fit-only` writes it)",
+                          source=str(summary))  # fmt: skip
+    link = data.get("link")
+    if link is None:
+        return None
+    try:
+        bandwidth, latency = float(link["bandwidth_Bps"]), float(link["latency_s"])
+    except (TypeError, KeyError, ValueError):
+        bandwidth = latency = math.nan
+    if not (0 < bandwidth < math.inf and 0 <= latency < math.inf):
+        raise AtpsimError(f"expected bandwidth_Bps > 0 and latency_s >= 0, got {link!r}",
+                          source=str(summary), key="link")  # fmt: skip
+    return bandwidth, latency
+
+
+def _fit_trace(mapping: TraceMapping, layer: TracedLayer, path: Path) -> _Predictor:
     """A profile and link fitted to the trace's own mapped ops."""
     dtype = layer.model.dtype
     gemms = [GemmSample(op.m, op.n, op.k, dtype, statistics.median(e.measured_s), op.batch, e.key)
              for e in mapping.matched if e.kind == "gemm"
              for op in e.ops if isinstance(op, ComputeOp)]  # fmt: skip
     if len(gemms) < 2:
-        raise AtpsimError("fewer than two GEMMs mapped: nothing to fit (give --fitted DIR)")
+        raise AtpsimError(f"fewer than two of the trace's GEMMs match {layer.describe()}'s: nothing "
+                          "to fit (check --layer, or give --fitted DIR)", source=str(path))  # fmt: skip
     base = base_profile(f"fitted-{layer.describe()}", layer.machine, layer.mesh.size)
     profile_fit = fit_profile(gemms, base)
     memory = _memory_samples(mapping)

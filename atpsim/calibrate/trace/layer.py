@@ -44,10 +44,13 @@ def parse_layer_text(text: str) -> dict[str, Any]:
         if not sep or key not in _KEYS:
             raise AtpsimError(f"expected KEY=VALUE with KEY one of {', '.join(_KEYS)}, got "
                               f"{part!r}{did_you_mean(key, _KEYS)}", key="--layer")  # fmt: skip
+        alias = ("d1", "d2") if key == "mesh" else (key,)  # mesh=D1xD2 sets d1 and d2
+        if any(name in values for name in alias):
+            raise AtpsimError(f"{key} given twice (or with mesh) in {text!r}", key="--layer")
         if key == "mesh":
             d1, x, d2 = value.lower().partition("x")
-            if not (x and d1.strip().isdigit() and d2.strip().isdigit()):
-                raise AtpsimError(f"mesh must be D1xD2, e.g. 1x2, got {value!r}", key="--layer")
+            if not (x and d1.strip().isdigit() and d2.strip().isdigit() and int(d1) * int(d2) > 0):
+                raise AtpsimError(f"mesh must be D1xD2 (each >= 1), e.g. 1x2, got {value!r}", key="--layer")
             values["d1"], values["d2"] = int(d1), int(d2)
         elif key in _INT_KEYS:
             if not value.strip().isdigit() or int(value) < 1:
@@ -63,17 +66,29 @@ def traced_layer(metadata: dict[str, Any], text: str | None = None) -> TracedLay
     overriding them."""
     described = metadata.get(METADATA_KEY)
     values = dict(described) if isinstance(described, dict) else {}
-    values.update(parse_layer_text(text or ""))
-    missing = [k for k in _REQUIRED if not isinstance(values.get(k), int)]
+    given = parse_layer_text(text or "")
+    values.update(given)
+    missing = [k for k in _REQUIRED if k not in values]
     if missing:
         raise AtpsimError(
             f"the trace does not say which layer it profiled (no {METADATA_KEY!r} entry with "
             f"{', '.join(missing)}): give --layer hidden=H,heads=A,batch=B,seq=S,mesh=D1xD2,"
             "chunks=C", key="--layer")  # fmt: skip
+    for key in _INT_KEYS:
+        value = values.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise AtpsimError(f"{METADATA_KEY}.{key}: expected a whole number >= 1, got {value!r} "
+                              "(--layer KEY=VALUE overrides it)")  # fmt: skip
+    if values["batch"] % values.get("chunks", 1):
+        raise AtpsimError(f"chunks ({values.get('chunks')}) must divide the batch ({values['batch']})",
+                          key="--layer" if given else METADATA_KEY)  # fmt: skip
     machine = values.get("machine") if isinstance(values.get("machine"), dict) else {}
-    model = ModelConfig("traced", values["hidden"], values["heads"], layers=1,
-                        batch=values["batch"], seq=values["seq"],
-                        dtype=str(values.get("dtype", "fp32")),
-                        ffn_mult=int(values.get("ffn_mult", 4)))  # fmt: skip
-    return TracedLayer(model, DeviceMesh(values["d1"], values["d2"]), int(values.get("chunks", 1)),
-                       dict(machine or {}))  # fmt: skip
+    try:
+        model = ModelConfig("traced", values["hidden"], values["heads"], layers=1,
+                            batch=values["batch"], seq=values["seq"],
+                            dtype=str(values.get("dtype", "fp32")),
+                            ffn_mult=int(values.get("ffn_mult", 4)))  # fmt: skip
+        mesh = DeviceMesh(values["d1"], values["d2"])
+    except AtpsimError as error:
+        raise AtpsimError(error.message, key="--layer" if given else METADATA_KEY) from None
+    return TracedLayer(model, mesh, int(values.get("chunks", 1)), dict(machine or {}))

@@ -30,9 +30,9 @@ one line (:class:`~atpsim.errors.AtpsimError`).
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -109,13 +109,16 @@ class _Event:
 def read_trace(path: str | Path) -> KinetoTrace:
     """The steps and ops of the Kineto trace in *path* (module docstring)."""
     data = _load(Path(path))
-    events = [_Event(e, str(e["name"]), float(e["ts"]), float(e["dur"]))
+    events = [_Event(_clean(e), str(e["name"]), float(e["ts"]), float(e["dur"]))
               for e in data["traceEvents"] if _complete(e)]  # fmt: skip
     gpu = any(e.raw.get("cat") == "kernel" for e in events)
     host = [e for e in events if e.raw.get("cat") in ("cpu_op", "user_annotation")]
     _nest(host)
     steps = _steps(host, events)
-    ops = _gpu_ops(events, host, steps) if gpu else _cpu_ops(host, steps)
+    try:
+        ops = _gpu_ops(events, host, steps) if gpu else _cpu_ops(host, steps)
+    except AtpsimError as error:
+        raise error.with_source(str(path)) from None
     if not ops:
         raise AtpsimError(
             "no GEMM, memory-bound or collective ops in the trace's steps (expected a PyTorch "
@@ -125,19 +128,47 @@ def read_trace(path: str | Path) -> KinetoTrace:
                        gpu, metadata)  # fmt: skip
 
 
+#: The largest trace text read (decompressed): parsed JSON takes about 6 times its text
+#: (json.loads of a 13 MB Kineto trace peaked at 77 MB, tracemalloc), so 1 GiB is some 6-10 GB.
+MAX_TRACE_BYTES = 1 << 30
+
+
 def _load(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
-        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        text = _trace_text(path)
         data = json.loads(text)
     except OSError as error:
         raise AtpsimError(describe_os_error(error, path)) from None
-    except (ValueError, EOFError) as error:  # JSONDecodeError, UnicodeError, bad gzip
+    except (ValueError, EOFError, zlib.error) as error:  # JSONDecodeError, UnicodeError, bad gzip
         raise AtpsimError(f"not a JSON trace: {error}", source=str(path)) from None
+    except RecursionError:
+        raise AtpsimError("not a JSON trace: nested too deeply", source=str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise AtpsimError("JSON without a 'traceEvents' list: not a Chrome/Kineto trace",
                           source=str(path))  # fmt: skip
     return data
+
+
+def _trace_text(path: Path) -> bytes | bytearray:
+    """The file's bytes, gunzipped where it is gzip; past MAX_TRACE_BYTES an AtpsimError
+    (before it is all read or decompressed: a small .gz can hold gigabytes)."""
+    too_big = AtpsimError(f"a trace of more than {MAX_TRACE_BYTES >> 20:,} MiB of JSON: profile "
+                          "fewer steps (e.g. torch.profiler.schedule(active=2))", source=str(path))  # fmt: skip
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_TRACE_BYTES + 1)
+    if raw[:2] != b"\x1f\x8b":
+        if len(raw) > MAX_TRACE_BYTES:
+            raise too_big
+        return raw
+    unzip, text, pending = zlib.decompressobj(16 + zlib.MAX_WBITS), bytearray(), raw
+    while pending and len(text) <= MAX_TRACE_BYTES:  # in pieces: a bomb stops at the limit
+        text += unzip.decompress(pending, 1 << 24)
+        pending = unzip.unconsumed_tail
+    if len(text) > MAX_TRACE_BYTES:
+        raise too_big
+    if not unzip.eof:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+    return text
 
 
 def _complete(event: Any) -> bool:
@@ -148,6 +179,17 @@ def _complete(event: Any) -> bool:
         return math.isfinite(float(event["ts"])) and float(event["dur"]) >= 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def _clean(event: dict[str, Any]) -> dict[str, Any]:
+    """*event* (in place) with ``args`` a mapping (else empty) and its pid, tid and External
+    id hashable (a malformed trace's lists become their text), so grouping cannot fail."""
+    args = event.get("args")
+    event["args"] = args if isinstance(args, dict) else {}
+    for where, key in ((event, "pid"), (event, "tid"), (event["args"], "External id")):
+        if key in where and not isinstance(where[key], (int, float, str, type(None))):
+            where[key] = repr(where[key])
+    return event
 
 
 def _nest(host: list[_Event]) -> None:
@@ -238,10 +280,10 @@ def _cpu_kind(event: _Event) -> tuple[Kind | None, str | None]:
 def _gpu_ops(events: list[_Event], host: list[_Event],
              steps: list[tuple[float, float, float]]) -> list[TraceOp]:  # fmt: skip
     """Every kernel, with the shapes and launch time of the CPU operator that launched it."""
-    launcher = {e.raw.get("args", {}).get("External id"): e for e in host if e.raw.get("cat") == "cpu_op"}
+    launcher = {e.raw["args"].get("External id"): e for e in host if e.raw.get("cat") == "cpu_op"}
     ops = []
     for kernel in (e for e in events if e.raw.get("cat") == "kernel"):
-        source = launcher.get(kernel.raw.get("args", {}).get("External id"), kernel)
+        source = launcher.get(kernel.raw["args"].get("External id"), kernel)
         collective = names.nccl_collective(kernel.name)
         kind: Kind = "comm" if collective else "gemm" if names.is_gemm_kernel(kernel.name) else "memory"
         placed = _place(source.ts, steps)
@@ -255,14 +297,14 @@ def _op(kind: Kind, work: _Event, source: _Event, collective: str | None,
     """A :class:`TraceOp` timed by *work* (the operator, range or kernel) with the shapes of
     *source* (the operator that launched it; *work* itself on a CPU)."""
     step, phase = placed
-    args = source.raw.get("args") or {}
+    args = source.raw["args"]
     dims = _tensors(args.get("Input Dims"))
     return TraceOp(
         kind=kind, name=work.name, step=step, start_s=(work.ts - steps[step][0]) * 1e-6,
         dur_s=work.dur * 1e-6, phase=phase,  # type: ignore[arg-type]
         gemm=_gemm_shape(dims) if kind == "gemm" else None,
         elements=max((math.prod(d) for d in dims), default=0),
-        collective=collective, nbytes=_payload_bytes(work.raw.get("args") or {}, dims, args),
+        collective=collective, nbytes=_payload_bytes(work.raw["args"], dims, args),
     )  # fmt: skip
 
 
@@ -273,8 +315,15 @@ def _tensors(dims: Any) -> list[list[int]]:
         if isinstance(entry, list) and entry and isinstance(entry[0], list):
             entry = entry[0]
         if isinstance(entry, list) and entry and all(isinstance(x, int) for x in entry):
+            if any(isinstance(x, bool) or not 0 <= x <= MAX_DIM for x in entry):
+                raise AtpsimError(f"an event's Input Dims hold {str(entry)[:60]}: expected "
+                                  "tensor sizes from 0 to 2^48")  # fmt: skip
             shapes.append(entry)
     return shapes
+
+
+#: The largest tensor dimension read from a trace (2^48 elements: far past any memory).
+MAX_DIM = 1 << 48
 
 
 def _gemm_shape(dims: list[list[int]]) -> tuple[int, int, int, int] | None:
@@ -294,5 +343,9 @@ def _payload_bytes(work_args: dict[str, Any], dims: list[list[int]], args: dict[
     types = args.get("Input type") or work_args.get("Input type") or []
     size = DTYPE_BYTES.get(types[0] if types else "", 4) if isinstance(types, list) else 4
     if "In msg nelems" in work_args:
-        return float(work_args["In msg nelems"]) * DTYPE_BYTES.get(str(work_args.get("dtype")), size)
+        count = work_args["In msg nelems"]
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_DIM:
+            raise AtpsimError(f"a collective's 'In msg nelems' is {str(count)[:60]!r}: expected an "
+                              "element count from 0 to 2^48")  # fmt: skip
+        return float(count) * DTYPE_BYTES.get(str(work_args.get("dtype")), size)
     return float(math.prod(dims[0]) * size) if dims else 0.0

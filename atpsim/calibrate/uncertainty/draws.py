@@ -24,6 +24,8 @@ from atpsim.errors import AtpsimError
 #: drawn topology stays memoized for the next point (about 0.3 MB per draw on ic1, measured);
 #: a thousand pin p10 and p90 to about a percentile.
 MAX_DRAWS = 1_000
+#: The largest seed: a sweep's results keep it in an int64 column.
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,14 @@ class Draws:
 
 
 def check_draws(n: object, seed: object = 0, key: str = "--uncertainty") -> None:
-    """A clear error unless *n* is a whole number of draws in 1..MAX_DRAWS and *seed* >= 0."""
+    """A clear error unless *n* is a whole number of draws in 1..MAX_DRAWS and *seed* in
+    0..MAX_SEED."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DRAWS:
         raise AtpsimError(f"expected a number of parameter draws from 1 to {MAX_DRAWS}, got {n!r}",
                           key=key)  # fmt: skip
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise AtpsimError(f"expected a seed >= 0, got {seed!r}", key=key)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise AtpsimError(f"expected a seed from 0 to 2^63 - 1, got {seed!r}",
+                          key="--seed" if key == "--uncertainty" else key)  # fmt: skip
 
 
 @lru_cache(maxsize=256)
