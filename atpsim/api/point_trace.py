@@ -27,6 +27,7 @@ import pandas as pd
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.results.schema import POINT_COLUMNS
 from atpsim.scenario.point import SweepPoint
+from atpsim.sweep.estimate import format_duration, sweep_seconds
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,21 @@ def select_trace_points(points: Sequence[Any], selectors: Sequence[str], is_job:
             raise AtpsimError(f"{text!r} matches only analytic points (a timeline needs mode "
                               "des)", key="--trace")  # fmt: skip
         selections.append(TraceSelection(text, traceable, best))
+    _warn_many(selections, points)
     return selections
+
+
+#: More traces than this are announced: each is a point simulated once more after the sweep.
+MANY_TRACES = 16
+
+
+def _warn_many(selections: Sequence[TraceSelection], points: Sequence[Any]) -> None:
+    chosen = {i for s in selections if not s.best for i in s.indices}
+    if len(chosen) > MANY_TRACES:
+        seconds = sweep_seconds([points[i] for i in chosen])
+        log.warning("--trace selects %d points: each is simulated once more after the sweep for "
+                    "its timeline (roughly %s); add conditions or 'best' to write fewer",
+                    len(chosen), format_duration(seconds))  # fmt: skip
 
 
 def _matches(columns: dict[str, Any], conditions: dict[str, str]) -> bool:

@@ -310,3 +310,21 @@ def test_table3_cells_must_be_positive(tmp_path):
     scenario = tmp_path / "an.yaml"
     scenario.write_text(ANALYTIC + "reference: {table3: {M2: {ic3: {1: -5}}}}\n")
     refused(run("run", scenario, "-o", tmp_path / "out"), "reference.table3.M2.ic3.1", "> 0")
+
+
+def test_tracing_many_points_is_announced(caplog):
+    """`--trace mode=des` on a sweep of hundreds of points simulated each once more after the
+    sweep without a word."""
+    from atpsim.api.point_trace import MANY_TRACES, select_trace_points
+
+    class Point:
+        n_devices, chunks, mode = 8, 1, "des"
+
+        def columns(self, index: int) -> dict[str, Any]:
+            return {"point_index": index, "mode": "des", "model": "M2"}
+
+    points = [Point() for _ in range(MANY_TRACES + 1)]
+    select_trace_points(points, ["best"], is_job=False)
+    assert "simulated once more" not in caplog.text
+    select_trace_points(points, ["model=M2"], is_job=False)
+    assert f"--trace selects {MANY_TRACES + 1} points" in caplog.text
