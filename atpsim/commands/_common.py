@@ -37,7 +37,9 @@ def exit_codes_help() -> str:
     """The exit statuses and the limits as a help epilog, one per line."""
     lines = [f"{code:>4}  {text}" for code, text in EXIT_CODES]
     limits = (
-        "Limits: a topology of more than 65,536 GPUs is refused (ATPSIM_MAX_GPUS raises it); "
+        "Limits: a topology of more than 65,536 GPUs is refused (ATPSIM_MAX_GPUS raises it), "
+        "as is a search space of more than 1,000,000 candidate layouts (ATPSIM_MAX_LAYOUTS) and "
+        "-j past 4 worker processes per CPU; "
         f"a process stops with exit 5 past {MEMORY_ENV} bytes of memory (default "
         f"{MEMORY_SHARE:.0%} of this machine's RAM), before the machine itself runs out."
     )
