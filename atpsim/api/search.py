@@ -101,6 +101,10 @@ def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
     except ValidationError as error:
         raise error_from_validation(error, data, source) from None
     space._source, space._raw = source, data
+    unused = [key for key in ("reference", "report") if key in data]
+    if unused:
+        raise ScenarioError("a search writes results.csv and search.yaml, no report: run the best "
+                            "layouts as a scenario to report or check them", source=source, key=unused[0])  # fmt: skip
     if not space.is_job:
         raise ScenarioError("a search space is a whole job's: expected the global batch "
                             "(--global-batch)", source=source, key="parallelism.global_batch")  # fmt: skip
@@ -294,8 +298,10 @@ def run_search(
     points = search_points(space, max_tp)
     announce(describe_search(space, points, max_tp))
     if not len(points):
-        raise SimulationError("no layout of the space divides the model and fits in memory",
-                              key="parallelism")  # fmt: skip
+        pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items()))
+        why = f"pruned {pruned}" if pruned else "no TP mesh x depth listed divides the devices"
+        raise SimulationError(f"no layout of the space divides the model and fits in memory ({why})",
+                              source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
     warning = long_sweep_warning(points, jobs, "search")
     if warning:
         log.warning(warning)
@@ -303,7 +309,8 @@ def run_search(
     with folder_lock(out):
         table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
                              fresh=fresh, simulate=simulate or simulate_job_point,
-                             progress=progress, console=console)  # fmt: skip
+                             progress=progress, console=console,
+                             parquet="parquet" in space.output.formats)  # fmt: skip
         copy = _write_space(out, space, max_tp)
     best = summarize(table.path, top, extra=JOB_SCHEMA.names).top
     best = pd.DataFrame() if best is None else best.head(top)

@@ -328,3 +328,27 @@ def test_tracing_many_points_is_announced(caplog):
     assert "simulated once more" not in caplog.text
     select_trace_points(points, ["model=M2"], is_job=False)
     assert f"--trace selects {MANY_TRACES + 1} points" in caplog.text
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("reference: {claims: [{text: x, check: atp_gain, topology: ib-cluster:1x8, low: 0.1}]}", "reference"),
+    ("parallelism: {global_batch: [16], pp: [1], micro_batch: [2], tp: [3x1]}", "no TP mesh x depth"),
+])  # fmt: skip
+def test_a_search_space_key_that_does_nothing_is_refused(tmp_path, extra, named):
+    """A search writes no report, so a space's reference claims were ignored silently; a
+    space whose listed meshes divide no device count said only that nothing fits."""
+    space = tmp_path / "space.yaml"
+    base = "topology: [ib-cluster:1x8]\nmodel: [gpt3-125m]\n"
+    if not extra.startswith("parallelism"):
+        base += "parallelism: {global_batch: [16], pp: [1], micro_batch: [2]}\n"
+    space.write_text(base + extra + "\n")
+    refused(run("search", "--space", space, "-o", tmp_path / "out", "--no-progress"), "space.yaml", named)
+
+
+def test_a_search_keeps_the_output_formats_of_its_space(tmp_path, monkeypatch):
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    space = tmp_path / "space.yaml"
+    space.write_text("topology: [ib-cluster:1x8]\nmodel: [gpt3-125m]\noutput: {formats: [csv]}\n"
+                     "parallelism: {global_batch: [16], pp: [1], micro_batch: [2]}\n")  # fmt: skip
+    assert run("search", "--space", space, "-o", tmp_path / "out", "--no-progress").exit_code == 0
+    assert not (tmp_path / "out" / "results.parquet").exists()

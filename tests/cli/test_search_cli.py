@@ -99,7 +99,7 @@ def test_an_interrupted_search_resumes_to_the_same_table(tmp_path, monkeypatch):
     ([*OPTIONS[:6], "--pp", "1,x"],
      "atpsim: error: --pp: expected a comma-separated list like '1,2,4', got '1,x'"),
     ([*OPTIONS[:4], "--global-batch", "3", "--pp", "1", "--micro-batch", "2"],
-     "atpsim: error: parallelism: no layout of the space divides the model and fits in memory"),
+     "atpsim: error: atpsim search: parallelism: no layout of the space divides the model and fits in memory"),
     ([*OPTIONS, "--scheduler", "http://host:8786"],
      "atpsim: error: --scheduler: expected 'local' or a scheduler address such as tcp://host:8786"),
 ])  # fmt: skip
