@@ -124,6 +124,10 @@ def plan(
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     check_nccl_algorithm("all_reduce", algorithm)
     config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "--model")
+    uneven = [c for c in chunks if config.batch % c]
+    if uneven:  # before the size warning: such a plan never runs
+        raise SimulationError(f"expected chunk counts that divide {config.name}'s batch "
+                              f"({config.batch}), got {uneven[0]}", key="--chunks")  # fmt: skip
     _check_names(hardware, placement)
     chosen = _calibration(calibration, topology)
     topo = load_topology(topology, n_gpus=devices, source=f"--topology {topology}")
