@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,8 @@ def validate_trace_command(console: Console, path: str, folder_options: bool, fi
     if folder_options:
         raise AtpsimError("--refit, --fit-only, --ranks and --placement do not apply to a trace",
                           source=path)  # fmt: skip
+    if tolerance is not None and not math.isfinite(tolerance):  # nan printed FAIL and exited 0
+        raise AtpsimError(f"expected a finite fraction such as 0.25, got {tolerance}", key="--tolerance")
     result = validate_trace(path, fitted=fitted, layer=layer)
     _print_ops(console, result)
     for line in summary_lines(result):

@@ -133,13 +133,14 @@ def test_channels_past_ncclmaxchannels_are_refused(count):
     (["collective", "-t", "ic3", "--bytes", "1M", "--csv", "--json"], "--csv"),
     (["plan", "-t", "ic3", "--chunks", "1,1"], "--chunks"),
     (["plan", "-t", "ic3", "--chunks", "1048576"], "--chunks"),
+    (["validate", TRACE, "--tolerance", "nan"], "--tolerance"),
     (["plan", "-t", "ic3", "--uncertainty", "2", "--seed", str(2**70)], "--seed"),
     (["run", "SCENARIO", "--uncertainty", "2", "--seed", str(2**70)], "--seed"),
 ])  # fmt: skip
 def test_an_option_that_does_nothing_or_cannot_be_kept_is_refused(tmp_path, args, named):
     """A lone --seed, a job option without --global-batch and a step option with it were
     ignored silently; --chunks 1,1 printed each row twice, --chunks 1048576 a '7.5 hours'
-    warning before its error; a seed past 2^63 ran the whole
+    warning before its error; --tolerance nan printed FAIL and exited 0; a seed past 2^63 ran the whole
     sweep and then failed writing its int64 column (exit 3)."""
     scenario = tmp_path / "an.yaml"
     scenario.write_text(ANALYTIC)
