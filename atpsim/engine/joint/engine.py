@@ -9,8 +9,12 @@ links no open episode holds runs alone: its groups end at ``start + alone`` (the
 time, so where nothing overlaps every number is the list schedule's, bit for bit). A cohort
 that meets open episodes merges with them into one, which is simulated again from its first
 member's start with the newcomer released at its start
-(:func:`~atpsim.engine.joint.episodes.solve_episode`): the members' past is unchanged (the
-newcomer's flows start now) and their ends still to come move to the joint answer.
+(:func:`~atpsim.engine.joint.episodes.solve_episode`, with its shift symmetry, link-disjoint
+parts and memo): the members' past is unchanged (the newcomer's flows start now) and their
+ends still to come move to the joint answer. An episode that another call joins again
+becomes *live* (:mod:`~atpsim.engine.joint.live`): one event loop advanced with the step's
+clock, to which later calls are added at their start, so a chain of calls that keep meeting
+is simulated once, forward, not again from its start at every arrival.
 
 Exact because max-min rates decompose over connected components of the flow-link graph: a
 call that shares no link with anything in flight has the rates it has alone, and an episode
@@ -27,8 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.flows import reverse_csr
+from atpsim.engine.joint.flows import Loop, reverse_csr
 from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, TaskGraph
+from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
 
 
@@ -66,45 +71,115 @@ class _Stats:
     flows: int = 0
     rate_solves: int = 0
     largest: int = 0
+    replays: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
         return {"calls_alone": self.alone, "episodes_solved": self.episodes,
                 "episode_memo_hits": self.memo_hits, "episodes_symmetric": self.symmetric,
                 "flows": self.flows, "rate_solves": self.rate_solves,
-                "largest_episode": self.largest}  # fmt: skip
+                "largest_episode": self.largest, "live_replays": self.replays}  # fmt: skip
 
 
 class _Comm:
     """Cohorts in, task ends out (module docstring)."""
 
     def __init__(self, graph: TaskGraph, network: JointNetwork, memo: bool, symmetry: bool,
-                 split: bool = True):
-        self.graph, self.network = graph, network
+                 split: bool = True, live: bool = True):
+        self.graph, self.network, self.live = graph, network, live
         self.memo: dict[tuple, Answer] | None = {} if memo else None
         self.symmetry, self.split = symmetry, split
         self.holder = np.full(network.n_links, -1, dtype=np.int64)
-        self.episodes: list[_Episode] = []
+        self.episodes: list[_Episode | LiveEpisode] = []
+        self.live_heap: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
         self.stats = _Stats()
         self._links: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
 
-    def submit(self, now: float, tasks: list[int]) -> list[tuple[int, float]]:
+    def submit(self, now: float, tasks: list[int]) -> Ends:
         """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
-        is new or moved."""
-        out: list[tuple[int, float]] = []
+        is new or moved, (task, None) for an end announced before that is no longer known."""
+        out: Ends = []
         for call, groups, owned in self._cohorts(tasks):
             plan = self.network.plan(self.graph.calls[call])
             cohort = Cohort(plan, groups, now)
             links = self._links_of(call, groups)
             met = self._met(links, now)
-            episode = self._alone(cohort, owned, links) if not met else self._merge(met, cohort, owned, links, now)
-            for h in range(len(episode.members)):
-                out += self._ends(episode, h)
-            self.holder[episode.live_links(now)] = len(self.episodes)
-            self.episodes.append(episode)
+            episode: _Episode | LiveEpisode
+            if not met:
+                episode = self._alone(cohort, owned, links)
+            elif not self.live or all(isinstance(e, _Episode) and e.answer is None for e in met):
+                episode = self._merge([e for e in met if isinstance(e, _Episode)], cohort, owned, links, now)
+            else:
+                episode, ends = self._go_live(met, cohort, owned, links, now)
+                out += ends
+            if isinstance(episode, _Episode):
+                for h in range(len(episode.members)):
+                    out += self._ends(episode, h)
+            index = self._index.get(id(episode))
+            if index is None:
+                index = self._index[id(episode)] = len(self.episodes)
+                self.episodes.append(episode)
+            self.holder[episode.live_links(now)] = index
+            self._schedule(index)
         return out
 
-    def _met(self, links: np.ndarray, now: float) -> list[_Episode]:
+    def _go_live(self, met: list, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
+                 links: np.ndarray, now: float) -> tuple[LiveEpisode, Ends]:
+        """The met episodes and the newcomer as one live episode (:mod:`~atpsim.engine.
+        joint.live`): a live one brought to now, the others replayed up to now."""
+        out: Ends = []
+        live = [e for e in met if isinstance(e, LiveEpisode)]
+        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, now))
+        for episode in met:
+            if isinstance(episode, LiveEpisode):
+                episode.loop.run_until(now)
+                out += episode.harvest()
+                if episode is not base:
+                    base.take(self.network, episode)
+                continue
+            out += [(task, None) for owned_tasks in episode.tasks for task, _ in owned_tasks]
+            replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now)
+            out += ends
+            base.take(self.network, replayed)
+            episode.alive = False
+            self.stats.replays += 1
+        base.alive = True
+        out += base.add(self.network, cohort, owned, links)
+        self.stats.largest = max(self.stats.largest, len(base.members))
+        return base, out
+
+    def _schedule(self, index: int) -> None:
+        episode = self.episodes[index]
+        if isinstance(episode, LiveEpisode) and not episode.done:
+            self._seq += 1
+            heapq.heappush(self.live_heap, (episode.loop.next_time(), self._seq, index))
+
+    def peek(self) -> float:
+        """When the next event of a live episode happens (inf: none)."""
+        while self.live_heap:
+            t, _, index = self.live_heap[0]
+            episode = self.episodes[index]
+            if isinstance(episode, LiveEpisode) and episode.alive and not episode.done \
+                    and episode.loop.next_time() == t:
+                return t
+            heapq.heappop(self.live_heap)
+        return float("inf")
+
+    def advance(self, t: float) -> Ends:
+        """Run the live episodes whose next event is at *t*; the ends of tasks that ended."""
+        out: Ends = []
+        while self.peek() == t:
+            _, _, index = heapq.heappop(self.live_heap)
+            episode = self.episodes[index]
+            assert isinstance(episode, LiveEpisode)
+            episode.loop.run_until(t)
+            out += episode.harvest()
+            self._schedule(index)
+        return out
+
+    def _met(self, links: np.ndarray, now: float) -> list[_Episode | LiveEpisode]:
         """The open episodes whose running members cross any of *links*. Each link is
         claimed by the last episode that had a running member on it, so no running member
         hides behind another episode's claim (a claim is made only where the claimer runs,
@@ -197,9 +272,13 @@ class _Comm:
         for episode in self.episodes:
             if not episode.alive:
                 continue
-            answer = episode.answer or self._solve(episode.members, episode.t0)
-            total_bytes += answer.link_bytes
-            total_busy += answer.link_busy_s
+            if isinstance(episode, LiveEpisode):
+                counted = episode.loop.link_counts()
+            else:
+                answer = episode.answer or self._solve(episode.members, episode.t0)
+                counted = (answer.link_bytes, answer.link_busy_s)
+            total_bytes += counted[0]
+            total_busy += counted[1]
         return total_bytes, total_busy
 
     def calls(self) -> tuple[tuple[float, float, np.ndarray], ...]:
@@ -210,7 +289,7 @@ class _Comm:
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
-              split: bool = True, links: bool = False) -> GraphTimeline:
+              split: bool = True, live: bool = True, links: bool = False) -> GraphTimeline:
     """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
     those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
     per link."""
@@ -222,7 +301,7 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
     version = [0] * n
     heap: list[tuple[float, int, int, int]] = []
     pending: list[int] = []
-    comm = _Comm(graph, network, memo, symmetry, split)
+    comm = _Comm(graph, network, memo, symmetry, split, live)
     seq = 0
 
     def push(t: float, task: int) -> None:
@@ -243,13 +322,23 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
         if waiting[task] == 0:
             ready(task, 0.0)
     now = 0.0
-    while heap or pending:
-        if pending and (not heap or heap[0][0] > now):
-            for task, t in comm.submit(now, pending):
-                if math.isnan(finish[task]):
-                    version[task] += 1
+    def handle(ends: Ends) -> None:
+        for task, t in ends:
+            if math.isnan(finish[task]):
+                version[task] += 1
+                if t is not None:
                     push(max(t, now), task)
+
+    while heap or pending or comm.peek() < math.inf:
+        t_task = heap[0][0] if heap else math.inf
+        t_live = comm.peek()
+        if pending and min(t_task, t_live) > now:
+            handle(comm.submit(now, pending))
             pending = []
+            continue
+        if t_live <= t_task:
+            now = t_live
+            handle(comm.advance(t_live))
             continue
         t, _, task, v = heapq.heappop(heap)
         if v != version[task] or not math.isnan(finish[task]):

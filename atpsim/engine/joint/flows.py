@@ -90,37 +90,101 @@ def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return idx[np.repeat(ptr[rows], lens) + offsets]
 
 
-class _Network:
-    """Active flows, their rates, remaining bytes and link incidences (weights included)."""
+@dataclass(frozen=True)
+class Nodes:
+    """Nodes as the loop holds them: per node, the directed links it crosses (CSR
+    *link_ptr*/*link_idx*, the fabric's link ids; none: a delay, or a flow from a rank to
+    itself, done when its latency has passed), its *latency_s* (a delay's duration),
+    *nbytes*, *protocol*, *release_s* and dependencies (CSR *dep_ptr*/*dep_idx*)."""
 
-    def __init__(self, routes: PairRoutes, fabric: Fabric, flows: FlowSet):
-        self.used, local = np.unique(routes.links, return_inverse=True)
-        self.ptr, self.links = routes.ptr, local.astype(np.int64).ravel()
-        self.capacity = np.asarray(fabric.capacity_Bps, dtype=np.float64)[self.used]
-        self.link_class = np.asarray(fabric.link_class)[self.used]
-        self.weight, self.flows = fabric.weight, flows
-        n, n_links = len(flows), len(self.used)
-        self.rate, self.remaining = np.zeros(n), np.array(flows.nbytes, dtype=np.float64)
+    link_ptr: np.ndarray
+    link_idx: np.ndarray
+    latency_s: np.ndarray
+    nbytes: np.ndarray
+    protocol: np.ndarray
+    release_s: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.latency_s)
+
+    @classmethod
+    def of(cls, routes: PairRoutes, flows: FlowSet) -> Nodes:
+        """The nodes of *flows* over *routes*."""
+        flow = flows.pair >= 0
+        pairs = np.where(flow, flows.pair, 0)
+        lens = np.where(flow, routes.route_len[pairs], 0) if len(routes) else np.zeros(len(flows), np.int64)
+        ptr = np.zeros(len(flows) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        _, links = routes.flow_links(pairs[flow]) if len(routes) else (None, np.zeros(0, np.int64))
+        latency = np.where(flow, routes.latency_s[pairs], 0.0) if len(routes) else np.zeros(len(flows))
+        if flows.delay_s is not None:
+            latency = np.where(flow, latency, flows.delay_s)
+        return cls(ptr, np.asarray(links, dtype=np.int64), latency, np.asarray(flows.nbytes, dtype=np.float64),
+                   np.asarray(flows.protocol, dtype=np.int64), np.asarray(flows.release_s, dtype=np.float64),
+                   flows.deps[0].astype(np.int64), flows.deps[1].astype(np.int64))  # fmt: skip
+
+    def then(self, other: Nodes) -> Nodes:
+        """These nodes followed by *other*'s (its dependencies shifted past these)."""
+        n = len(self)
+        return Nodes(np.concatenate([self.link_ptr, other.link_ptr[1:] + self.link_ptr[-1]]),
+                     np.concatenate([self.link_idx, other.link_idx]),
+                     np.concatenate([self.latency_s, other.latency_s]),
+                     np.concatenate([self.nbytes, other.nbytes]),
+                     np.concatenate([self.protocol, other.protocol]),
+                     np.concatenate([self.release_s, other.release_s]),
+                     np.concatenate([self.dep_ptr, other.dep_ptr[1:] + self.dep_ptr[-1]]),
+                     np.concatenate([self.dep_idx, other.dep_idx + n]))  # fmt: skip
+
+
+class _Network:
+    """Active flows, their rates, remaining bytes and link incidences (weights included).
+    Links are numbered locally in order of first use (per-event work is sized by the links
+    the flows use, not by the fabric)."""
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
+        self.used = np.zeros(0, dtype=np.int64)
+        self.capacity, self.link_class = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.nodes: Nodes | None = None
+        self.node_links = np.zeros(0, dtype=np.int64)  # local ids, parallel to nodes.link_idx
+        self.rate, self.remaining = np.zeros(0), np.zeros(0)
         self.active = np.zeros(0, dtype=np.int64)
         self.owner = np.zeros(0, dtype=np.int64)
         self.link = np.zeros(0, dtype=np.int64)
         self.inc_weight = np.zeros(0)
-        self.on_link = np.zeros(n_links, dtype=np.int64)
-        self.busy_since = np.zeros(n_links)
-        self.busy = np.zeros(n_links)
-        self.link_bytes = np.zeros(n_links)
+        self.on_link = np.zeros(0, dtype=np.int64)
+        self.busy_since, self.busy, self.link_bytes = np.zeros(0), np.zeros(0), np.zeros(0)
         self.changed: list[np.ndarray] = []
 
+    def extend(self, nodes: Nodes) -> None:
+        """Take on *nodes* (all nodes so far, the new ones last)."""
+        fresh = np.unique(nodes.link_idx[len(self.node_links):])
+        fresh = fresh[self.local[fresh] < 0]
+        self.local[fresh] = np.arange(len(self.used), len(self.used) + len(fresh))
+        self.used = np.concatenate([self.used, fresh])
+        self.capacity = np.concatenate([self.capacity, np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]])
+        self.link_class = np.concatenate([self.link_class, np.asarray(self.fabric.link_class)[fresh]])
+        grow = np.zeros(len(fresh))
+        self.on_link = np.concatenate([self.on_link, grow.astype(np.int64)])
+        self.busy_since, self.busy = np.concatenate([self.busy_since, grow]), np.concatenate([self.busy, grow])
+        self.link_bytes = np.concatenate([self.link_bytes, grow])
+        added = len(nodes) - len(self.rate)
+        self.node_links = self.local[nodes.link_idx]
+        self.rate = np.concatenate([self.rate, np.zeros(added)])
+        self.remaining = np.concatenate([self.remaining, nodes.nbytes[len(nodes) - added:]])
+        self.nodes = nodes
+
     def incidences(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pairs = self.flows.pair[flows]
-        starts, lens = self.ptr[pairs], self.ptr[pairs + 1] - self.ptr[pairs]
-        owner = np.repeat(np.arange(len(flows)), lens)
-        offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        return owner, self.links[np.repeat(starts, lens) + offsets]
+        assert self.nodes is not None
+        return _csr_rows(self.nodes.link_ptr, self.node_links, flows)
 
     def add(self, flows: np.ndarray, now: float) -> None:
+        assert self.nodes is not None
         owner, links = self.incidences(flows)
-        weight = self.weight[self.flows.protocol[flows][owner], self.link_class[links]]
+        weight = self.fabric.weight[self.nodes.protocol[flows][owner], self.link_class[links]]
         self._count(links, +1, now)
         self.owner = np.concatenate([self.owner, owner + len(self.active)])
         self.link = np.concatenate([self.link, links])
@@ -139,6 +203,21 @@ class _Network:
             ended = np.unique(links[before & ~after])
             self.busy[ended] += now - self.busy_since[ended]
 
+    def take_counts(self, other: _Network, now: float) -> None:
+        """Add *other*'s link counts (bytes, busy time up to *now*) to these links."""
+        other_bytes, other_busy = other.global_counts(now)
+        ids = np.flatnonzero(other_bytes + other_busy > 0)
+        self.link_bytes[self.local[ids]] += other_bytes[ids]
+        self.busy[self.local[ids]] += other_busy[ids]
+
+    def global_counts(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time up to *now* per directed link of the fabric."""
+        n = len(self.fabric.capacity_Bps)
+        link_bytes, busy = np.zeros(n), np.zeros(n)
+        link_bytes[self.used] = self.link_bytes
+        busy[self.used] = self.busy + np.where(self.on_link > 0, now - self.busy_since, 0.0)
+        return link_bytes, busy
+
     def advance(self, dt: float) -> None:
         if dt > 0 and len(self.active):
             self.remaining[self.active] -= self.rate[self.active] * dt
@@ -146,7 +225,8 @@ class _Network:
     def time_to_next_completion(self) -> float:
         if not len(self.active):
             return float("inf")
-        return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
+        with np.errstate(divide="ignore"):  # flows that joined this instant have no rate yet
+            return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
 
     def pop_completed(self, tol_s: float, now: float) -> np.ndarray:
         """Remove and return the flows that finish within *tol_s*; count their bytes."""
@@ -159,7 +239,7 @@ class _Network:
         done = self.active[done_mask]
         gone = done_mask[self.owner]
         links = self.link[gone]
-        np.add.at(self.link_bytes, links, self.flows.nbytes[self.active[self.owner[gone]]])
+        np.add.at(self.link_bytes, links, self.nodes.nbytes[self.active[self.owner[gone]]])  # type: ignore[union-attr]
         self._count(links, -1, now)
         position = np.cumsum(~done_mask) - 1
         self.owner, self.link = position[self.owner[~gone]], self.link[~gone]
@@ -204,34 +284,70 @@ class _Network:
         return None
 
 
-class _Loop:
-    """The clock, the arrivals waiting out their latency, and the dependency counters."""
+def _csr_rows(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in *rows*, entry) of every entry of the CSR rows *rows*."""
+    lens = ptr[rows + 1] - ptr[rows]
+    owner = np.repeat(np.arange(len(rows)), lens)
+    offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, idx[np.repeat(ptr[rows], lens) + offsets]
 
-    def __init__(self, routes: PairRoutes, fabric: Fabric, flows: FlowSet):
-        n = len(flows)
-        self.net = _Network(routes, fabric, flows)
-        self.flows = flows
-        self.is_delay = flows.pair < 0
-        self.latency = np.where(self.is_delay, 0.0, routes.latency_s[np.maximum(flows.pair, 0)]) \
-            if len(routes) else np.zeros(n)
-        if flows.delay_s is not None:
-            self.latency = np.where(self.is_delay, flows.delay_s, self.latency)
-        self.waiting = np.diff(flows.deps[0]).astype(np.int64)
-        self.dependents = reverse_csr(flows.deps[0], flows.deps[1], n)
-        self.start, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+
+class Loop:
+    """The clock, the arrivals waiting out their latency, the dependency counters and the
+    network, for nodes that may be added while it runs (:meth:`extend`) and loops that may
+    be merged (:meth:`absorb`): the joint engine keeps an episode of calls that meet as one
+    such loop and advances it with the step (:meth:`run_until`). Times are absolute."""
+
+    def __init__(self, fabric: Fabric, now: float = 0.0):
+        self.net = _Network(fabric)
+        self.nodes: Nodes | None = None
+        self.waiting = np.zeros(0, dtype=np.int64)
+        self.start, self.finish = np.zeros(0), np.zeros(0)
+        self.dependents = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self.arrivals: list[tuple[float, int, np.ndarray]] = []  # joins and delays' ends
-        self.now, self.n_done, self.n_events, self.seq = 0.0, 0, 0, 0
+        self.now, self.n_done, self.n_events, self.seq = now, 0, 0, 0
+        self.done_log: list[np.ndarray] = []
 
-    def release(self, flows: np.ndarray) -> None:
-        """*flows* are ready now (or at their release time): each joins after its latency."""
-        if not len(flows):
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def extend(self, nodes: Nodes) -> int:
+        """Add *nodes* now (their dependencies among themselves); those with none are
+        released at their release time. Returns the index of the first."""
+        first = len(self)
+        self.nodes = nodes if self.nodes is None else self.nodes.then(nodes)
+        self.net.extend(self.nodes)
+        self.waiting = np.concatenate([self.waiting, np.diff(nodes.dep_ptr)])
+        self.start = np.concatenate([self.start, np.full(len(nodes), np.nan)])
+        self.finish = np.concatenate([self.finish, np.full(len(nodes), np.nan)])
+        self.dependents = reverse_csr(self.nodes.dep_ptr, self.nodes.dep_idx, len(self))
+        self.release(first + np.flatnonzero(np.diff(nodes.dep_ptr) == 0))
+        return first
+
+    def release(self, ids: np.ndarray) -> None:
+        """*ids* are ready now (or at their release time): each joins after its latency."""
+        if not len(ids):
             return
-        start = np.maximum(self.now, self.flows.release_s[flows])
-        self.start[flows] = start
-        arrive = start + self.latency[flows]
+        assert self.nodes is not None
+        start = np.maximum(self.now, self.nodes.release_s[ids])
+        self.start[ids] = start
+        arrive = start + self.nodes.latency_s[ids]
         for value in np.unique(arrive):
             self.seq += 1
-            heapq.heappush(self.arrivals, (float(value), self.seq, flows[arrive == value]))
+            heapq.heappush(self.arrivals, (float(value), self.seq, ids[arrive == value]))
+
+    def next_time(self) -> float:
+        """When the next event happens (inf when nothing is left to happen)."""
+        next_arrival = self.arrivals[0][0] if self.arrivals else float("inf")
+        return min(next_arrival, self.now + self.net.time_to_next_completion())
+
+    def run_until(self, t: float) -> None:
+        """Handle every event at or before *t*, then move the clock to *t*."""
+        while self.n_done < len(self) and self.next_time() <= t:
+            self.step()
+        if t > self.now:
+            self.net.advance(t - self.now)
+            self.now = t
 
     def step(self) -> None:
         """Move to the next arrival or completion, whichever is first, and handle it."""
@@ -239,7 +355,7 @@ class _Loop:
         next_arrival = self.arrivals[0][0] if self.arrivals else float("inf")
         dt = net.time_to_next_completion()
         if next_arrival == float("inf") and dt == float("inf"):
-            raise RuntimeError(f"joint network stalled: {self.n_done} of {len(self.flows)} flows done")
+            raise RuntimeError(f"joint network stalled: {self.n_done} of {len(self)} nodes done")
         if next_arrival <= self.now + dt:
             net.advance(next_arrival - self.now)
             self.now = next_arrival
@@ -250,41 +366,59 @@ class _Loop:
         else:
             net.advance(dt)
             self.now += dt
-        done = net.pop_completed(TIME_RTOL * max(self.now, 1e-12), self.now)
+        done = net.pop_completed(TIME_RTOL * max(abs(self.now), 1e-12), self.now)
         if len(done):
             self.complete(done)
         self.n_events += net.update_rates()
 
-    def _join(self, flows: np.ndarray) -> None:
-        """Flows arrive in the network; delays and flows whose route has no link (a rank to
-        itself) are done on arrival."""
-        pairs = self.flows.pair[flows]
-        if len(self.net.ptr) > 1:
-            safe = np.maximum(pairs, 0)
-            empty = (pairs < 0) | (self.net.ptr[safe + 1] == self.net.ptr[safe])
-        else:
-            empty = np.ones(len(flows), dtype=bool)
+    def _join(self, ids: np.ndarray) -> None:
+        """Nodes arrive in the network; those that cross no link are done on arrival."""
+        assert self.nodes is not None
+        empty = self.nodes.link_ptr[ids + 1] == self.nodes.link_ptr[ids]
         if empty.any():
-            self.complete(flows[empty])
+            self.complete(ids[empty])
         if (~empty).any():
-            self.net.add(flows[~empty], self.now)
+            self.net.add(ids[~empty], self.now)
 
     def complete(self, done: np.ndarray) -> None:
         self.finish[done] = self.now
         self.n_done += len(done)
+        self.done_log.append(done)
         children = gather(*self.dependents, done)
         np.subtract.at(self.waiting, children, 1)
         self.release(np.unique(children[self.waiting[children] == 0]))
 
+    def absorb(self, other: Loop) -> int:
+        """Take over *other* (a loop at the same time, on links this one's flows have not
+        met): its nodes, their state and its link counts. Returns the offset of its nodes."""
+        assert other.nodes is not None and other.now == self.now
+        offset = len(self)
+        self.nodes = other.nodes if self.nodes is None else self.nodes.then(other.nodes)
+        self.net.extend(self.nodes)
+        self.net.remaining[offset:] = other.net.remaining
+        self.net.take_counts(other.net, self.now)
+        self.waiting = np.concatenate([self.waiting, other.waiting])
+        self.start, self.finish = np.concatenate([self.start, other.start]), np.concatenate([self.finish, other.finish])
+        self.dependents = reverse_csr(self.nodes.dep_ptr, self.nodes.dep_idx, len(self))
+        self.n_done += other.n_done
+        for t, _, ids in other.arrivals:
+            self.seq += 1
+            heapq.heappush(self.arrivals, (t, self.seq, ids + offset))
+        if len(other.net.active):
+            self.net.add(other.net.active + offset, self.now)
+            self.n_events += self.net.update_rates()
+        return offset
+
+    def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time (so far) per directed link of the fabric."""
+        return self.net.global_counts(self.now)
+
 
 def run_flow_set(routes: PairRoutes, fabric: Fabric, flows: FlowSet) -> FlowRun:
     """Simulate *flows* over *routes* on *fabric* from t = 0 (release times are from there)."""
-    loop = _Loop(routes, fabric, flows)
-    loop.release(np.flatnonzero(loop.waiting == 0))
-    while loop.n_done < len(flows):
+    loop = Loop(fabric)
+    loop.extend(Nodes.of(routes, flows))
+    while loop.n_done < len(loop):
         loop.step()
-    net = loop.net
-    n_links = len(fabric.capacity_Bps)
-    link_bytes, link_busy = np.zeros(n_links), np.zeros(n_links)
-    link_bytes[net.used], link_busy[net.used] = net.link_bytes, net.busy
+    link_bytes, link_busy = loop.link_counts()
     return FlowRun(loop.start, loop.finish, link_bytes, link_busy, loop.n_events)

@@ -180,3 +180,24 @@ def test_link_disjoint_rails_are_simulated_once_and_equal_the_plain_run(cluster)
     graph = b.build()
     assert np.allclose(run_graph(graph, cluster).finish_s[[first, second]],
                        run_plain(graph, cluster).finish_s[[first, second]], rtol=1e-9)
+
+
+def test_calls_that_keep_meeting_run_live_and_equal_the_plain_run(cluster):
+    """A two-rail all-reduce issued as one task per rail (one cohort whose groups end apart)
+    and sends that keep arriving while it runs: the second arrival makes the episode live
+    (simulated forward with the step, a call replayed to now where it ran alone); every task
+    ends when the plain run ends it, each rail's task at its own rail's end."""
+    reduce = CallSpec("nccl", "all_reduce", "auto", ((0, 8, 16, 24), (1, 9, 17, 25)), 32e6)
+    sends = [CallSpec("event", "broadcast", "binomial", ((8 * r, 8 * r + 8),), 4e6 * (r + 1), 5e-6) for r in range(3)]
+    b = GraphBuilder()
+    rails = [b.comm(b.call(reduce), [g]) for g in (0, 1)]
+    b.delay(1e-5, [rails[1]])  # starts when rail 1 ends, not when the whole call does
+    tasks = [b.comm(b.call(spec), [0], [b.delay(2e-4 * (r + 1))]) for r, spec in enumerate(sends)]
+    tasks.append(b.comm(b.call(sends[0]), [0], [tasks[0]]))
+    graph = b.build()
+    fast, plain = run_graph(graph, cluster), run_plain(graph, cluster)
+    assert fast.stats["live_replays"] >= 1
+    assert np.allclose(fast.finish_s, plain.finish_s, rtol=1e-9, atol=0)
+    assert fast.finish_s[rails[0]] != fast.finish_s[rails[1]]  # rail 0 carries the sends
+    ahead = run_graph(graph, cluster, live=False)
+    assert np.allclose(ahead.finish_s, plain.finish_s, rtol=1e-9, atol=0)

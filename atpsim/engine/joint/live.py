@@ -1,0 +1,153 @@
+"""Live episodes: calls that keep meeting, simulated once, forward, with the step.
+
+An episode solved ahead (:func:`~atpsim.engine.joint.episodes.solve_episode`) is simulated
+again from its first member's start whenever another call joins it. Where calls keep joining
+(the cooldown's pipeline sends under a stage's long gradient all-reduce, TP collectives of
+many stages on an oversubscribed spine) that is quadratic. A live episode instead holds one
+event loop (:class:`~atpsim.engine.joint.flows.Loop`) that the engine advances with the
+step's clock: a call that joins is added to it at its start, a call that was running alone
+until then is replayed alone up to now (its links met nothing, so that is its history) and
+taken in with its state, and the members' groups end when their last flow does. Every flow
+event is simulated once; the answer is the plain run's (the tests hold it to that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from atpsim.engine.joint.calls import PROTOCOL_ROWS
+from atpsim.engine.joint.episodes import Cohort
+from atpsim.engine.joint.flows import FlowSet, Loop, Nodes
+from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.routes import route_pairs
+
+#: (task, end) of a task that ended; (task, None): forget the end announced before.
+Ends = list[tuple[int, float | None]]
+
+
+def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray]:
+    """The nodes of *cohort*'s flows (released at its start plus its fixed latency, with its
+    call's rendezvous dependencies) and the position of each one's group in the cohort."""
+    plan = cohort.plan
+    schedule = plan.schedule(cohort.groups)
+    n = network.topology.n_gpus
+    keys = np.unique(schedule.src * n + schedule.dst)
+    routes = route_pairs(network.topology, keys)
+    ptr, idx = schedule.dependencies()
+    flows = FlowSet(routes.index(schedule.src, schedule.dst), schedule.transfer_bytes,
+                    np.full(len(schedule.src), PROTOCOL_ROWS.index(plan.protocol)),
+                    np.full(len(schedule.src), cohort.start_s + plan.fixed_s), (ptr, idx))  # fmt: skip
+    group = np.concatenate([s.group for s in schedule.steps]) if len(schedule.steps) else np.zeros(0, np.int64)
+    return Nodes.of(routes, flows), group.astype(np.int64)
+
+
+@dataclass(eq=False)
+class LiveEpisode:
+    """Members (cohorts) in one loop; per member its tasks, links, end (inf while it runs),
+    and per group how many flows are left and when it ended."""
+
+    loop: Loop
+    members: list[Cohort] = field(default_factory=list)
+    tasks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
+    member_links: list[np.ndarray] = field(default_factory=list)
+    member_end: list[float] = field(default_factory=list)
+    group_left: list[np.ndarray] = field(default_factory=list)
+    group_end: list[np.ndarray] = field(default_factory=list)
+    node_member: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    node_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    alive: bool = True
+
+    @property
+    def end_s(self) -> float:
+        return max(self.member_end)
+
+    @property
+    def done(self) -> bool:
+        return self.loop.n_done == len(self.loop)
+
+    def live_links(self, now: float) -> np.ndarray:
+        parts = [links for links, end in zip(self.member_links, self.member_end, strict=True) if end > now]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def add(self, network: JointNetwork, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
+            links: np.ndarray) -> Ends:
+        """Add *cohort* (starting at the loop's time or later) and its tasks."""
+        h = len(self.members)
+        self.members.append(cohort)
+        self.tasks.append(owned)
+        self.member_links.append(links)
+        alone = cohort.plan.alone(cohort.groups)
+        ends = cohort.start_s + np.asarray(alone, dtype=np.float64)
+        left = np.zeros(len(cohort.groups), dtype=np.int64)
+        if cohort.plan.moves_bytes:
+            nodes, group = member_nodes(network, cohort)
+            self.loop.extend(nodes)
+            self.node_member = np.concatenate([self.node_member, np.full(len(nodes), h, dtype=np.int64)])
+            self.node_group = np.concatenate([self.node_group, group])
+            left = np.bincount(group, minlength=len(cohort.groups)).astype(np.int64)
+        ends[left > 0] = np.nan
+        self.group_left.append(left)
+        self.group_end.append(ends)
+        self.member_end.append(float("inf") if left.any() else float(np.max(ends, initial=cohort.start_s)))
+        return self._finished(h)
+
+    def harvest(self) -> Ends:
+        """The tasks whose last group ended in the loop's latest events."""
+        if not self.loop.done_log:
+            return []
+        done = np.concatenate(self.loop.done_log)
+        self.loop.done_log.clear()
+        owner, group = self.node_member[done], self.node_group[done]
+        out: Ends = []
+        for h in np.unique(owner).tolist():
+            mine = owner == h
+            np.subtract.at(self.group_left[h], group[mine], 1)
+            now_done = self.group_left[h][group[mine]] == 0
+            self.group_end[h][group[mine][now_done]] = self.loop.finish[done[mine]][now_done]
+            if not self.group_left[h].any():
+                self.member_end[h] = float(np.max(self.group_end[h]))
+            out += self._finished(h)
+        return out
+
+    def _finished(self, h: int) -> Ends:
+        """Member *h*'s tasks whose groups have all ended (each announced once)."""
+        ends, left = self.group_end[h], self.group_left[h]
+        start = self.members[h].start_s
+        out: Ends = []
+        pending = []
+        for task, where in self.tasks[h]:
+            if len(where) and left[where].any():
+                pending.append((task, where))
+            else:
+                out.append((task, float(ends[where].max()) if len(where) else start))
+        self.tasks[h] = pending
+        return out
+
+    def take(self, network: JointNetwork, other: LiveEpisode) -> None:
+        """Take over *other* (at the same time; links apart until now)."""
+        offset = len(self.members)
+        self.loop.absorb(other.loop)
+        self.members += other.members
+        self.tasks += other.tasks
+        self.member_links += other.member_links
+        self.member_end += other.member_end
+        self.group_left += other.group_left
+        self.group_end += other.group_end
+        self.node_member = np.concatenate([self.node_member, other.node_member + offset])
+        self.node_group = np.concatenate([self.node_group, other.node_group])
+        other.alive = False
+
+
+def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[int, np.ndarray]]],
+           member_links: list[np.ndarray], now: float) -> tuple[LiveEpisode, Ends]:
+    """A live episode of *members* simulated together from the first one's start up to
+    *now* (their history), and the ends of tasks that ended by then."""
+    t0 = min(m.start_s for m in members)
+    episode = LiveEpisode(Loop(network.fabric, t0))
+    out: Ends = []
+    for member, owned, links in zip(members, tasks, member_links, strict=True):
+        out += episode.add(network, member, owned, links)
+    episode.loop.run_until(now)
+    return episode, out + episode.harvest()
