@@ -26,6 +26,7 @@ class JointNetwork:
         self.topology = topology
         self.nominal = nominal or topology
         self._plans: dict[CallSpec, CallPlan] = {}
+        self._by_id: dict[int, tuple[CallSpec, CallPlan]] = {}
 
     @cached_property
     def fabric(self) -> Fabric:
@@ -55,7 +56,12 @@ class JointNetwork:
         return True
 
     def plan(self, spec: CallSpec) -> CallPlan:
-        """*spec* planned on this machine (once per run)."""
+        """*spec* planned on this machine (once per run; the same spec object is found by
+        identity, since hashing a call of thousands of groups is slow)."""
+        known = self._by_id.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
         if spec not in self._plans:
             self._plans[spec] = plan_call(spec, self.topology, self.nominal)
+        self._by_id[id(spec)] = (spec, self._plans[spec])
         return self._plans[spec]
