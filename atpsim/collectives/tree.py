@@ -53,19 +53,24 @@ def _depths(parent: dict[int, int]) -> dict[int, int]:
     return depth
 
 
-def _tree_steps(parent: dict[int, int], chunks: int) -> list[list[tuple[int, int]]]:
-    """The (src, dst) transfers of each step of one tree (module docstring)."""
+def _tree_transfers(parent: dict[int, int], chunks: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The transfers of one tree (module docstring) as arrays (step, src, dst), ordered by
+    step, then by vertex in :func:`_depths`' order; and the tree's step count."""
     depth = _depths(parent)
     deepest = max(depth.values())
     up_steps = deepest + chunks - 1
-    steps: list[list[tuple[int, int]]] = [[] for _ in range(2 * up_steps)]
-    for v, d in depth.items():
-        if d == 0:
-            continue
-        for j in range(chunks):
-            steps[j + deepest - d].append((v, parent[v]))
-            steps[up_steps + j + d - 1].append((parent[v], v))
-    return steps
+    v = np.array([x for x, d in depth.items() if d > 0], dtype=np.int64)
+    d = np.array([depth[x] for x in v.tolist()], dtype=np.int64)
+    above = np.array([parent[x] for x in v.tolist()], dtype=np.int64)
+    j = np.arange(chunks, dtype=np.int64)
+    up = (j[None, :] + (deepest - d)[:, None]).ravel()
+    down = (up_steps + j[None, :] + (d - 1)[:, None]).ravel()
+    steps = np.concatenate([up, down])
+    src = np.concatenate([np.repeat(v, chunks), np.repeat(above, chunks)])
+    dst = np.concatenate([np.repeat(above, chunks), np.repeat(v, chunks)])
+    order = np.argsort(steps, kind="stable")
+    return steps[order], src[order], dst[order], 2 * up_steps
 
 
 def tree_chunks(half_bytes: float, depth: int) -> int:
@@ -82,17 +87,31 @@ def tree_all_reduce(channels: tuple[tuple[tuple[int, ...], ...], ...], nbytes: f
     share = nbytes / len(channels)
     parents = [tree_parents(nodes, mirror) for nodes in channels for mirror in (False, True)]
     chunks = tree_chunks(share / 2, max(max(_depths(p).values()) for p in parents))
-    trees = [_tree_steps(p, chunks) for p in parents]
-    n_steps = max(len(t) for t in trees)
-    templates: dict[tuple[tuple[int, int, int], ...], int] = {}
+    trees = [_tree_transfers(p, chunks) for p in parents]
+    step_of, src, dst, lane = (np.concatenate(x) for x in zip(*(
+        (t[0], t[1], t[2], np.full(len(t[0]), i, dtype=np.int64)) for i, t in enumerate(trees)),
+        strict=True))
+    order = np.lexsort((lane, step_of))  # stable: within a lane, the tree's own order
+    step_of, src, dst, lane = step_of[order], src[order], dst[order], lane[order]
+    n_steps = max(t[3] for t in trees)
+    bounds = np.searchsorted(step_of, np.arange(n_steps + 1))
+    return _declared(src, dst, lane, bounds, share / 2 / chunks)
+
+
+def _declared(src: np.ndarray, dst: np.ndarray, lane: np.ndarray, bounds: np.ndarray,
+              nbytes: float) -> Steps:
+    """Steps ``k`` = transfers ``bounds[k]:bounds[k + 1]``, each of *nbytes*; steps with the
+    same transfers in the same order are declared as one template (the pipeline's steady
+    stretch: every vertex sends a chunk)."""
+    templates: dict[bytes, int] = {}
     made: list[Step] = []
     order = []
-    for k in range(n_steps):
-        key = tuple((s, d, lane) for lane, t in enumerate(trees) if k < len(t) for s, d in t[k])
+    for k in range(len(bounds) - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        key = np.concatenate([src[lo:hi], dst[lo:hi], lane[lo:hi]]).tobytes()
         if key not in templates:
-            src, dst, lanes = (np.array(x, dtype=np.int64) for x in zip(*key, strict=True))
             templates[key] = len(made)
-            made.append(step(src, dst, share / 2 / chunks, lanes))
+            made.append(step(src[lo:hi], dst[lo:hi], nbytes, lane[lo:hi]))
         order.append(templates[key])
     return Steps(tuple(made), tuple(order))
 
