@@ -23,6 +23,7 @@ import numpy as np
 from atpsim.collectives.registry import build_schedule
 from atpsim.collectives.schedule import Schedule
 from atpsim.engine.problem import Problem, Solution
+from atpsim.engine.reductions.mirror import find_mirror
 from atpsim.engine.reductions.periodic import Periodic
 from atpsim.engine.reductions.symmetry import find_symmetry
 from atpsim.engine.result import CollectiveResult
@@ -48,8 +49,10 @@ SOLVERS: tuple[Solver, ...] = (LongestPath(), Periodic())
 
 def solve(problem: Problem, solvers: Sequence[Solver] = SOLVERS) -> Solution | None:
     """The first exact answer of *solvers*, on the symmetry quotient where a rank shift maps
-    the run onto itself; None when no solver is exact."""
-    symmetry = find_symmetry(problem)
+    the run onto itself (else where the ranks' mirror image does, lanes swapped: NCCL's
+    double binary tree, :mod:`~atpsim.engine.reductions.mirror`); None when no solver is
+    exact."""
+    symmetry = find_symmetry(problem) or find_mirror(problem)
     small = symmetry.shrink(problem) if symmetry is not None else problem
     del problem  # the quotient is all the solvers need: the full routes can go
     for solver in solvers:

@@ -106,11 +106,18 @@ def _step_invariant(s: Step, position: np.ndarray, k: int, d: int) -> bool:
 
 def _link_map(routes: PairRoutes, sym_ranks: np.ndarray, position: np.ndarray, d: int,
               bandwidth_Bps: np.ndarray, latency_s: np.ndarray) -> np.ndarray | None:
-    """``tau`` as an array over link ids (identity off the routes), or None when the routes
-    of some pair and of its image do not match link for link."""
+    """``tau`` of the shift by *d* positions (:func:`link_map`)."""
     k = len(sym_ranks)
     src = sym_ranks[(position[routes.src] + d) % k]
     dst = sym_ranks[(position[routes.dst] + d) % k]
+    return link_map(routes, src, dst, bandwidth_Bps, latency_s)
+
+
+def link_map(routes: PairRoutes, src: np.ndarray, dst: np.ndarray, bandwidth_Bps: np.ndarray,
+             latency_s: np.ndarray) -> np.ndarray | None:
+    """``tau`` as an array over link ids (identity off the routes) for a rank map that sends
+    pair ``i`` to ``(src[i], dst[i])``, or None when the routes of some pair and of its
+    image do not match link for link (same bandwidth and latency, one bijection)."""
     image = np.minimum(routes.index(src, dst), len(routes) - 1)
     if not np.array_equal(routes.keys[image], src * routes.n_gpus + dst):
         return None
