@@ -49,6 +49,7 @@ from atpsim.collectives.registry import (
 from atpsim.collectives.schedule import Pattern, Steps
 from atpsim.collectives.tree import tree_all_reduce
 from atpsim.engine.collective import run_collective
+from atpsim.engine.solvers.event_loop import PastHorizon, horizon
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
 
@@ -131,33 +132,70 @@ def _fastest(topology: Topology, op: str, groups: Sequence[Sequence[int]], nbyte
     """The first fastest of *candidates* (algorithm, protocol), as ``min`` over all of them
     would pick, simulating only those that can win: in ascending order of a lower bound of
     each one's time (:func:`_lower_bound_s`), stopping at the first bound above the fastest
-    time found. Exact: a skipped candidate is slower than the one kept."""
-    bounds = [_lower_bound_s(topology, op, a, groups, nbytes, p, channels) for a, p in candidates]
+    time found; each after the first under a :func:`~atpsim.engine.solvers.event_loop.horizon`
+    at the fastest time found (less its own fixed latency), so that its simulation stops as
+    soon as it surely ends later. Exact: a skipped or stopped candidate is slower than the
+    one kept."""
+    plans = _Plans(topology, op, groups, channels)
+    bounds = [_lower_bound_s(topology, op, a, groups, nbytes, p, channels, plans)
+              for a, p in candidates]
     best: tuple[float, int, NcclCall] | None = None
     for index in sorted(range(len(candidates)), key=bounds.__getitem__):
         if best is not None and bounds[index] > best[0]:
             break
         algorithm, protocol = candidates[index]
-        call = _nccl_call(topology, op, algorithm, groups, nbytes, protocol, channels, engine)
+        limit_s = math.inf if best is None else best[0] - plans.fixed_s(algorithm, protocol)
+        try:
+            with horizon(limit_s):
+                call = _nccl_call(topology, op, algorithm, groups, nbytes, protocol, channels,
+                                  engine, plans)
+        except PastHorizon:
+            continue
         if best is None or (call.time_s, index) < best[:2]:
             best = (call.time_s, index, call)
     assert best is not None
     return best[2]
 
 
+class _Plans:
+    """What :func:`_plan` and :func:`_step_classes` give for each algorithm of one call,
+    worked out once for all its protocols."""
+
+    def __init__(self, topology: Topology, op: str, groups: Sequence[Sequence[int]],
+                 channels: int | None):
+        self.topology, self.op, self.groups, self.channels = topology, op, groups, channels
+        self.plans: dict[str, tuple[str, tuple[tuple[int, ...], ...], str]] = {}
+        self.classes: dict[str, list[str]] = {}
+
+    def plan(self, algorithm: str) -> tuple[str, tuple[tuple[int, ...], ...], str]:
+        if algorithm not in self.plans:
+            self.plans[algorithm] = _plan(self.topology, self.op, algorithm, self.groups,
+                                          self.channels)
+        return self.plans[algorithm]
+
+    def fixed_s(self, algorithm: str, protocol: str) -> float:
+        """The protocol's fixed latency for *algorithm* (0 on bare links)."""
+        if protocol == "none":
+            return 0.0
+        name, orders, kind = self.plan(algorithm)
+        if algorithm not in self.classes:
+            self.classes[algorithm] = _step_classes(self.topology, self.op, name, self.groups,
+                                                    orders, kind)
+        return latency_s(protocol, "tree" if kind == "tree" else "ring",
+                         self.classes[algorithm], topology_profile(self.topology))
+
+
 def _lower_bound_s(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
-                   nbytes: float, protocol: str, channels: int | None) -> float:
+                   nbytes: float, protocol: str, channels: int | None,
+                   plans: _Plans | None = None) -> float:
     """A time the candidate cannot beat: its fixed protocol latency plus the longest any GPU
     needs to push out (or take in) its schedule's bytes through all its links at once, at
     the protocol's efficiency (each byte a GPU sends leaves over one of its own links)."""
-    name, orders, kind = _plan(topology, op, algorithm, groups, channels)
-    links = topology
-    fixed = 0.0
-    if protocol != "none":
-        profile = topology_profile(topology)
-        links = effective_topology(topology, protocol, profile)
-        classes = _step_classes(topology, op, name, groups, orders, kind)
-        fixed = latency_s(protocol, "tree" if kind == "tree" else "ring", classes, profile)
+    plans = plans or _Plans(topology, op, groups, channels)
+    name = plans.plan(algorithm)[0]
+    fixed = plans.fixed_s(algorithm, protocol)
+    links = topology if protocol == "none" else \
+        effective_topology(topology, protocol, topology_profile(topology))
     sent, received = _bytes_per_gpu(build_schedule(op, name, groups, nbytes).steps, links.n_gpus)
     if not sent.any():
         return 0.0
@@ -207,8 +245,10 @@ def _check_nvls(topology: Topology, groups: Sequence[Sequence[int]]) -> None:
 
 
 def _nccl_call(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
-               nbytes: float, protocol: str, channels: int | None, engine: str) -> NcclCall:
-    name, orders, kind = _plan(topology, op, algorithm, groups, channels)
+               nbytes: float, protocol: str, channels: int | None, engine: str,
+               plans: _Plans | None = None) -> NcclCall:
+    plans = plans or _Plans(topology, op, groups, channels)
+    name, orders, _ = plans.plan(algorithm)
     profile = topology_profile(topology)
     if protocol == "none":
         result = run_collective(topology, op, name, groups, nbytes, engine=engine)
@@ -219,8 +259,7 @@ def _nccl_call(topology: Topology, op: str, algorithm: str, groups: Sequence[Seq
     if result.time_s == 0:
         return NcclCall(0.0, 0.0, 0.0, algorithm, protocol, len(orders), result.path, 0,
                         result.group_time_s, result.link_bytes)
-    classes = _step_classes(topology, op, name, groups, orders, kind)
-    fixed = latency_s(protocol, "tree" if kind == "tree" else "ring", classes, profile)
+    fixed = plans.fixed_s(algorithm, protocol)
     per_group = tuple(t + fixed if t > 0 else 0.0 for t in result.group_time_s)
     return NcclCall(fixed + result.time_s, result.time_s, fixed, algorithm, protocol,
                     len(orders), result.path, result.n_flows, per_group, result.link_bytes)

@@ -1,12 +1,14 @@
-"""``auto`` simulates only the candidates that can win (atpsim.engine.nccl._fastest): the same
-call as simulating every (algorithm, protocol) and keeping the first fastest, on machines
-where the ring, the tree, NVLS or a protocol wins, and never more simulations than that."""
+"""``auto`` simulates only the candidates that can win (atpsim.engine.nccl._fastest), and stops
+those that surely end after the fastest found: the same call as simulating every (algorithm,
+protocol) whole and keeping the first fastest, on machines where the ring, the tree, NVLS or a
+protocol wins, and never more simulations than that."""
 
 import pytest
 
 import atpsim.engine.nccl as nccl
 from atpsim.engine.nccl import run_nccl
-from atpsim.topology.spec import load_topology
+from atpsim.engine.solvers import event_loop
+from atpsim.topology.spec import clear_cache, load_topology
 
 CASES = [
     ("dgx-a100", "all_reduce", None, 2**16),
@@ -68,3 +70,38 @@ def test_the_bound_is_below_the_simulated_time(protocol):
         bound = nccl._lower_bound_s(topology, "all_reduce", algorithm, groups, 2**26, protocol,
                                     None)
         assert 0 < bound <= call.time_s, (algorithm, protocol)
+
+
+@pytest.mark.parametrize("spec, groups, nbytes", [
+    ("ib-cluster:8x8", None, 2**22),
+    ("ib-cluster:6x8", [list(range(0, 48, 2)), list(range(1, 48, 2))], 2**24),
+    ("ib-cluster:4x8", None, 2**26),
+])
+def test_candidates_stopped_at_the_horizon_leave_the_plain_choice(spec, groups, nbytes,
+                                                                   monkeypatch):
+    """Every run on the compiled kernel, so that a candidate simulated after a faster one
+    stops once it surely ends later (atpsim.engine.solvers.event_loop.horizon): the call is
+    the one simulating every candidate whole gives, and some candidate did stop. The plain
+    call runs on its own copy of the topology (no answer shared through the engine's memo)."""
+    monkeypatch.setattr(event_loop, "KERNEL_MIN_FLOWS", 0)
+    plain_topology = load_topology(spec)
+    clear_cache()
+    topology = load_topology(spec)
+    groups = groups or [list(range(topology.n_gpus))]
+    plain = run_nccl(plain_topology, "all_reduce", "auto", groups, nbytes, prune=False)
+    stopped = []
+    real = nccl._nccl_call
+
+    def counted(*args, **kwargs):
+        try:
+            return real(*args, **kwargs)
+        except event_loop.PastHorizon:
+            stopped.append(args[2:6:3])
+            raise
+
+    monkeypatch.setattr(nccl, "_nccl_call", counted)
+    pruned = run_nccl(topology, "all_reduce", "auto", groups, nbytes)
+    assert (pruned.algorithm, pruned.protocol) == (plain.algorithm, plain.protocol)
+    assert pruned.time_s == plain.time_s
+    assert pruned.group_time_s == plain.group_time_s
+    assert stopped

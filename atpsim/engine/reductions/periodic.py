@@ -160,24 +160,33 @@ class PrefixRuns:
     """Event runs of prefixes of one problem. The first is set up on its own (it often
     settles); after it, the whole schedule's flows and dependencies are built once and each
     longer prefix is cut from them (:func:`~atpsim.engine.solvers.event.prefix_of`), instead of
-    building every doubling anew."""
+    building every doubling anew. Every prefix runs on the event loop the whole problem would
+    (the compiled kernel where the whole has enough flows: measured 4-10x faster than the simpy
+    loop on the prefixes of NCCL's channel rings over 4096 GPUs), so the answer does not hang
+    on which prefix settled."""
 
     def __init__(self, problem: Problem, inner: EventDriven):
         self.problem, self.inner = problem, inner
         self.runs = 0
         self.whole: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None
+        self.n_flows = sum(len(t) * count for t, count in problem.steps.in_use())
 
     def timeline(self, n_steps: int) -> FlowTimeline:
-        """The event run of the first *n_steps* steps."""
+        """The event run of the first *n_steps* steps. It is the whole run's beginning until
+        a flow of its last step finishes (no flow of a later step starts before), so only
+        until then may it stop at a horizon (:func:`~atpsim.engine.solvers.event_loop.
+        horizon`)."""
         self.runs += 1
         prefix = self.problem.prefix(n_steps)
+        n_flows = sum(len(s) for s in prefix.steps)
+        guard = n_flows - len(prefix.steps[-1]) if n_steps < len(self.problem.steps) else None
         if self.runs == 1:
-            return self.inner.timeline(prefix)
+            return self.inner.timeline(prefix, loop_flows=self.n_flows, guard=guard)
         if self.whole is None:
             flows = flatten(self.problem.steps)
             self.whole = flows, dependencies(self.problem, flows)
-        n_flows = sum(len(s) for s in prefix.steps)
-        return self.inner.timeline(prefix, prefix_of(*self.whole, n_flows))
+        return self.inner.timeline(prefix, prefix_of(*self.whole, n_flows),
+                                   loop_flows=self.n_flows, guard=guard)
 
 
 def extend(problem: Problem, run: PeriodicRun) -> Solution:

@@ -71,10 +71,12 @@ class EventDriven:
     name = NAME
 
     def timeline(self, problem: Problem,
-                 flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None) -> FlowTimeline:
+                 flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None, *,
+                 loop_flows: int | None = None, guard: int | None = None) -> FlowTimeline:
         """Every flow's start and finish (step-major order), and the bytes per link; *flat*:
-        the problem's flows and dependencies, when already at hand."""
-        return self._run(problem, flat)[1]
+        the problem's flows and dependencies, when already at hand; *loop_flows* and
+        *guard*: as :func:`~atpsim.engine.solvers.event_loop.run_flows` takes them."""
+        return self._run(problem, flat, loop_flows, guard)[1]
 
     def solve(self, problem: Problem) -> Solution:
         flows, run = self._run(problem)
@@ -83,12 +85,13 @@ class EventDriven:
         return Solution(done, run.link_bytes, float(run.delivered.sum()), NAME)
 
     @staticmethod
-    def _run(problem: Problem, flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None
+    def _run(problem: Problem, flat: tuple[FlatFlows, tuple[np.ndarray, np.ndarray]] | None = None,
+             loop_flows: int | None = None, guard: int | None = None
              ) -> tuple[FlatFlows, FlowTimeline]:
         flows, deps = flat if flat is not None else (flatten(problem.steps), None)
         if deps is None:
             deps = dependencies(problem, flows)
         routes = problem.routes
         run = run_flows(routes, problem.links.bandwidth_Bps, routes.index(flows.src, flows.dst),
-                        flows.nbytes, deps)
+                        flows.nbytes, deps, loop_flows=loop_flows, guard=guard)
         return flows, run

@@ -12,8 +12,11 @@ instant are handled as one batch, so a step of a symmetric collective is one rat
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +36,36 @@ use_kernel = os.environ.get("ATPSIM_EVENT_LOOP") != "simpy"
 
 #: Flows whose finish lies within this fraction of the current time finish together.
 TIME_RTOL = 1e-10
-#: Runs of fewer flows take the simpy loop: loading the compiled kernel costs about a second
-#: per process, more than such a run takes.
-KERNEL_MIN_FLOWS = 50_000
+#: Runs of fewer flows take the simpy loop: loading the compiled kernel costs about half a
+#: second per process, more than such a run takes (the simpy loop costs about 35 us a flow,
+#: the kernel 30-40x less: NCCL's channel rings over 16-256 GPUs, measured; at 10,000 flows a
+#: process's only run is about even).
+KERNEL_MIN_FLOWS = 10_000
+
+
+#: A compiled run stops at its horizon only past this fraction beyond it, so that a run cut
+#: short surely ends later than the horizon, float rounding included.
+HORIZON_RTOL = 1e-9
+
+_HORIZON_S: ContextVar[float] = ContextVar("atpsim_horizon_s", default=math.inf)
+
+
+class PastHorizon(Exception):  # noqa: N818 - a signal, not an error
+    """A run stopped early: it surely ends after the horizon set by :func:`horizon`."""
+
+
+@contextmanager
+def horizon(limit_s: float) -> Iterator[None]:
+    """Within the block, compiled runs may stop with :class:`PastHorizon` as soon as they
+    surely end after *limit_s* simulated seconds: the next event comes later, or some link's
+    bytes still to join take longer at its full capacity. A caller that only needs to know
+    whether a run beats a time (NCCL's tuner, :mod:`atpsim.engine.nccl`) sets it; every run
+    that finishes is the same as without it."""
+    token = _HORIZON_S.set(limit_s)
+    try:
+        yield
+    finally:
+        _HORIZON_S.reset(token)
 
 
 @dataclass(frozen=True)
@@ -125,15 +155,23 @@ class _Run:
 
 
 def run_flows(routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray,
-              flow_bytes: np.ndarray, deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
+              flow_bytes: np.ndarray, deps: tuple[np.ndarray, np.ndarray], *,
+              loop_flows: int | None = None, guard: int | None = None) -> FlowTimeline:
     """Simulate flows (pair index and bytes each) with CSR dependencies *deps*: by the
     compiled kernel (:mod:`~atpsim.engine.solvers.flow_kernel`) where numba is installed
     and the run has at least :data:`KERNEL_MIN_FLOWS` flows, else by the simpy loop; both
     give the same times to float rounding (the kernel settles a flow's bytes only when its
-    rate changes; tested to 1e-9 relative, measured within 2e-13)."""
-    kernel = compiled_kernel() if use_kernel and len(flow_pair) >= KERNEL_MIN_FLOWS else None
+    rate changes; tested to 1e-9 relative, measured within 2e-13). *loop_flows* (default:
+    this run's flows) is the count the loop is chosen by: a prefix of a larger problem
+    (:mod:`~atpsim.engine.reductions.periodic`) takes the loop of the whole, so a problem's
+    answer does not depend on how far its prefixes grew before one settled. Under a
+    :func:`horizon` the compiled loop may raise :class:`PastHorizon`, judging only while no
+    flow of index *guard* (default: none) or above has finished (a prefix run is the whole
+    run's beginning until a flow of its last step finishes)."""
+    size = len(flow_pair) if loop_flows is None else loop_flows
+    kernel = compiled_kernel() if use_kernel and size >= KERNEL_MIN_FLOWS else None
     if kernel is not None:
-        return _run_compiled(kernel, routes, capacity_Bps, flow_pair, flow_bytes, deps)
+        return _run_compiled(kernel, routes, capacity_Bps, flow_pair, flow_bytes, deps, guard)
     run = _Run(routes, capacity_Bps, flow_pair, flow_bytes, deps)
     run.env.process(run.network())
     run.env.run()
@@ -148,7 +186,7 @@ def _check_done(n_done: int, n: int) -> None:
 
 def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: np.ndarray,
                   flow_pair: np.ndarray, flow_bytes: np.ndarray,
-                  deps: tuple[np.ndarray, np.ndarray]) -> FlowTimeline:
+                  deps: tuple[np.ndarray, np.ndarray], guard: int | None) -> FlowTimeline:
     """:func:`run_flows` by the compiled *kernel*, over the links the routes use (renumbered,
     as :class:`FlowNetwork` does, unless they are a quarter of the topology's or more: then a
     renumbered copy of every route link would cost more than per-link arrays of every link)."""
@@ -166,10 +204,12 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
         np.asarray(capacity_Bps, dtype=np.float64)[used], pairs,
         np.array(flow_bytes, dtype=np.float64), np.diff(deps[0]).astype(np.int64),
         rev_ptr, rev_idx.astype(np.int64), routes.latency_s[pairs].astype(np.float64),
-        TIME_RTOL, maxmin.LEVEL_RTOL)
+        TIME_RTOL, maxmin.LEVEL_RTOL, _HORIZON_S.get() * (1 + HORIZON_RTOL), guard)
+    if stats[6]:
+        raise PastHorizon(f"stopped after {stats[0]} events")
     _check_done(n_done, len(flow_pair))
     logger.debug("event kernel: %d flows, %d events, %d solves, %d flows and %d incidences in"
-                 " the solved components, %d levels, %d compactions", len(flow_pair), *stats)
+                 " the solved components, %d levels, %d compactions", len(flow_pair), *stats[:6])
     link_bytes = np.zeros(len(capacity_Bps))
     link_bytes[used] = local_bytes
     return FlowTimeline(start, finish, delivered, link_bytes)

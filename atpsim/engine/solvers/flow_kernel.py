@@ -42,8 +42,8 @@ IN_COMP, FROZEN, RELEASED = range(3)
 FKEY, AKEY, VALUES, START, FINISH = range(5)
 # rows of n + 1 integers: lists and heaps by position
 COMP, FITEM, AITEM, APOS, ARRIVED, BATCH_FLOWS, BATCH_PTR, DONE, READY = range(9)
-# per link, floats and integers:
-LINK_BYTES, CAP, LKEY = range(3)
+# per link, floats and integers (PEND: bytes of the flows not yet joined, per incidence):
+LINK_BYTES, CAP, LKEY, PEND = range(4)
 HEAD, SEEDS, COUNT, LITEM, LPOS, FULL, DIRTY = range(7)
 # per link, flags:
 MARKED, TOUCHED = range(2)
@@ -51,6 +51,9 @@ MARKED, TOUCHED = range(2)
 NEXT, PREV, FLOW = range(3)
 #: Slots used before the first compaction (then twice those in use, at least).
 FIRST_SLOTS = 1 << 20
+#: Events between two checks of every link's bytes to come against the horizon (a pass over
+#: the links: a few operations an event at this spacing).
+HORIZON_CHECK_EVENTS = 4096
 
 
 def _sift_up(key, item, pos, i):
@@ -162,11 +165,11 @@ def _compact(n_joined, n_heap, flow_pair, route_ptr, route_links, slots, free_he
 
 
 def _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots, free_head, room,
-          ints, irec, floats, links, marked, n_seeds, stats):
+          ints, irec, floats, lflt, links, marked, n_seeds, stats):
     """The arrived flows start moving: each takes a run of incidence slots (a freed run of its
     length, else fresh ones, after compacting past *room[1]* of them) and is linked into its
-    links' lists, which become seeds. *room*: slots used, soft limit, hard limit. Returns the
-    seeds."""
+    links' lists, which become seeds; their bytes leave their links' PEND. *room*: slots
+    used, soft limit, hard limit. Returns the seeds."""
     head, seeds = links[HEAD], links[SEEDS]
     for a in range(n_arrived):
         f = ints[ARRIVED, a]
@@ -188,6 +191,7 @@ def _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots, free
         _link_in(f, base, flow_pair, route_ptr, route_links, slots, head)
         for j in range(route_ptr[pair], route_ptr[pair + 1]):
             n_seeds = _seed(route_links[j], marked, seeds, n_seeds)
+            lflt[PEND, route_links[j]] -= floats[f, REMAINING]
     return n_seeds
 
 
@@ -442,12 +446,25 @@ def _arrive(t_next, n_pending, ints, col):
     return n_arrived, n_pending
 
 
+def _past(now, limit, capacity, lflt):
+    """Whether the run surely ends after *limit*: the bytes still to join some link take
+    longer than ``limit - now`` at its full capacity (flows move their bytes over every link
+    of their route at once, so all a link's flows are done no sooner)."""
+    for lk in range(len(capacity)):
+        if now + lflt[PEND, lk] / capacity[lk] > limit:
+            return True
+    return False
+
+
 def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx, latency,
-          time_rtol, level_rtol, floats, irec, flags, col, ints, lflt, links, marks, slots,
-          free_head, room, stats):
+          time_rtol, level_rtol, limit, guard, floats, irec, flags, col, ints, lflt, links,
+          marks, slots, free_head, room, stats):
     """The event loop over the state of :func:`_state` (no allocation, no reference counts).
     Returns the number of flows done; stats: events, solves, flows and incidences in the
-    solved components (summed), progressive-filling levels, slot compactions."""
+    solved components (summed), progressive-filling levels, slot compactions, and 1 where
+    the run stopped at its horizon: the next event or a link's bytes to come (every
+    :data:`HORIZON_CHECK_EVENTS` events) past *limit* (s) while no flow of index *guard* or
+    above had finished."""
     n = len(flow_pair)
     n_ready = 0
     for f in range(n):
@@ -457,9 +474,10 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
     now = 0.0
     n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, col, 0, 0, 0)
     n_seeds = n_heap = n_done = 0
+    guarded = False
     while n_done < n:
         n_seeds = _join(n_arrived, now, n_heap, flow_pair, route_ptr, route_links, slots,
-                        free_head, room, ints, irec, floats, links, marks[MARKED], n_seeds,
+                        free_head, room, ints, irec, floats, lflt, links, marks[MARKED], n_seeds,
                         stats)
         if n_seeds:
             n_heap = _resolve(n_seeds, now, n_heap, capacity, flow_pair, route_ptr, route_links,
@@ -468,6 +486,11 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
         t_next = _next_time(now, n_heap, n_pending, col)
         if t_next == np.inf:
             break
+        if not guarded and (t_next > limit or (stats[0] % HORIZON_CHECK_EVENTS == 0
+                                               and limit < np.inf
+                                               and _past(now, limit, capacity, lflt))):
+            stats[6] = 1
+            break
         n_arrived, n_pending = _arrive(t_next, n_pending, ints, col)
         now = t_next
         stats[0] += 1
@@ -475,14 +498,16 @@ def _loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx
                                           flow_pair, route_ptr, route_links, slots, free_head,
                                           ints, irec, floats, col, lflt, links, marks[MARKED])
         n_done += n_gone
+        for g in range(n_gone):
+            guarded = guarded or ints[DONE, g] >= guard
         n_ready = _children(n_gone, rev_ptr, rev_idx, waiting, flags, ints)
         n_arrived, n_pending, n_batches = _release(n_ready, now, latency, ints, col,
                                                    n_arrived, n_pending, n_batches)
     return n_done
 
 
-def _state(route_ptr: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray, n_links: int
-           ) -> tuple[np.ndarray, ...]:
+def _state(route_ptr: np.ndarray, route_links: np.ndarray, flow_pair: np.ndarray,
+           flow_bytes: np.ndarray, n_links: int) -> tuple[np.ndarray, ...]:
     """The kernel's arrays (rows named by the module's constants): per flow floats, integers
     and flags, per link floats, integers and marks, incidence slots (as many as all flows
     have, so never grown; only the pages of those in use are touched: freed runs are reused,
@@ -504,20 +529,28 @@ def _state(route_ptr: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray,
     free_head = np.full(int(lengths.max(initial=0)) + 1, -1, dtype=np.int64)
     total = int(lengths.sum())
     room = np.array([0, min(FIRST_SLOTS, total), total], dtype=np.int64)
-    return (floats, irec, np.zeros((n, 3), dtype=np.bool_), col, ints, np.zeros((3, n_links)), links,
+    lflt = np.zeros((4, n_links))
+    per_pair = np.bincount(flow_pair, weights=flow_bytes, minlength=len(route_ptr) - 1)
+    lflt[PEND] = np.bincount(route_links, weights=np.repeat(per_pair, np.diff(route_ptr)),
+                             minlength=n_links)
+    return (floats, irec, np.zeros((n, 3), dtype=np.bool_), col, ints, lflt, links,
             np.zeros((2, n_links), dtype=np.bool_), np.empty((3, total), dtype=np.int64),
-            free_head, room, np.zeros(6, dtype=np.int64))
+            free_head, room, np.zeros(7, dtype=np.int64))
 
 
 def run_kernel(loop: Callable[..., int], route_ptr: np.ndarray, route_links: np.ndarray,
                capacity: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray,
                waiting: np.ndarray, rev_ptr: np.ndarray, rev_idx: np.ndarray,
-               latency: np.ndarray, time_rtol: float, level_rtol: float) -> tuple[Any, ...]:
+               latency: np.ndarray, time_rtol: float, level_rtol: float,
+               limit: float = np.inf, guard: int | None = None) -> tuple[Any, ...]:
     """Start, finish, bytes delivered per flow, bytes per (local) link, flows done and the
-    stats of :func:`_loop` (compiled: *loop*), over the kernel's state."""
-    state = _state(route_ptr, flow_pair, flow_bytes, len(capacity))
+    stats of :func:`_loop` (compiled: *loop*), over the kernel's state; the run stops early
+    where it surely ends after *limit* (s) (stats[6] = 1), judged only while no flow of index
+    *guard* (default: none) or above has finished."""
+    state = _state(route_ptr, route_links, flow_pair, flow_bytes, len(capacity))
     n_done = loop(route_ptr, route_links, capacity, flow_pair, waiting, rev_ptr, rev_idx,
-                  latency, time_rtol, level_rtol, *state)
+                  latency, time_rtol, level_rtol, float(limit),
+                  len(flow_pair) if guard is None else int(guard), *state)
     floats, col, lflt, stats = state[0], state[3], state[5], state[-1]
     return (col[START].copy(), col[FINISH].copy(), floats[:, DELIVERED].copy(),
             lflt[LINK_BYTES].copy(), n_done, stats)
@@ -550,7 +583,7 @@ def _nrt_flag() -> bool:
 
 
 HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_link_in",
-           "_compact", "_join", "_component",
+           "_compact", "_join", "_component", "_past",
            "_heapify", "_max_min", "_settle", "_resolve", "_finish", "_children", "_release",
            "_next_time", "_arrive")
 
