@@ -33,6 +33,7 @@ from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import SweepPoints, describe_sweep, expand_sweep
 from atpsim.sweep.estimate import long_sweep_warning
 from atpsim.sweep.lock import folder_lock
+from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, SweepInterrupted, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 
@@ -112,6 +113,7 @@ def run_scenario(
     selections = select_trace_points(list(points) if trace else [], trace, scenario.is_job)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     draws = scenario_draws(scenario, uncertainty, seed)
+    check_owner(out, "run", scenario.name, fresh)
     announce(describe_sweep(scenario, points))
     warning = long_sweep_warning(points, jobs, copies=1 + (draws.n if draws else 0))
     if warning:

@@ -57,6 +57,7 @@ from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
 from atpsim.scenario.sweep import sized_topologies
 from atpsim.sweep.estimate import format_duration, long_sweep_warning
 from atpsim.sweep.lock import folder_lock
+from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 
@@ -291,6 +292,8 @@ def run_search(
     FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). Raises
     SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
     check_jobs(jobs, scheduler)
+    out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
+    check_owner(out, "search", space.name, fresh)
     size = check_space_size(space, max_tp)
     if size > 100_000:
         announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
@@ -305,7 +308,6 @@ def run_search(
     warning = long_sweep_warning(points, jobs, "search")
     if warning:
         log.warning(warning)
-    out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
     with folder_lock(out):
         table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
                              fresh=fresh, simulate=simulate or simulate_job_point,
