@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import SimulationError
+from atpsim.errors import SimulationError, SizeLimitError
+from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.pipeline import PipelineShape
 
@@ -50,7 +51,9 @@ class JobConfig:
 
 
 def check_job(config: JobConfig) -> None:
-    """Divisibility of the batch and the layers; one line naming the key, else."""
+    """Divisibility of the batch and the layers, and the iteration's size (a SizeLimitError,
+    which a search does not prune as indivisible, past :data:`~atpsim.parallel.job_memory.
+    DEFAULT_MAX_SLOTS` stage x micro-batch slots); one line naming the key, else."""
     per_step = config.micro_batch * config.layout.dp
     if config.micro_batch < 1 or config.global_batch % per_step:
         raise SimulationError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
@@ -59,6 +62,9 @@ def check_job(config: JobConfig) -> None:
     if config.model.layers % stages:
         raise SimulationError(f"{config.model.layers} layers do not split over {stages} (virtual) "
                               "pipeline stages", key="pp")  # fmt: skip
+    too_large = check_slots(config.layout.pp, config.virtual_stages, config.global_batch, config.micro_batch)
+    if too_large:
+        raise SizeLimitError(too_large, key="global_batch")
     if config.zero not in (0, 1):
         raise SimulationError(f"expected zero 0 or 1, got {config.zero}", key="zero")
     if config.vocab < 0 or config.vocab % config.layout.tp.size:

@@ -25,11 +25,12 @@ fragmentation.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import SimulationError
+from atpsim.errors import SimulationError, SizeLimitError
 from atpsim.parallel.atp import layer_dims, params_per_rank
 from atpsim.parallel.head import head_params_per_rank
 from atpsim.parallel.layout import ParallelLayout
@@ -39,6 +40,47 @@ from atpsim.parallel.pipeline import PipelineShape, stage_orders
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE = ("none", "selective", "full")
+
+#: The most (virtual) stage x micro-batch slots of one iteration, over all replicas, that a
+#: job may have unless ATPSIM_MAX_SLOTS says otherwise. The joint network's task graph holds
+#: every replica's pipeline, about 3 tasks and 2.6 KB per slot, built and run in about 75 µs
+#: a slot (megatron-1.7b, pp 2, global batch 200,000 on the 2-core development machine: 400,000
+#: slots, 1.13 GB peak, 30 s): a million slots is some 2.6 GB and a minute or two. The largest
+#: committed job (megatron-1t, pp 64, global batch 3072) has 196,608.
+DEFAULT_MAX_SLOTS = 1_000_000
+MAX_SLOTS_ENV = "ATPSIM_MAX_SLOTS"
+
+
+def pipeline_slots(pp: int, virtual_stages: int, global_batch: int, micro_batch: int) -> int:
+    """Stage x micro-batch slots of one iteration over every replica: ``p·v·B/b``."""
+    return pp * virtual_stages * (global_batch // max(micro_batch, 1))
+
+
+def check_slots(pp: int, virtual_stages: int, global_batch: int, micro_batch: int) -> str | None:
+    """Why a job of these sizes is too large to simulate (one sentence naming global_batch, the
+    count, the limit and ``ATPSIM_MAX_SLOTS``), or None."""
+    slots, limit = pipeline_slots(pp, virtual_stages, global_batch, micro_batch), max_slots()
+    if slots <= limit:
+        return None
+    return (f"global batch {global_batch:,} in micro-batches of {micro_batch} over {pp} stages"
+            + (f" x {virtual_stages} virtual" if virtual_stages > 1 else "")
+            + f" is {slots:,} stage x micro-batch slots, more than the {limit:,} a job may have "
+            f"(about 2.6 KB and 75 µs each): give a smaller global_batch or set "
+            f"{MAX_SLOTS_ENV}={slots}")  # fmt: skip
+
+
+def max_slots() -> int:
+    """The slot limit: ``ATPSIM_MAX_SLOTS`` if set (an integer >= 1), else DEFAULT_MAX_SLOTS."""
+    text = os.environ.get(MAX_SLOTS_ENV)
+    if text is None:
+        return DEFAULT_MAX_SLOTS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=MAX_SLOTS_ENV)
+    return value
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from itertools import product
 from typing import Any
 
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
+from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.scenario.entries import ModelEntry
 from atpsim.scenario.job_point import JobPoint
@@ -155,6 +156,9 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
                 if virtual > 1 and schedule != INTERLEAVED:
                     continue
                 _check_interleaved(part, schedule, gb // (mb * dp), pp)
+                too_large = check_slots(pp, virtual, gb, mb)
+                if too_large:
+                    raise _error(part, too_large, "parallelism", "global_batch", par.global_batch.index(gb))
                 yield from _options(part, fields, mesh, pp, dp, mb, gb, schedule, virtual)
 
 

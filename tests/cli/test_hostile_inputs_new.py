@@ -355,3 +355,28 @@ def test_a_search_keeps_the_output_formats_of_its_space(tmp_path, monkeypatch):
                      "parallelism: {global_batch: [16], pp: [1], micro_batch: [2]}\n")  # fmt: skip
     assert run("search", "--space", space, "-o", tmp_path / "out", "--no-progress").exit_code == 0
     assert not (tmp_path / "out" / "results.parquet").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["plan", "-t", "ib-cluster:4x8", "-m", "megatron-1.7b", "--devices", "32"],
+    ["search", "-t", "ib-cluster:4x8", "-m", "megatron-1.7b", "--pp", "1", "--micro-batch", "1",
+     "--no-progress"],
+])  # fmt: skip
+def test_a_global_batch_too_large_to_simulate_is_refused_at_once(tmp_path, args):
+    """A billion-sample batch built a billion-slot task graph for half a minute, then died."""
+    result = run(*args, "--global-batch", 10**9, "-o" if args[0] == "search" else "--top",
+                 tmp_path / "s" if args[0] == "search" else 3)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "global_batch" in line and "ATPSIM_MAX_SLOTS" in line
+
+
+def test_the_slot_limit_moves_with_its_variable(monkeypatch):
+    from atpsim.parallel.job_memory import check_slots
+
+    assert check_slots(2, 1, 1024, 1) is None
+    monkeypatch.setenv("ATPSIM_MAX_SLOTS", "2047")
+    assert "2,048" in check_slots(2, 1, 1024, 1)
+    monkeypatch.setenv("ATPSIM_MAX_SLOTS", "lots")
+    with pytest.raises(Exception, match="ATPSIM_MAX_SLOTS"):
+        check_slots(2, 1, 1024, 1)
