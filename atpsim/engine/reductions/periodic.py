@@ -160,10 +160,11 @@ class PrefixRuns:
     """Event runs of prefixes of one problem. The first is set up on its own (it often
     settles); after it, the whole schedule's flows and dependencies are built once and each
     longer prefix is cut from them (:func:`~atpsim.engine.solvers.event.prefix_of`), instead of
-    building every doubling anew. Every prefix runs on the event loop the whole problem would
-    (the compiled kernel where the whole has enough flows: measured 4-10x faster than the simpy
-    loop on the prefixes of NCCL's channel rings over 4096 GPUs), so the answer does not hang
-    on which prefix settled."""
+    building every doubling anew. The first runs on the event loop its own size calls for
+    (most settle there: a process that needs nothing else does not load the compiled kernel);
+    every longer one on the loop the whole problem would run on (the compiled kernel where the
+    whole has enough flows: measured 4-10x faster than the simpy loop on the prefixes of
+    NCCL's channel rings over 4096 GPUs). Which loop runs is a matter of the problem alone."""
 
     def __init__(self, problem: Problem, inner: EventDriven):
         self.problem, self.inner = problem, inner
@@ -181,7 +182,7 @@ class PrefixRuns:
         n_flows = sum(len(s) for s in prefix.steps)
         guard = n_flows - len(prefix.steps[-1]) if n_steps < len(self.problem.steps) else None
         if self.runs == 1:
-            return self.inner.timeline(prefix, loop_flows=self.n_flows, guard=guard)
+            return self.inner.timeline(prefix, guard=guard)
         if self.whole is None:
             flows = flatten(self.problem.steps)
             self.whole = flows, dependencies(self.problem, flows)

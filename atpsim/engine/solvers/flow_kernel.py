@@ -571,15 +571,14 @@ def _jit(**options: Any) -> Callable[..., Any]:
 
 @functools.cache
 def _nrt_flag() -> bool:
-    """Whether this numba takes ``_nrt=False``."""
-    from numba import njit
-
-    flags: dict[str, Any] = {"_nrt": False}
+    """Whether this numba takes ``_nrt=False``: whether its CPU target lists the option
+    (looked up, not tried: compiling a probe cost 0.45 s a process, most of loading the
+    kernel)."""
     try:
-        njit(**flags)(lambda: 0)()
-    except Exception:  # pragma: no cover - a numba without the flag
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:  # pragma: no cover - a numba laid out otherwise
         return False
-    return True
+    return hasattr(CPUTargetOptions, "_nrt")
 
 
 HELPERS = ("_sift_up", "_sift_down", "_heap_set", "_heap_remove", "_seed", "_link_in",
