@@ -130,3 +130,20 @@ def test_bad_jobs_name_their_key(kwargs, key):
     with pytest.raises(SimulationError) as caught:
         job(**kwargs)
     assert caught.value.key == key
+
+
+def test_a_large_joint_graph_is_announced_with_its_cost(monkeypatch, caplog):
+    """A TP group smaller than a node shares NVLink with its pipeline neighbour: every pass is
+    its own tasks, and a graph that large is announced (not a silent many-minute wait)."""
+    import atpsim.api.job as job
+
+    monkeypatch.setattr(job, "LARGE_GRAPH_TASKS", 1000)
+    topo = {"builder": "ib-cluster", "gpus_per_node": 8, "nodes": 1}
+    with caplog.at_level("WARNING", logger="atpsim.api.job"):
+        p = job.simulate_job(topo, "megatron-1.7b", tp=(4, 1), pp=2, dp=1, global_batch=2)
+    assert p.stats["passes_as_delays"] == 0 and p.stats["tasks"] >= 1000
+    assert "tasks on the joint network" in caplog.text and "network: isolated" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="atpsim.api.job"):
+        job.simulate_job(topo, "megatron-1.7b", tp=(8, 1), pp=1, dp=1, global_batch=2)
+    assert "tasks on the joint network" not in caplog.text

@@ -27,16 +27,53 @@ IDS = [path.stem for path in SCENARIOS]
 REPORTS = ROOT / "reports"
 
 
+#: The keys that make a scenario a job scenario (atpsim.scenario.parallelism.JOB_KEYS, some).
+JOB_MARKERS = ("tp", "pp", "dp", "global_batch")
+#: A reduced job scenario's most GPUs (a job point is a whole iteration of every replica).
+JOB_DEVICES = 64
+
+
 def reduced(raw: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the scenario mapping *raw* at its smallest device count and first model."""
+    """A copy of the scenario mapping *raw* at its smallest device count and first model.
+
+    A job point is a whole iteration (seconds, where a step point takes milliseconds), so a
+    job scenario is cut further: one case per topology, the first topology of a list, the
+    first pipeline depth, at most JOB_DEVICES GPUs and a global batch of at most one sample
+    per GPU per micro-batch (a multiple of every layout's data-parallel size)."""
     small = copy.deepcopy(raw)
-    for part in [small, *small.get("cases", [])]:
-        devices = (part.get("parallelism") or {}).get("devices")
+    parts = [small, *small.get("cases", [])]
+    job = any(k in (part.get("parallelism") or {}) for part in parts for k in JOB_MARKERS)
+    for part in parts:
+        parallelism = part.get("parallelism") or {}
+        devices = parallelism.get("devices")
         if isinstance(devices, list):
-            part["parallelism"]["devices"] = [min(devices)]
+            parallelism["devices"] = [min(devices)]
         if isinstance(part.get("model"), list):
             part["model"] = part["model"][:1]
+        if job:
+            _reduce_job(part)
+    if job and small.get("cases"):
+        small["cases"] = list({repr(c.get("topology")): c for c in reversed(small["cases"])}.values())[::-1]
     return small
+
+
+def _reduce_job(part: dict[str, Any]) -> None:
+    """Cut a job scenario's part in place (see :func:`reduced`)."""
+    if isinstance(part.get("topology"), list):
+        part["topology"] = part["topology"][:1]
+    parallelism = part.get("parallelism") or {}
+    if isinstance(parallelism.get("pp"), list):
+        parallelism["pp"] = parallelism["pp"][:1]
+    if "devices" in parallelism:
+        devices = min(parallelism["devices"] if isinstance(parallelism["devices"], list) else [parallelism["devices"]])
+        devices = min(devices, JOB_DEVICES)
+        parallelism["devices"] = devices
+        sizes = parallelism.get("micro_batch", 1)
+        largest = max(sizes) if isinstance(sizes, list) else sizes
+        batches = parallelism.get("global_batch")
+        smallest = min(batches) if isinstance(batches, list) else batches
+        if smallest is not None and smallest > devices * largest:
+            parallelism["global_batch"] = devices * largest
 
 
 def run(*args: str):
