@@ -132,12 +132,16 @@ class _Comm:
         out: Ends = []
         live = [e for e in met if isinstance(e, LiveEpisode)]
         base = live[0] if live else LiveEpisode(Loop(self.network.fabric, now))
+        if live:  # first: an episode replayed to now may come before it in *met*
+            base.loop.run_until(now)
+            out += base.harvest()
         for episode in met:
+            if episode is base:
+                continue
             if isinstance(episode, LiveEpisode):
                 episode.loop.run_until(now)
                 out += episode.harvest()
-                if episode is not base:
-                    base.take(self.network, episode)
+                base.take(self.network, episode)
                 continue
             out += [(task, None) for owned_tasks in episode.tasks for task, _ in owned_tasks]
             replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now)

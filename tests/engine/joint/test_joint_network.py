@@ -201,3 +201,17 @@ def test_calls_that_keep_meeting_run_live_and_equal_the_plain_run(cluster):
     assert fast.finish_s[rails[0]] != fast.finish_s[rails[1]]  # rail 0 carries the sends
     ahead = run_graph(graph, cluster, live=False)
     assert np.allclose(ahead.finish_s, plain.finish_s, rtol=1e-9, atol=0)
+
+
+def test_an_iteration_whose_live_episode_meets_a_replayed_one_equals_the_plain_run():
+    """TP 8 over two 4-GPU nodes on a 4:1 fat tree: a call meets a live episode and an episode
+    solved ahead listed before it, which is replayed to now; the live one must be brought to
+    now first (it was absorbed while behind, an AssertionError, found by
+    scenarios/joint-network.yaml)."""
+    from atpsim.api import ModelConfig, compare_plain
+
+    topology = {"builder": "ib-cluster", "nodes": 16, "gpus_per_node": 4, "oversubscription": 4}
+    model = ModelConfig("tiny", hidden=4096, heads=32, layers=2, batch=1, seq=2048)
+    run = compare_plain(topology, model, tp=(8, 1), pp=2, dp=4, global_batch=8,
+                        sequence_parallel=True, recompute="selective", zero=1, vocab=51200)  # fmt: skip
+    assert run.agree
