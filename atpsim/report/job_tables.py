@@ -96,8 +96,12 @@ def best_table(frame: pd.DataFrame) -> Table | None:
 
 
 def all_rows(frame: pd.DataFrame) -> Table:
-    """Every point, main columns (every column: results.csv)."""
-    return _table(frame, ALL_COLUMNS, "All points (every column: results.csv)")
+    """Every point, main columns (every column: results.csv), and the network, perturbation
+    and neighbour where a sweep varies them (else rows would read as repeats)."""
+    varied = tuple(c for c in ("network", "perturb", "neighbour")
+                   if c in frame.columns and frame[c].astype(str).nunique() > 1)  # fmt: skip
+    columns = ALL_COLUMNS[:-1] + varied + ALL_COLUMNS[-1:] if varied else ALL_COLUMNS
+    return _table(frame, columns, "All points (every column: results.csv)")
 
 
 def failures(frame: pd.DataFrame) -> Table | None:
@@ -173,6 +177,8 @@ def contention(frame: pd.DataFrame) -> tuple[Table, list[str]] | None:
                         change=both["iteration_time_s"] / both["iteration_time_s_isolated"] - 1,
                         dp_isolated_s=both["exposed_dp_comm_s_isolated"], dp_joint_s=both["exposed_dp_comm_s"])
     names = tuple(c for c in CONTENTION if c in table.columns)
+    if table["topology"].nunique() > 1:  # rows of different machines would read as repeats
+        names = ("topology", *names)
     caption = ("Every layout run with each call alone (isolated) and on one network (joint): "
                "iteration [s], change, exposed DP [s] each way, the busiest link on one network")
     sentences = []
