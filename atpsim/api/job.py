@@ -264,7 +264,7 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
                     "iteration is %s tasks on the joint network (about %.0f s); network: isolated "
-                    "times each call alone", layout.tp, layout.pp, layout.dp, f"{len(graph):,}",
+                    "(plan --network isolated) times each call alone", layout.tp, layout.pp, layout.dp, f"{len(graph):,}",
                     len(graph) * SECONDS_PER_TASK)  # fmt: skip
     return JointJob(graph, tasks, machine, costs, isolated)
 

@@ -62,6 +62,7 @@ def plan_job(
     micro_batches: Sequence[int] = (1, 2, 4),
     chunk_counts: Sequence[int] = (1,),
     hardware: str | None = None,
+    network: str = "joint",
     **options: Any,
 ) -> JobPlan:
     """Simulate every layout of *devices* GPUs that divides the model and fits in memory and
@@ -70,7 +71,10 @@ def plan_job(
     every divisor of the layers); *chunk_counts* the ATP chunk counts of each TP pass (a count
     that does not divide the micro-batch is pruned by divisibility); *options* are
     :class:`~atpsim.api.job.JobConfig` fields shared by all candidates (schedule, zero,
-    recompute, ...). ``atpsim search`` searches the same layouts on the sweep's executor
+    recompute, ...); *network* how each candidate's calls share the links
+    (:data:`atpsim.api.job.NETWORKS`: ``joint``, one network for every call in flight, or
+    ``isolated``, each call alone; much faster where TP groups are smaller than a node).
+    ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`)."""
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = _machine(topology, devices, hardware)
@@ -84,7 +88,7 @@ def plan_job(
         if reason:
             pruned[reason] += 1
             continue
-        results.append(JobCandidate(config, run_job(topo, profile, config)))
+        results.append(JobCandidate(config, run_job(topo, profile, config, network=network)))
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
     return JobPlan(tuple(results), pruned)
 

@@ -57,6 +57,9 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
+@click.option("--network", type=click.Choice(["joint", "isolated"]), default="joint", show_default=True,
+              help="Job: joint = every call in flight shares the links; isolated = each call timed "
+                   "alone (much faster where TP groups are smaller than a node).")
 @click.option("--links", "links_path", type=click.Path(dir_okay=False), default=None,
               help="Job: write the best layout's bytes and busy time per link to this CSV, and "
                    "the topology coloured by link utilization beside it (.png).")
@@ -68,7 +71,7 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path):
+            links_path, network):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
     if draws is not None and global_batch is not None:
@@ -77,7 +80,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
-                       "links_path")
+                       "links_path", "network")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration", "trace_path"), "with --global-batch")
@@ -88,8 +91,8 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                micro_batches=_int_list(micro_batches, "--micro-batch"),
                                chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
-                               schedule=schedule)  # fmt: skip
-        _print_jobs(ranked_jobs, top)
+                               schedule=schedule, network=network)  # fmt: skip
+        _print_jobs(ranked_jobs, top, network)
         if links_path:
             _print_links(write_job_links(topology, ranked_jobs.best.config, links_path, hardware=hardware),
                          ranked_jobs.best.label, links_path)  # fmt: skip
@@ -192,10 +195,11 @@ def _print_links(uses: list, label: str, path: str) -> None:
     console.print(table)
 
 
-def _print_jobs(ranked: JobPlan, top: int) -> None:
+def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
     console = Console(width=160)
     pruned = ", ".join(f"{n} by {why}" for why, n in ranked.pruned.items() if n)
-    table = Table(title="layouts by iteration time", caption=f"pruned before simulation: {pruned or 'none'}")
+    how = "every call in flight on one network" if network == "joint" else "each call timed alone"
+    table = Table(title=f"layouts by iteration time ({how})", caption=f"pruned before simulation: {pruned or 'none'}")
     for name in ("layout", "iteration s", "TFLOP/s/GPU", "MFU", "compute s", "exposed TP s", "bubble s",
                  "exposed DP s", "other s", "memory GB"):  # fmt: skip
         table.add_column(name, justify="right")
