@@ -46,6 +46,7 @@ def expand_job_sweep(scenario: Scenario) -> list[JobPoint]:
 
 def _part_points(part: Scenario) -> Iterator[JobPoint]:
     _check_neighbour(part)
+    _check_network(part)
     for index, entry in enumerate(part.topologies):
         sized = _sized_topologies(part, index)
         default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
@@ -57,6 +58,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
                 _check_model(part, model)
                 vocab = _vocab(part.parallelism, model_entry)
                 for _, devices, _topology in sized:
+                    _check_stragglers(part, devices)
                     fields = {**base, "hardware": hardware, "model": model,
                               "n_devices": devices, "vocab": vocab}  # fmt: skip
                     yield from _layouts(part, fields, model, devices)
@@ -182,6 +184,29 @@ def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, 
                        recompute=recompute, zero=zero, order=par.order, network=network,
                        perturb=perturb.canonical(),
                        neighbour=par.neighbour.canonical() if par.neighbour else ())  # fmt: skip
+
+
+def _check_network(part: Scenario) -> None:
+    """A perturbation or a neighbour needs the joint network: with ``network: isolated``
+    alone such points would all be skipped (a sweep of both runs them on the joint one)."""
+    par = part.parallelism
+    if "joint" in par.network:
+        return
+    if any(p.canonical() for p in par.perturb):
+        raise _error(part, "a perturbation needs the joint network; expected network: joint "
+                     "(or a list with it)", "parallelism", "perturb")  # fmt: skip
+    if par.neighbour is not None:
+        raise _error(part, "a neighbour job needs the joint network; expected network: joint "
+                     "(or a list with it)", "parallelism", "neighbour")  # fmt: skip
+
+
+def _check_stragglers(part: Scenario, devices: int) -> None:
+    """Stragglers are drawn among the job's GPUs: no more than there are."""
+    for index, perturb in enumerate(part.parallelism.perturb):
+        if perturb.stragglers > devices:
+            key = ("parallelism", "perturb") + ((index,) if len(part.parallelism.perturb) > 1 else ())
+            raise _error(part, f"{perturb.stragglers} stragglers among {devices} GPUs; expected at "
+                         f"most {devices}", *key, "stragglers")  # fmt: skip
 
 
 def _check_neighbour(part: Scenario) -> None:

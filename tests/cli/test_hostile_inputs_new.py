@@ -380,3 +380,27 @@ def test_the_slot_limit_moves_with_its_variable(monkeypatch):
     monkeypatch.setenv("ATPSIM_MAX_SLOTS", "lots")
     with pytest.raises(Exception, match="ATPSIM_MAX_SLOTS"):
         check_slots(2, 1, 1024, 1)
+
+
+JOB = """name: j
+topology: ib-cluster:2x8
+model: gpt3-125m
+parallelism: {devices: 16, tp: [[8, 1]], pp: 1, dp: auto, global_batch: 4, EXTRA}
+"""
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("network: isolated, perturb: {seed: 1, stragglers: 1}", "parallelism.perturb"),
+    ("network: isolated, neighbour: {model: gpt3-125m, tp: [8, 1], pp: 1, dp: 1, global_batch: 4}",
+     "parallelism.neighbour"),
+    ("perturb: {seed: 1, stragglers: 99}", "parallelism.perturb.stragglers"),
+])  # fmt: skip
+def test_a_job_sweep_that_could_not_run_its_perturbation_is_refused(tmp_path, extra, named):
+    """network: isolated with a perturbation skipped every point, and the run then failed on
+    an empty table; 99 stragglers among 16 GPUs failed every point."""
+    path = tmp_path / "j.yaml"
+    path.write_text(JOB.replace("EXTRA", extra), encoding="utf-8")
+    result = run("run", path, "-o", tmp_path / "out", "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert named in result.output and str(path) in result.output
+    assert not (tmp_path / "out" / "results.csv").exists()
