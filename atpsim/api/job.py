@@ -69,12 +69,14 @@ from atpsim.topology.graph import Topology
 
 log = logging.getLogger(__name__)
 
-#: An iteration's graph of this many tasks or more is announced: where the passes' TP traffic
-#: meets other traffic, every pass of every replica is its own tasks, simulated at about 70 µs
-#: a task (megatron-1.7b at TP 4x1, PP 2 on 1024 GPUs of 8-GPU nodes: 3.4 million tasks, 228 s
-#: on the 2-core development machine; the passes share NVLink with the pipeline sends).
-LARGE_GRAPH_TASKS = 500_000
-SECONDS_PER_TASK = 70e-6
+#: An iteration's graph of this many tasks or more is announced with its cost: where the
+#: passes' TP traffic meets other traffic, every pass of every replica is its own tasks. Measured
+#: on the 2-core development machine, megatron-1.7b on 1024 GPUs of 8-GPU nodes (the passes
+#: share NVLink with the pipeline sends or the DP ring's in-node hop): TP 4x1, PP 2, 3.4 million
+#: tasks in 21 s; TP 4x1, PP 1, 3.4 million tasks in 55 s and 3.96 GB peak (more calls meet).
+LARGE_GRAPH_TASKS = 2_000_000
+SECONDS_PER_TASK = 16e-6
+BYTES_PER_TASK = 1.2e3
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "check_job",
            "job_memory", "run_job", "simulate_job", "stage_params_per_rank"]  # fmt: skip
@@ -263,9 +265,10 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     if len(graph) >= LARGE_GRAPH_TASKS:
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
-                    "iteration is %s tasks on the joint network (about %.0f s); network: isolated "
-                    "(plan --network isolated) times each call alone", layout.tp, layout.pp, layout.dp, f"{len(graph):,}",
-                    len(graph) * SECONDS_PER_TASK)  # fmt: skip
+                    "iteration is %s tasks on the joint network (up to about %.0f s and %.1f GB); "
+                    "network: isolated (plan --network isolated) times each call alone", layout.tp,
+                    layout.pp, layout.dp, f"{len(graph):,}", len(graph) * SECONDS_PER_TASK,
+                    len(graph) * BYTES_PER_TASK / 1e9)  # fmt: skip
     return JointJob(graph, tasks, machine, costs, isolated)
 
 

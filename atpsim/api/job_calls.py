@@ -43,6 +43,7 @@ class JobComm:
     profile: HardwareProfile
     config: JobConfig
     _sends: dict = field(default_factory=dict, compare=False, repr=False)
+    _tp_calls: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def charged_s(self) -> float:
@@ -69,10 +70,13 @@ class JobComm:
         return CallSpec(DEFAULT_BACKEND, op, algorithm, tuple(map(tuple, groups)), nbytes, self.charged_s)
 
     def tp_call(self, op: CommOp) -> CallSpec:
-        """A pass's TP collective *op* over every TP group of the job."""
-        layout = self.config.layout
-        groups = layout.tp_groups(op.dim)
-        return comm_spec(op, groups, self.config.algorithm, DEFAULT_BACKEND, self.charged_s)
+        """A pass's TP collective *op* over every TP group of the job: one object per op (a
+        pass's tasks ask for it once per group of every replica and stage; building the call
+        of every group each time made graph building quadratic in the replicas)."""
+        if op not in self._tp_calls:
+            groups = self.config.layout.tp_groups(op.dim)
+            self._tp_calls[op] = comm_spec(op, groups, self.config.algorithm, DEFAULT_BACKEND, self.charged_s)
+        return self._tp_calls[op]
 
 
 def activation_bytes(config: JobConfig) -> float:
