@@ -83,6 +83,17 @@ def reverse_csr(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.nda
     return ptr, owners[order]
 
 
+def _append_dependents(dependents: tuple[np.ndarray, np.ndarray], nodes: Nodes, first: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The dependents CSR of a loop's nodes after *nodes* join it as nodes ``first...``: their
+    dependencies are among themselves, so the old nodes' dependents do not change and the new
+    ones' are appended (the reverse of the whole CSR, sorted again at every call that joined
+    a live episode, was quadratic in its calls)."""
+    ptr, idx = dependents
+    new_ptr, new_idx = reverse_csr(nodes.dep_ptr, nodes.dep_idx, len(nodes))
+    return np.concatenate([ptr, new_ptr[1:] + ptr[-1]]), np.concatenate([idx, new_idx + first])
+
+
 def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The entries of CSR rows *rows*, concatenated."""
     lens = ptr[rows + 1] - ptr[rows]
@@ -172,7 +183,7 @@ class _Network:
         self.busy_since, self.busy = np.concatenate([self.busy_since, grow]), np.concatenate([self.busy, grow])
         self.link_bytes = np.concatenate([self.link_bytes, grow])
         added = len(nodes) - len(self.rate)
-        self.node_links = self.local[nodes.link_idx]
+        self.node_links = np.concatenate([self.node_links, self.local[nodes.link_idx[len(self.node_links):]]])
         self.rate = np.concatenate([self.rate, np.zeros(added)])
         self.remaining = np.concatenate([self.remaining, nodes.nbytes[len(nodes) - added:]])
         self.nodes = nodes
@@ -320,7 +331,7 @@ class Loop:
         self.waiting = np.concatenate([self.waiting, np.diff(nodes.dep_ptr)])
         self.start = np.concatenate([self.start, np.full(len(nodes), np.nan)])
         self.finish = np.concatenate([self.finish, np.full(len(nodes), np.nan)])
-        self.dependents = reverse_csr(self.nodes.dep_ptr, self.nodes.dep_idx, len(self))
+        self.dependents = _append_dependents(self.dependents, nodes, first)
         self.release(first + np.flatnonzero(np.diff(nodes.dep_ptr) == 0))
         return first
 
@@ -399,7 +410,7 @@ class Loop:
         self.net.take_counts(other.net, self.now)
         self.waiting = np.concatenate([self.waiting, other.waiting])
         self.start, self.finish = np.concatenate([self.start, other.start]), np.concatenate([self.finish, other.finish])
-        self.dependents = reverse_csr(self.nodes.dep_ptr, self.nodes.dep_idx, len(self))
+        self.dependents = _append_dependents(self.dependents, other.nodes, offset)
         self.n_done += other.n_done
         for t, _, ids in other.arrivals:
             self.seq += 1
