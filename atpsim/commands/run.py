@@ -144,8 +144,14 @@ def _finish(summary: RunSummary) -> None:
 @contextmanager
 def logging_to(console: Console) -> Iterator[None]:
     """Send atpsim's log records (INFO and up) to *console* while the command runs, so they
-    print above the progress bar."""
-    handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    print above the progress bar; where the console is not a terminal (a log file, a pipe),
+    one plain line per record, whatever COLUMNS says (rich would wrap them at its width)."""
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+    else:
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
     logger, level = logging.getLogger("atpsim"), logging.getLogger("atpsim").level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
