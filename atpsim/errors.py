@@ -117,6 +117,22 @@ def describe_os_error(error: OSError | UnicodeError, path: object = None) -> str
 MAX_EPOCH_S = 253_402_300_799
 
 
+def limit_from_env(name: str, default: int, error_type: type[AtpsimError] = SizeLimitError) -> int:
+    """A size limit: the environment variable *name* if set (an integer >= 1; else an
+    *error_type* naming it), else *default*. Every announced limit (GPUs, slots, layouts) is
+    read this way."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise error_type(f"expected an integer >= 1, got {text!r}", key=name)
+    return value
+
+
 def source_date_epoch() -> int | None:
     """``SOURCE_DATE_EPOCH`` (whole seconds since 1970, the reproducible-builds convention,
     https://reproducible-builds.org/specs/source-date-epoch/) as an int, None when unset;

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import product
@@ -45,7 +44,7 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.job_search import job_layouts, layer_divisors, prune_reason, tp_meshes
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
-from atpsim.errors import ScenarioError, SimulationError, SizeLimitError
+from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.report.large import summarize
 from atpsim.results.job_schema import JOB_SCHEMA
@@ -198,7 +197,7 @@ def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
 def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
     """*space*'s :func:`space_size`; a SizeLimitError past ATPSIM_MAX_LAYOUTS (default
     :data:`DEFAULT_MAX_LAYOUTS`) naming the size and how to narrow or raise it."""
-    size, limit = space_size(space, max_tp), _max_layouts()
+    size, limit = space_size(space, max_tp), limit_from_env(MAX_LAYOUTS_ENV, DEFAULT_MAX_LAYOUTS)
     if size > limit:
         raise SizeLimitError(
             f"the space makes {size:,} candidate layouts (TP meshes x pipeline depths x "
@@ -207,15 +206,6 @@ def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
             f"(--pp, --micro-batch, --max-tp, ...) or set {MAX_LAYOUTS_ENV}={size}",
             source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
     return size
-
-
-def _max_layouts() -> int:
-    text = os.environ.get(MAX_LAYOUTS_ENV)
-    if text is None:
-        return DEFAULT_MAX_LAYOUTS
-    if not text.strip().isdigit() or int(text) < 1:
-        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=MAX_LAYOUTS_ENV)
-    return int(text)
 
 
 def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:

@@ -25,12 +25,11 @@ fragmentation.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import SimulationError, SizeLimitError
+from atpsim.errors import SimulationError, limit_from_env
 from atpsim.parallel.atp import layer_dims, params_per_rank
 from atpsim.parallel.head import head_params_per_rank
 from atpsim.parallel.layout import ParallelLayout
@@ -71,16 +70,7 @@ def check_slots(pp: int, virtual_stages: int, global_batch: int, micro_batch: in
 
 def max_slots() -> int:
     """The slot limit: ``ATPSIM_MAX_SLOTS`` if set (an integer >= 1), else DEFAULT_MAX_SLOTS."""
-    text = os.environ.get(MAX_SLOTS_ENV)
-    if text is None:
-        return DEFAULT_MAX_SLOTS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=MAX_SLOTS_ENV)
-    return value
+    return limit_from_env(MAX_SLOTS_ENV, DEFAULT_MAX_SLOTS)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from atpsim.errors import AtpsimError, TopologyError, did_you_mean
+from atpsim.errors import AtpsimError, TopologyError, did_you_mean, limit_from_env
 from atpsim.topology.graph import Topology
 from atpsim.topology.registry import builder_info, builder_names
 from atpsim.units import parse_bandwidth_text, parse_time_text
@@ -115,16 +115,7 @@ _BYTES_PER_GPU = 5_000
 
 def max_gpus() -> int:
     """The GPU limit: ``ATPSIM_MAX_GPUS`` if set (an integer >= 1), else DEFAULT_MAX_GPUS."""
-    text = os.environ.get(MAX_GPUS_ENV)
-    if text is None:
-        return DEFAULT_MAX_GPUS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise TopologyError(f"expected an integer >= 1, got {text!r}", key=MAX_GPUS_ENV)
-    return value
+    return limit_from_env(MAX_GPUS_ENV, DEFAULT_MAX_GPUS, TopologyError)
 
 
 def requested_gpus(spec: TopologySpec, n_gpus: int | None = None) -> int | None:
