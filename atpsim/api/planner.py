@@ -135,15 +135,7 @@ def plan(
     profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
     label = topology_label(topology)
     candidates = []
-    meshes = [m for m in factorizations(n) if not (config.hidden % m.d1 or config.hidden % m.d2)]
-    if not meshes:
-        raise SimulationError(f"no DeviceMesh of {n} GPUs splits model.hidden ({config.hidden}): "
-                              f"each dimension must divide it", key="--devices")
-    if len(meshes) < len(factorizations(n)):
-        log.warning("skipping %d of the %d meshes of %d GPUs: a dimension does not divide "
-                    "model.hidden (%d)", len(factorizations(n)) - len(meshes),
-                    len(factorizations(n)), n, config.hidden)
-    for mesh in meshes:
+    for mesh in _meshes_splitting(config, n):
         placed = DeviceMesh(mesh.d1, mesh.d2, placement)
         calibrated = None if chosen is None else chosen.get((mesh.d1, mesh.d2))
         for chunk in chunks:
@@ -157,12 +149,34 @@ def plan(
     entries = [_entry(point, chosen is None or calibrated is not None, calibrated, draws, sources)
                for point, calibrated in candidates]  # fmt: skip
     entries.sort(key=lambda e: (e.des.step_time_s, e.mesh.d2, e.chunks))
-    note = "paper's calibrated B1, B2 (Section 5.3)" if chosen else "derived from the topology's matrix"
-    if chosen and topology != "ic1":
-        note = f"IC1's calibrated B1, B2 (paper Section 5.3) applied to {label}, another machine"
-        log.warning("--calibration %s: %s; 'auto' derives them from %s", calibration, note, label)
+    note = _calibration_note(calibration, bool(chosen), topology, label)
     confidence = _confidence(entries) if draws else None
     return Plan(label, n, config, profile, algorithm, tuple(entries), note, confidence, draws)
+
+
+def _meshes_splitting(config: ModelConfig, n: int) -> list[DeviceMesh]:
+    """The DeviceMesh(d1, d2) of *n* GPUs whose dimensions both divide the hidden size (a
+    warning names how many others were skipped; none at all is a SimulationError)."""
+    every = factorizations(n)
+    meshes = [m for m in every if not (config.hidden % m.d1 or config.hidden % m.d2)]
+    if not meshes:
+        raise SimulationError(f"no DeviceMesh of {n} GPUs splits model.hidden ({config.hidden}): "
+                              f"each dimension must divide it", key="--devices")
+    if len(meshes) < len(every):
+        log.warning("skipping %d of the %d meshes of %d GPUs: a dimension does not divide "
+                    "model.hidden (%d)", len(every) - len(meshes), len(every), n, config.hidden)
+    return meshes
+
+
+def _calibration_note(calibration: str, calibrated: bool, topology: object, label: str) -> str:
+    """Where Eq. 2's B1, B2 came from; IC1's values on another machine are also warned of."""
+    if not calibrated:
+        return "derived from the topology's matrix"
+    if topology == "ic1":
+        return "paper's calibrated B1, B2 (Section 5.3)"
+    note = f"IC1's calibrated B1, B2 (paper Section 5.3) applied to {label}, another machine"
+    log.warning("--calibration %s: %s; 'auto' derives them from %s", calibration, note, label)
+    return note
 
 
 def _uncertainty_sources(point: SweepPoint, draws: Draws | None) -> tuple[str, ...]:
