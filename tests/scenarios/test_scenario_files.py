@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from atpsim.cli import main
 from atpsim.results.io import read_results
+from atpsim.scenario.parallelism import JOB_KEYS
 
 ROOT = Path(__file__).parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -27,8 +28,6 @@ IDS = [path.stem for path in SCENARIOS]
 REPORTS = ROOT / "reports"
 
 
-#: The keys that make a scenario a job scenario (atpsim.scenario.parallelism.JOB_KEYS, some).
-JOB_MARKERS = ("tp", "pp", "dp", "global_batch")
 #: A reduced job scenario's most GPUs (a job point is a whole iteration of every replica).
 JOB_DEVICES = 64
 
@@ -42,7 +41,7 @@ def reduced(raw: dict[str, Any]) -> dict[str, Any]:
     per GPU per micro-batch (a multiple of every layout's data-parallel size)."""
     small = copy.deepcopy(raw)
     parts = [small, *small.get("cases", [])]
-    job = any(k in (part.get("parallelism") or {}) for part in parts for k in JOB_MARKERS)
+    job = any(k in (part.get("parallelism") or {}) for part in parts for k in JOB_KEYS)
     for part in parts:
         parallelism = part.get("parallelism") or {}
         devices = parallelism.get("devices")
