@@ -16,11 +16,10 @@ memory columns are :func:`atpsim.parallel.memory.memory_per_rank`'s estimates.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 from atpsim.analytic.model import t_comm_s as paper_t_comm_s
-from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.hardware import HardwareProfile, hardware_profile
 from atpsim.compute.models import ModelConfig
 from atpsim.engine.step.run import (
     layer_overhead_s,
@@ -67,14 +66,6 @@ def topology_for(point: SweepPoint) -> Topology:
             f"{point.topology_label} has {topology.n_gpus} GPUs; the point needs {point.n_devices}"
         )
     return topology
-
-
-@lru_cache(maxsize=16)
-def hardware_profile(name: str) -> HardwareProfile:
-    """The hardware profile called *name* (a packaged profile or a YAML file), loaded once."""
-    from atpsim.compute.hardware import load_profile
-
-    return load_profile(name)
 
 
 def _des_times(point: SweepPoint, topology: Topology, profile: HardwareProfile) -> dict[str, float]:

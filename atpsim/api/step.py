@@ -12,13 +12,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from atpsim.compute.hardware import DEFAULT_HARDWARE
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.point import SweepPoint
 
-#: The hardware profile of a topology that names none.
-DEFAULT_HARDWARE = "a100-sxm4-80gb"
 MODES = ("des", "analytic")
 
 

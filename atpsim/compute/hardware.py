@@ -50,6 +50,7 @@ layer_overhead_s`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,9 @@ import yaml
 from atpsim.errors import AtpsimError
 
 _GEMM_MODELS = ("curve", "table")
+
+#: The hardware profile of a topology that names none.
+DEFAULT_HARDWARE = "a100-sxm4-80gb"
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,13 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
         return profile_from_dict(data)
     except AtpsimError as exc:
         raise exc.with_source(source) from None
+
+
+@lru_cache(maxsize=16)
+def hardware_profile(name: str) -> HardwareProfile:
+    """The hardware profile called *name* (a packaged profile or a YAML file), loaded once
+    per process (:func:`load_profile`), as every point and job of a sweep asks for it."""
+    return load_profile(name)
 
 
 def _read_profile_text(name_or_path: str) -> tuple[str, str]:
