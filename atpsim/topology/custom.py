@@ -25,9 +25,9 @@ import networkx as nx
 import yaml
 
 from atpsim.errors import AtpsimError, TopologyError, did_you_mean, read_text
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.graph import LINK_KINDS, NODE_KINDS, Topology
 from atpsim.topology.params import BuilderParam
-from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import Router, ShortestPathRouter, UpDownRouter
 from atpsim.units import parse_bandwidth_text, parse_time_text
 

@@ -16,6 +16,7 @@ import yaml
 
 from atpsim.errors import TopologyError, did_you_mean
 from atpsim.topology.graph import Topology
+from atpsim.topology.sizing import SIZE_FROM_GPUS, build_from_builder
 
 
 @functools.cache
@@ -44,8 +45,6 @@ def build_preset(
     """Build preset *name* with *overrides* applied. On a scalable preset, *n_gpus* or an override
     ``gpus`` resizes it by its builder's sizing rule; a fixed-size preset ignores *n_gpus* and
     passes every override (``gpus`` included) to its builder."""
-    from atpsim.topology.spec import SIZE_FROM_GPUS, build_from_builder
-
     info = preset_info(name)
     builder = info["builder"]
     params = dict(info.get("params") or {})

@@ -12,82 +12,27 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from atpsim.errors import AtpsimError, TopologyError, did_you_mean, limit_from_env
+from atpsim.errors import (
+    AtpsimError,
+    SizeLimitError,
+    TopologyError,
+    did_you_mean,
+    limit_from_env,
+)
+from atpsim.topology.custom import load_custom
 from atpsim.topology.graph import Topology
-from atpsim.topology.registry import builder_info, builder_names
+from atpsim.topology.presets import build_preset, preset_info, preset_names
+from atpsim.topology.registry import builder_names
+from atpsim.topology.sizing import SIZE_PARSERS, build_from_builder
 from atpsim.units import parse_bandwidth_text, parse_time_text
 
 #: What names a topology: a preset, builder spec or YAML path, or a mapping (see load_topology).
 TopologySpec = str | Mapping[str, Any]
 
 _CACHE: dict[str, Topology] = {}
-
-
-def _parse_dims(text: str) -> dict[str, Any]:
-    return {"dims": tuple(_parse_int(part, "dims") for part in text.split("x"))}
-
-
-def _parse_gpus(text: str) -> dict[str, Any]:
-    return {"gpus": _parse_int(text, "gpus")}
-
-
-def _parse_cluster(text: str) -> dict[str, Any]:
-    parts = text.split("x")
-    if len(parts) != 2:
-        raise TopologyError(f"expected NODESxGPUS_PER_NODE such as '4x8', got {text!r}", key="size")
-    return {
-        "nodes": _parse_int(parts[0], "nodes"),
-        "gpus_per_node": _parse_int(parts[1], "gpus_per_node"),
-    }
-
-
-def _parse_int(text: str, key: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise TopologyError(f"expected an integer, got {text!r}", key=key) from None
-
-
-def _size_torus(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
-    from atpsim.topology.builders.torus import square_dims
-
-    return {"dims": square_dims(n_gpus)}
-
-
-def _size_gpus(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
-    return {"gpus": n_gpus}
-
-
-def _size_cluster(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
-    per_node = int(params.get("gpus_per_node", 8))
-    if n_gpus % per_node:
-        raise TopologyError(
-            f"expected a GPU count divisible by gpus_per_node={per_node}, got {n_gpus}", key="gpus"
-        )
-    return {"nodes": n_gpus // per_node}
-
-
-#: How the SIZE of ``BUILDER:SIZE`` reads, per builder.
-SIZE_PARSERS: dict[str, Callable[[str], dict[str, Any]]] = {
-    "torus": _parse_dims,
-    "nvswitch": _parse_gpus,
-    "nvlink-network-switch": _parse_gpus,
-    "pcie-tree": _parse_gpus,
-    "nvlink-pairs": _parse_gpus,
-    "ib-cluster": _parse_cluster,
-}
-#: How a builder is sized to *n_gpus* when a spec leaves the size open.
-SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
-    "torus": _size_torus,
-    "nvswitch": _size_gpus,
-    "nvlink-network-switch": _size_gpus,
-    "pcie-tree": _size_gpus,
-    "nvlink-pairs": _size_gpus,
-    "ib-cluster": _size_cluster,
-}
 
 
 def load_topology(
@@ -132,8 +77,6 @@ def requested_gpus(spec: TopologySpec, n_gpus: int | None = None) -> int | None:
             return None if nodes is None or per_node is None else nodes * per_node
         return n_gpus
     if kind == "preset":
-        from atpsim.topology.presets import preset_info
-
         if preset_info(name).get("scalable"):
             return _int_or_none(params.get("gpus", n_gpus))
     return None
@@ -144,8 +87,6 @@ def check_size(spec: TopologySpec, n_gpus: int | None = None) -> None:
     n = requested_gpus(spec, n_gpus)
     limit = max_gpus()
     if n is not None and n > limit:
-        from atpsim.errors import SizeLimitError
-
         raise SizeLimitError(
             f"asks for {n:,} GPUs (about {n * _BYTES_PER_GPU / 1e9:,.1f} GB to build its graph); "
             f"the limit is {limit:,} GPUs: set {MAX_GPUS_ENV}={n} to build it anyway"
@@ -190,8 +131,6 @@ def _normalize(spec: TopologySpec) -> tuple[str, str, dict[str, Any]]:
         return "builder", head, _parse_spec_rest(head, rest)
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
         return "file", text, {}
-    from atpsim.topology.presets import preset_names
-
     if not rest and text in preset_names():
         return "preset", text, {}
     names = [*preset_names(), *builder_names()]
@@ -268,36 +207,10 @@ def _scalar(text: str) -> Any:
 
 def _build(kind: str, name: str, params: dict[str, Any], n_gpus: int | None) -> Topology:
     if kind == "file":
-        from atpsim.topology.custom import load_custom
-
         return load_custom(name)
     if kind == "preset":
-        from atpsim.topology.presets import build_preset
-
         return build_preset(name, params, n_gpus=n_gpus)
     return build_from_builder(name, params, n_gpus=n_gpus)
-
-
-def build_from_builder(name: str, params: dict[str, Any], *, n_gpus: int | None = None) -> Topology:
-    """Call builder *name* with *params*, sized to *n_gpus* when no size parameter is given."""
-    builder = builder_info(name)
-    params = dict(params)
-    if n_gpus is not None and name in SIZE_FROM_GPUS:
-        sized = SIZE_FROM_GPUS[name](n_gpus, params)
-        if not any(k in params for k in sized):
-            params.update(sized)
-    try:
-        topology = builder.build(**params)
-    except TypeError as error:
-        unknown = [k for k in params if k not in builder.param_names()]
-        if unknown:
-            raise TopologyError(
-                f"unknown parameter for builder {name!r}"
-                f"{did_you_mean(unknown[0], builder.param_names())}",
-                key=unknown[0],
-            ) from None
-        raise TopologyError(f"bad parameters for builder {name!r}: {error}") from None
-    return topology
 
 
 def topology_label(spec: TopologySpec) -> str:

@@ -73,7 +73,7 @@ def test_every_builder_refuses_a_negative_latency_or_bandwidth(builder, param, k
     """A negative latency (or a bandwidth <= 0) given to any builder, through the Python API
     or a spec string, is a TopologyError naming the parameter."""
     from atpsim.errors import TopologyError
-    from atpsim.topology.spec import build_from_builder
+    from atpsim.topology.sizing import build_from_builder
 
     bad = -1e-6 if kind == "time" else -25e9
     with pytest.raises(TopologyError) as info:

@@ -6,8 +6,9 @@ import inspect
 import pytest
 
 from atpsim.errors import TopologyError
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.params import BuilderParam
-from atpsim.topology.registry import builder_info, builder_names, get_builder, register_builder
+from atpsim.topology.registry import builder_info, builder_names, get_builder
 
 
 @pytest.mark.parametrize("name", builder_names())

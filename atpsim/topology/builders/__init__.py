@@ -1,4 +1,2 @@
-"""Topology builders; importing this package registers every builder by name."""
-
-import atpsim.topology.custom  # noqa: F401
-from atpsim.topology.builders import cluster, pcie, switch, torus  # noqa: F401
+"""Topology builders, one family per module; each registers its builders by name on import
+(:mod:`atpsim.topology.builders.base`), and :mod:`atpsim.topology.registry` imports them all."""

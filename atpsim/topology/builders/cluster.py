@@ -38,6 +38,7 @@ import networkx as nx
 
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link, add_switch
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.builders.pcie import PCIE_LINK_LATENCY_S, PCIE_X16_BPS
 from atpsim.topology.builders.switch import (
     GENERATION_PARAM,
@@ -52,7 +53,6 @@ from atpsim.topology.params import (
     count_param,
     time_param,
 )
-from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
 HDR_BPS = 25e9

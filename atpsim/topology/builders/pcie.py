@@ -42,6 +42,7 @@ import networkx as nx
 
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.graph import Topology
 from atpsim.topology.params import (
     BuilderParam,
@@ -50,7 +51,6 @@ from atpsim.topology.params import (
     count_param,
     time_param,
 )
-from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import HostStagedRouter, UpDownRouter
 
 PCIE_X16_BPS = {4: 31.5e9, 5: 63e9}

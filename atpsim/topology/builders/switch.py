@@ -18,6 +18,7 @@ from typing import Any
 import networkx as nx
 
 from atpsim.topology.builders._common import add_gpu, add_switch
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.graph import Topology
 from atpsim.topology.params import (
     BuilderParam,
@@ -26,7 +27,6 @@ from atpsim.topology.params import (
     count_param,
     time_param,
 )
-from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import UpDownRouter
 
 #: Per-GPU, per-direction NVLink bandwidth by generation (measured-data.md "Links" [S], NVIDIA):

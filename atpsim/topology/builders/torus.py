@@ -14,9 +14,9 @@ import networkx as nx
 
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link
+from atpsim.topology.builders.base import register_builder
 from atpsim.topology.graph import Topology
 from atpsim.topology.params import BuilderParam, bandwidth_param, count_param, time_param
-from atpsim.topology.registry import register_builder
 from atpsim.topology.routing import DimensionOrderRouter, rank_of
 
 #: Figure 7(b) of the paper: 25 GB/s per torus link (per direction).
