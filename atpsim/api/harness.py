@@ -10,8 +10,9 @@ from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.compute.timing import memory_op_class
 from atpsim.engine.collective import run_collective
 from atpsim.errors import AtpsimError, SimulationError
-from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims
+from atpsim.parallel.atp import build_step_program, layer_dims
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.ops import LayerDims
 
 __all__ = [
     "AtpsimError",

@@ -46,44 +46,31 @@ dropout 2B+1, GeLU 3B. Linear biases are added in GEMM epilogues (no separate op
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.program import CommOp, ComputeOp, StepProgram, Task
+from atpsim.parallel.ops import (
+    LN_BWD_PASSES,
+    LN_FWD_PASSES,
+    Issuer,
+    Item,
+    LayerDims,
+    attention_core_backward,
+    attention_core_forward,
+    chain_items,
+    gemm_op,
+    layernorm_items,
+    memory_op,
+    mesh_collective,
+)
+from atpsim.parallel.sequence import sp_backward_items, sp_forward_items
+from atpsim.program import ComputeOp, StepProgram
 
-Role = Literal["chain", "dgrad", "wgrad"]
-Item = tuple[ComputeOp | CommOp, Role]
-
-#: Bytes of the LayerNorm statistics all-reduced per token: mean and variance (or, backward,
-#: the two sums the gradient needs) in fp32.
-LN_STATS_BYTES_PER_TOKEN = 8
-#: LayerNorm's memory passes, bytes per element in dtype bytes (whole, statistics, apply): the
-#: forward pass reads and writes each element once (2B; the statistics pass reads it, B); the
-#: backward pass with the residual-gradient add moves twice that (module docstring).
-LN_FWD_PASSES = (2, 1, 2)
-LN_BWD_PASSES = (4, 2, 4)
 #: Flag set when heads % (d1·d2) != 0: the attention core's work is split evenly anyway.
 FLAG_UNEVEN_HEADS = "heads_not_divisible_by_mesh"
-
-
-@dataclass(frozen=True)
-class LayerDims:
-    """Per-rank sizes of one chunk of one layer on the mesh."""
-
-    tokens: int  # T = (batch / chunks) · seq
-    seq: int
-    hidden: int
-    ffn: int
-    d1: int
-    d2: int
-    head_dim: int
-    head_share: float  # (batch/chunks) · heads / (d1·d2): this rank's share of (sample, head) pairs
-    head_batches: int  # the busiest rank's whole (sample, head) pairs: ceil(head_share)
-    dtype_bytes: int
 
 
 def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
@@ -110,90 +97,26 @@ def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
     )
 
 
-def _gemm(
-    name: str, m: int, n: int, k: int, dims: LayerDims, batch: int = 1, share: float | None = None
-) -> ComputeOp:
-    """A GEMM op; *share* (default *batch*) is the number of GEMMs whose FLOPs this rank owns."""
-    flops = 2.0 * (batch if share is None else share) * m * n * k
-    traffic = float(dims.dtype_bytes) * batch * (m * k + k * n + m * n)
-    return ComputeOp(name, "gemm", flops=flops, bytes_moved=traffic, m=m, n=n, k=k, batch=batch)
-
-
-def _memory(name: str, elements: float, bytes_per_element: float) -> ComputeOp:
-    return ComputeOp(name, "memory", bytes_moved=float(elements) * bytes_per_element)
-
-
-def _comm(name: str, collective: str, dim: int, nbytes: float, dims: LayerDims) -> list[Item]:
-    """The collective as an item, or nothing when mesh dimension *dim* has size 1."""
-    if (dims.d1 if dim == 1 else dims.d2) == 1:
-        return []
-    return [(CommOp(name, collective, dim, float(nbytes)), "chain")]  # type: ignore[arg-type]
-
-
-def _chain(*ops: ComputeOp) -> list[Item]:
-    return [(op, "chain") for op in ops]
-
-
-def _layernorm(name: str, d: LayerDims, passes: tuple[int, int, int]) -> list[Item]:
-    """LayerNorm on this rank's ``[T, h/d2]``, forward or backward: one memory pass when d2 = 1,
-    else a statistics pass, the all-reduce of the statistics on dimension 2 and an apply pass;
-    *passes* = (whole, statistics, apply) bytes per element, in dtype bytes."""
-    elements, b = d.tokens * d.hidden // d.d2, d.dtype_bytes
-    whole, stats_pass, apply_pass = passes
-    if d.d2 == 1:
-        return _chain(_memory(name, elements, whole * b))
-    stats = d.tokens * LN_STATS_BYTES_PER_TOKEN
-    return [
-        *_chain(_memory(f"{name}_stats", elements, stats_pass * b)),
-        *_comm(f"{name}_stats", "all_reduce", 2, stats, d),
-        *_chain(_memory(f"{name}_apply", elements, apply_pass * b)),
-    ]
-
-
-def _attention_core_fwd(p: str, d: LayerDims) -> list[Item]:
-    s, hd, hb, b = d.seq, d.head_dim, d.head_batches, d.dtype_bytes
-    scores = hb * s * s
-    return _chain(
-        _gemm(f"{p}attn_scores", s, s, hd, d, batch=hb, share=d.head_share),
-        _memory(f"{p}attn_softmax", scores, 2 * b),
-        _memory(f"{p}attn_dropout", scores, 2 * b + 1),
-        _gemm(f"{p}attn_context", s, hd, s, d, batch=hb, share=d.head_share),
-    )
-
-
-def _attention_core_bwd(p: str, d: LayerDims) -> list[Item]:
-    s, hd, hb, b = d.seq, d.head_dim, d.head_batches, d.dtype_bytes
-    scores = hb * s * s
-    return _chain(
-        _gemm(f"{p}attn_context_dgrad_probs", s, s, hd, d, batch=hb, share=d.head_share),
-        _gemm(f"{p}attn_context_dgrad_v", s, hd, s, d, batch=hb, share=d.head_share),
-        _memory(f"{p}attn_dropout_bwd", scores, 2 * b + 1),
-        _memory(f"{p}attn_softmax_bwd", scores, 3 * b),
-        _gemm(f"{p}attn_scores_dgrad_q", s, hd, s, d, batch=hb, share=d.head_share),
-        _gemm(f"{p}attn_scores_dgrad_k", s, hd, s, d, batch=hb, share=d.head_share),
-    )
-
-
 def forward_items(d: LayerDims, layer: int) -> list[Item]:
     """One layer's forward ops for one chunk, in order (Figure 6)."""
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
     return [
-        *_layernorm(f"{p}ln1", d, LN_FWD_PASSES),
-        *_chain(_gemm(f"{p}qkv", t, 3 * hd1, hd2, d)),
-        *_comm(f"{p}f1", "all_reduce", 2, t * 3 * hd1 * b, d),
-        *_attention_core_fwd(p, d),
-        *_comm(f"{p}attn_gather", "all_gather", 2, t * hd1 * b, d),
-        *_chain(_gemm(f"{p}proj", t, hd2, hd1, d)),
-        *_comm(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
-        *_chain(_memory(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
-        *_layernorm(f"{p}ln2", d, LN_FWD_PASSES),
-        *_chain(_gemm(f"{p}fc1", t, fd1, hd2, d)),
-        *_comm(f"{p}f3", "all_reduce", 2, t * fd1 * b, d),
-        *_chain(_memory(f"{p}fc1_bias_gelu", t * fd1, 2 * b)),
-        *_chain(_gemm(f"{p}fc2", t, hd2, fd1, d)),
-        *_comm(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
-        *_chain(_memory(f"{p}fc2_bias_dropout_add", t * hd2, 3 * b + 1)),
+        *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
+        *chain_items(gemm_op(f"{p}qkv", t, 3 * hd1, hd2, d)),
+        *mesh_collective(f"{p}f1", "all_reduce", 2, t * 3 * hd1 * b, d),
+        *attention_core_forward(p, d),
+        *mesh_collective(f"{p}attn_gather", "all_gather", 2, t * hd1 * b, d),
+        *chain_items(gemm_op(f"{p}proj", t, hd2, hd1, d)),
+        *mesh_collective(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
+        *layernorm_items(f"{p}ln2", d, LN_FWD_PASSES),
+        *chain_items(gemm_op(f"{p}fc1", t, fd1, hd2, d)),
+        *mesh_collective(f"{p}f3", "all_reduce", 2, t * fd1 * b, d),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu", t * fd1, 2 * b)),
+        *chain_items(gemm_op(f"{p}fc2", t, hd2, fd1, d)),
+        *mesh_collective(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add", t * hd2, 3 * b + 1)),
     ]
 
 
@@ -203,9 +126,9 @@ def _linear_bwd(
     """dgrad ``[m, n] x [n, k]``, the all-reduce *conjugate* of its ``[m, k]`` output on mesh
     dimension *dim*, then wgrad ``[k, m] x [m, n]`` (Section 4.2)."""
     return [
-        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
-        *_comm(conjugate, "all_reduce", dim, m * k * d.dtype_bytes, d),
-        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        *mesh_collective(conjugate, "all_reduce", dim, m * k * d.dtype_bytes, d),
+        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
@@ -214,64 +137,18 @@ def backward_items(d: LayerDims, layer: int) -> list[Item]:
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
     return [
-        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}fc2", f"{p}f4_bwd", t, fd1, hd2, 2, d),
-        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", t * fd1, 3 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", t * fd1, 3 * b)),
         *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, fd1, 1, d),
-        *_layernorm(f"{p}ln2_bwd", d, LN_BWD_PASSES),
-        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+        *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
-        *_attention_core_bwd(p, d),
-        *_comm(f"{p}attn_scatter_bwd", "all_gather", 2, t * 3 * hd1 * b, d),
+        *attention_core_backward(p, d),
+        *mesh_collective(f"{p}attn_scatter_bwd", "all_gather", 2, t * 3 * hd1 * b, d),
         *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, 3 * hd1, 1, d),
-        *_layernorm(f"{p}ln1_bwd", d, LN_BWD_PASSES),
+        *layernorm_items(f"{p}ln1_bwd", d, LN_BWD_PASSES),
     ]
-
-
-def _segments(items: Iterable[Item]) -> list[list[Item]]:
-    """Split at collectives: a segment ends with a collective and the wgrads issued after it."""
-    segments: list[list[Item]] = [[]]
-    closed = False
-    for op, role in items:
-        if closed and role != "wgrad":
-            segments.append([])
-            closed = False
-        segments[-1].append((op, role))
-        closed = closed or isinstance(op, CommOp)
-    return [s for s in segments if s]
-
-
-class _Issuer:
-    """Appends tasks in issue order; each chunk's ops form a dependency chain, and a wgrad
-    depends on the gradient its dgrad read (not on the dgrad's collective)."""
-
-    def __init__(self, chunks: int):
-        self.tasks: list[Task] = []
-        self.head: list[int | None] = [None] * chunks
-        self.grad_input: list[int | None] = [None] * chunks
-
-    def add(self, item: Item, chunk: int, phase: Literal["fwd", "bwd"]) -> None:
-        op, role = item
-        if role == "dgrad":
-            self.grad_input[chunk] = self.head[chunk]
-        dep = self.grad_input[chunk] if role == "wgrad" else self.head[chunk]
-        task_id = len(self.tasks)
-        self.tasks.append(Task(task_id, op, chunk, phase, () if dep is None else (dep,)))
-        if role != "wgrad":
-            self.head[chunk] = task_id
-
-    def finish(self, ops: list[ComputeOp]) -> None:
-        """Issue *ops* once, after every chunk's last op (e.g. the optimizer step)."""
-        deps = tuple(h for h in self.head if h is not None)
-        for op in ops:
-            self.tasks.append(Task(len(self.tasks), op, 0, "bwd", deps))
-
-    def issue(self, items: list[Item], phase: Literal["fwd", "bwd"]) -> None:
-        """Issue *items* segment by segment, each segment for chunk 0, 1, ... in turn."""
-        for segment in _segments(items):
-            for chunk in range(len(self.head)):
-                for item in segment:
-                    self.add(item, chunk, phase)
 
 
 def build_step_program(
@@ -281,7 +158,7 @@ def build_step_program(
     split into *chunks*, as one rank's program (every rank runs the same, SPMD). With
     *optimizer_step*, the Adam update of each layer's parameters follows (memory-bound)."""
     dims = layer_dims(model, mesh, chunks)
-    issuer = _Issuer(chunks)
+    issuer = Issuer(chunks)
     _issue_pass(issuer, dims, model.layers, "fwd")
     _issue_pass(issuer, dims, model.layers, "bwd")
     if optimizer_step:
@@ -301,18 +178,16 @@ def build_pass_program(
     (``"bwd"``) of *model*'s layers, as a pipeline stage runs it for one micro-batch
     (``model.batch`` samples). The two passes' tasks are exactly those of the whole program;
     *sequence_parallel* runs Megatron-LM's sequence parallelism (:mod:`atpsim.parallel.sequence`)."""
-    issuer = _Issuer(chunks)
+    issuer = Issuer(chunks)
     _issue_pass(issuer, layer_dims(model, mesh, chunks), model.layers, phase, sequence_parallel)
     return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
 
 
-def _issue_pass(issuer: _Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"],
+def _issue_pass(issuer: Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"],
                 sequence_parallel: bool = False) -> None:
     """Issue the forward of layers 0, 1, ... or the backward of the last layer first."""
     forward, backward = forward_items, backward_items
     if sequence_parallel:
-        from atpsim.parallel.sequence import sp_backward_items, sp_forward_items
-
         forward, backward = sp_forward_items, sp_backward_items
     if phase == "fwd":
         issuer.issue([i for layer in range(layers) for i in forward(dims, layer)], "fwd")
@@ -345,7 +220,7 @@ def adam_bytes_per_param(dtype_bytes: int) -> int:
 
 def _adam_op(model: ModelConfig, mesh: DeviceMesh, layer: int) -> ComputeOp:
     params = params_per_rank(replace(model, layers=1), mesh)
-    return _memory(f"l{layer}.adam", params, adam_bytes_per_param(model.dtype_bytes))
+    return memory_op(f"l{layer}.adam", params, adam_bytes_per_param(model.dtype_bytes))
 
 
 def program_summary(program: StepProgram, ranks: int = 1) -> dict:

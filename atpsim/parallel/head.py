@@ -25,8 +25,9 @@ from __future__ import annotations
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
-from atpsim.parallel.atp import _chain, _comm, _gemm, _Issuer, _memory, layer_dims
+from atpsim.parallel.atp import layer_dims
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.ops import Issuer, chain_items, gemm_op, memory_op, mesh_collective
 from atpsim.program import StepProgram
 
 Part = Literal["embedding", "head"]
@@ -49,22 +50,25 @@ def build_head_program(vocab: int, model: ModelConfig, mesh: DeviceMesh, part: P
     """The *part*'s forward or backward for one micro-batch (``model.batch`` samples)."""
     d = layer_dims(model, mesh, 1)
     t, h, b, shard = d.tokens, model.hidden, model.dtype_bytes, vocab // mesh.size
-    if part == "embedding":
-        items = (_chain(_memory("embedding_lookup", t * h, 2 * b))
-                 + _comm("embedding_sum", "all_reduce", 1, t * h * b, d)
-                 + _comm("embedding_sum_d2", "all_reduce", 2, t * h * b, d)) if phase == "fwd" else (
-            _chain(_memory("embedding_bwd", t * h, 3 * b)))  # fmt: skip
+    if part == "embedding" and phase == "fwd":
+        items = (chain_items(memory_op("embedding_lookup", t * h, 2 * b))
+                 + mesh_collective("embedding_sum", "all_reduce", 1, t * h * b, d)
+                 + mesh_collective("embedding_sum_d2", "all_reduce", 2, t * h * b, d))  # fmt: skip
+    elif part == "embedding":
+        items = chain_items(memory_op("embedding_bwd", t * h, 3 * b))
     elif phase == "fwd":
         stats = t * LOSS_STATS_BYTES_PER_TOKEN
-        items = (_comm("head_gather", "all_gather", 2, t * h * b, d)
-                 + _chain(_gemm("logits", t, shard, h, d), _memory("cross_entropy", t * shard, 2 * b))
-                 + _comm("loss_stats", "all_reduce", 1, stats, d)
-                 + _comm("loss_stats_d2", "all_reduce", 2, stats, d))  # fmt: skip
+        items = (mesh_collective("head_gather", "all_gather", 2, t * h * b, d)
+                 + chain_items(gemm_op("logits", t, shard, h, d),
+                               memory_op("cross_entropy", t * shard, 2 * b))
+                 + mesh_collective("loss_stats", "all_reduce", 1, stats, d)
+                 + mesh_collective("loss_stats_d2", "all_reduce", 2, stats, d))  # fmt: skip
     else:
-        items = (_chain(_memory("logits_bwd", t * shard, 2 * b), _gemm("logits_dgrad", t, h, shard, d))
-                 + _comm("logits_dgrad_sum", "all_reduce", 1, t * h * b, d)
-                 + _comm("logits_dgrad_sum_d2", "reduce_scatter", 2, t * h * b, d)
-                 + _chain(_gemm("logits_wgrad", h, shard, t, d)))  # fmt: skip
-    issuer = _Issuer(1)
+        items = (chain_items(memory_op("logits_bwd", t * shard, 2 * b),
+                             gemm_op("logits_dgrad", t, h, shard, d))
+                 + mesh_collective("logits_dgrad_sum", "all_reduce", 1, t * h * b, d)
+                 + mesh_collective("logits_dgrad_sum_d2", "reduce_scatter", 2, t * h * b, d)
+                 + chain_items(gemm_op("logits_wgrad", h, shard, t, d)))  # fmt: skip
+    issuer = Issuer(1)
     issuer.issue(items, phase)
     return StepProgram(tasks=tuple(issuer.tasks))

@@ -35,9 +35,10 @@ from dataclasses import dataclass, replace
 
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
-from atpsim.parallel.atp import LayerDims, build_step_program, layer_dims, params_per_rank
+from atpsim.parallel.atp import build_step_program, layer_dims, params_per_rank
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.ops import LayerDims
 from atpsim.parallel.sagemaker import SageMakerGroup, local_model
 
 #: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.

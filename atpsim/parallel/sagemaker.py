@@ -27,21 +27,21 @@ from typing import Literal
 
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
-from atpsim.parallel.atp import (
+from atpsim.parallel.atp import layer_dims
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
+    Issuer,
     Item,
     LayerDims,
-    _attention_core_bwd,
-    _attention_core_fwd,
-    _chain,
-    _gemm,
-    _Issuer,
-    _layernorm,
-    _memory,
-    layer_dims,
+    attention_core_backward,
+    attention_core_forward,
+    chain_items,
+    gemm_op,
+    layernorm_items,
+    memory_op,
 )
-from atpsim.parallel.mesh import DeviceMesh
 from atpsim.program import CommOp, StepProgram
 
 
@@ -83,7 +83,7 @@ def build_sagemaker_program(model: ModelConfig, t: int, chunks: int = 1,
                               f"chunks and the hidden size ({model.hidden}) over {t} ranks",
                               key="chunks")  # fmt: skip
     local = layer_dims(local_model(model, t), DeviceMesh(1, 1), chunks)
-    issuer = _Issuer(chunks)
+    issuer = Issuer(chunks)
     if "fwd" in phases:
         issuer.issue([i for layer in range(model.layers) for i in _forward(model, t, local, layer)], "fwd")
     if "bwd" in phases:
@@ -107,7 +107,7 @@ def _linear_fwd(name: str, fin: int, fout: int, t: int, d: LayerDims) -> list[It
     tokens, b = d.tokens, d.dtype_bytes
     return [
         *_collective(f"{name}_scatter", "all_to_all", tokens * fin * b, t),
-        *_chain(_gemm(name, tokens * t, fout, fin // t, d)),
+        *chain_items(gemm_op(name, tokens * t, fout, fin // t, d)),
         *_collective(f"{name}_sum", "reduce_scatter", tokens * t * fout * b, t),
     ]
 
@@ -118,39 +118,39 @@ def _linear_bwd(name: str, fin: int, fout: int, t: int, d: LayerDims) -> list[It
     tokens, b = d.tokens, d.dtype_bytes
     return [
         *_collective(f"{name}_grad_gather", "all_gather", tokens * t * fout * b, t),
-        (_gemm(f"{name}_dgrad", tokens * t, fin // t, fout, d), "dgrad"),
+        (gemm_op(f"{name}_dgrad", tokens * t, fin // t, fout, d), "dgrad"),
         *_collective(f"{name}_grad_home", "all_to_all", tokens * fin * b, t),
-        (_gemm(f"{name}_wgrad", fin // t, fout, tokens * t, d), "wgrad"),
+        (gemm_op(f"{name}_wgrad", fin // t, fout, tokens * t, d), "wgrad"),
     ]
 
 
 def _forward(model: ModelConfig, t: int, d: LayerDims, layer: int) -> list[Item]:
     p, b, h, f = f"l{layer}.", d.dtype_bytes, model.hidden, d.ffn
     return [
-        *_layernorm(f"{p}ln1", d, LN_FWD_PASSES),
+        *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
         *_linear_fwd(f"{p}qkv", h, 3 * h, t, d),
-        *_attention_core_fwd(p, d),
+        *attention_core_forward(p, d),
         *_linear_fwd(f"{p}proj", h, h, t, d),
-        *_chain(_memory(f"{p}proj_bias_dropout_add", d.tokens * h, 3 * b + 1)),
-        *_layernorm(f"{p}ln2", d, LN_FWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add", d.tokens * h, 3 * b + 1)),
+        *layernorm_items(f"{p}ln2", d, LN_FWD_PASSES),
         *_linear_fwd(f"{p}fc1", h, f, t, d),
-        *_chain(_memory(f"{p}fc1_bias_gelu", d.tokens * f, 2 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu", d.tokens * f, 2 * b)),
         *_linear_fwd(f"{p}fc2", f, h, t, d),
-        *_chain(_memory(f"{p}fc2_bias_dropout_add", d.tokens * h, 3 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add", d.tokens * h, 3 * b + 1)),
     ]
 
 
 def _backward(model: ModelConfig, t: int, d: LayerDims, layer: int) -> list[Item]:
     p, b, h, f = f"l{layer}.", d.dtype_bytes, model.hidden, d.ffn
     return [
-        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", d.tokens * h, 2 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", d.tokens * h, 2 * b + 1)),
         *_linear_bwd(f"{p}fc2", f, h, t, d),
-        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", d.tokens * f, 3 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", d.tokens * f, 3 * b)),
         *_linear_bwd(f"{p}fc1", h, f, t, d),
-        *_layernorm(f"{p}ln2_bwd", d, LN_BWD_PASSES),
-        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", d.tokens * h, 2 * b + 1)),
+        *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", d.tokens * h, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", h, h, t, d),
-        *_attention_core_bwd(p, d),
+        *attention_core_backward(p, d),
         *_linear_bwd(f"{p}qkv", h, 3 * h, t, d),
-        *_layernorm(f"{p}ln1_bwd", d, LN_BWD_PASSES),
+        *layernorm_items(f"{p}ln1_bwd", d, LN_BWD_PASSES),
     ]

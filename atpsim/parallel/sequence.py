@@ -20,18 +20,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from atpsim.errors import SimulationError
-from atpsim.parallel.atp import (
+from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
     Item,
     LayerDims,
-    _attention_core_bwd,
-    _attention_core_fwd,
-    _chain,
-    _comm,
-    _gemm,
-    _layernorm,
-    _memory,
+    attention_core_backward,
+    attention_core_forward,
+    chain_items,
+    gemm_op,
+    layernorm_items,
+    memory_op,
+    mesh_collective,
 )
 
 
@@ -53,20 +53,20 @@ def sp_forward_items(d: LayerDims, layer: int) -> list[Item]:
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
     full = t * d.hidden * b
     return [
-        *_layernorm(f"{p}ln1", s, LN_FWD_PASSES),
-        *_comm(f"{p}sp_gather1", "all_gather", 1, full, d),
-        *_chain(_gemm(f"{p}qkv", t, 3 * h1, d.hidden, d)),
-        *_attention_core_fwd(p, d),
-        *_chain(_gemm(f"{p}proj", t, d.hidden, h1, d)),
-        *_comm(f"{p}f2", "reduce_scatter", 1, full, d),
-        *_chain(_memory(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
-        *_layernorm(f"{p}ln2", s, LN_FWD_PASSES),
-        *_comm(f"{p}sp_gather2", "all_gather", 1, full, d),
-        *_chain(_gemm(f"{p}fc1", t, f1, d.hidden, d)),
-        *_chain(_memory(f"{p}fc1_bias_gelu", t * f1, 2 * b)),
-        *_chain(_gemm(f"{p}fc2", t, d.hidden, f1, d)),
-        *_comm(f"{p}f4", "reduce_scatter", 1, full, d),
-        *_chain(_memory(f"{p}fc2_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
+        *layernorm_items(f"{p}ln1", s, LN_FWD_PASSES),
+        *mesh_collective(f"{p}sp_gather1", "all_gather", 1, full, d),
+        *chain_items(gemm_op(f"{p}qkv", t, 3 * h1, d.hidden, d)),
+        *attention_core_forward(p, d),
+        *chain_items(gemm_op(f"{p}proj", t, d.hidden, h1, d)),
+        *mesh_collective(f"{p}f2", "reduce_scatter", 1, full, d),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
+        *layernorm_items(f"{p}ln2", s, LN_FWD_PASSES),
+        *mesh_collective(f"{p}sp_gather2", "all_gather", 1, full, d),
+        *chain_items(gemm_op(f"{p}fc1", t, f1, d.hidden, d)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu", t * f1, 2 * b)),
+        *chain_items(gemm_op(f"{p}fc2", t, d.hidden, f1, d)),
+        *mesh_collective(f"{p}f4", "reduce_scatter", 1, full, d),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
     ]
 
 
@@ -76,19 +76,19 @@ def _column_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims)
     the dgrad; here the dgrad waits for it, so this is an upper bound.)"""
     full = m * k * d.dtype_bytes
     return [
-        *_comm(f"{name}_input_gather", "all_gather", 1, full, d),
-        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
-        *_comm(conjugate, "reduce_scatter", 1, full, d),
-        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        *mesh_collective(f"{name}_input_gather", "all_gather", 1, full, d),
+        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        *mesh_collective(conjugate, "reduce_scatter", 1, full, d),
+        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
 def _row_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims) -> list[Item]:
     """A row-parallel linear's backward: all-gather the sequence-sharded gradient, dgrad, wgrad."""
     return [
-        *_comm(conjugate, "all_gather", 1, m * n * d.dtype_bytes, d),
-        (_gemm(f"{name}_dgrad", m, k, n, d), "dgrad"),
-        (_gemm(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        *mesh_collective(conjugate, "all_gather", 1, m * n * d.dtype_bytes, d),
+        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
@@ -97,14 +97,14 @@ def sp_backward_items(d: LayerDims, layer: int) -> list[Item]:
     p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
     return [
-        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}fc2", f"{p}f4_bwd", t, f1, d.hidden, d),
-        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", t * f1, 3 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", t * f1, 3 * b)),
         *_column_bwd(f"{p}fc1", f"{p}sp_gather2_bwd", t, d.hidden, f1, d),
-        *_layernorm(f"{p}ln2_bwd", s, LN_BWD_PASSES),
-        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+        *layernorm_items(f"{p}ln2_bwd", s, LN_BWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}proj", f"{p}f2_bwd", t, h1, d.hidden, d),
-        *_attention_core_bwd(p, d),
+        *attention_core_backward(p, d),
         *_column_bwd(f"{p}qkv", f"{p}sp_gather1_bwd", t, d.hidden, 3 * h1, d),
-        *_layernorm(f"{p}ln1_bwd", s, LN_BWD_PASSES),
+        *layernorm_items(f"{p}ln1_bwd", s, LN_BWD_PASSES),
     ]

@@ -43,20 +43,20 @@ from __future__ import annotations
 
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError
-from atpsim.parallel.atp import (
+from atpsim.parallel.grid import Grid
+from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
+    Issuer,
     Item,
     LayerDims,
-    _attention_core_bwd,
-    _attention_core_fwd,
-    _chain,
-    _gemm,
-    _Issuer,
-    _layernorm,
-    _memory,
+    attention_core_backward,
+    attention_core_forward,
+    chain_items,
+    gemm_op,
+    layernorm_items,
+    memory_op,
 )
-from atpsim.parallel.grid import Grid
 from atpsim.program import CommOp, StepProgram
 
 #: Grid dimensions of :class:`Grid`: columns (i varies), rows (j varies), depth.
@@ -102,7 +102,7 @@ def summa_forward(name: str, k: int, n: int, d: LayerDims, grid: Grid) -> list[I
     for t in range(q):
         items += _comm(f"{name}_x{t}", "broadcast", ROWS, m * k // q * b, q, t)
         items += _comm(f"{name}_w{t}", "broadcast", COLUMNS, k // q * n // q * b, q, t)
-        items += _chain(_gemm(f"{name}_s{t}", m, n // q, k // q, d))
+        items += chain_items(gemm_op(f"{name}_s{t}", m, n // q, k // q, d))
     return items
 
 
@@ -114,10 +114,10 @@ def summa_backward(name: str, k: int, n: int, d: LayerDims, grid: Grid) -> list[
     items: list[Item] = []
     for t in range(q):
         items += _comm(f"{name}_bwd_w{t}", "broadcast", COLUMNS, w_bytes, q, t)
-        items += _chain(_gemm(f"{name}_dgrad_s{t}", m, k // q, n // q, d))
+        items += chain_items(gemm_op(f"{name}_dgrad_s{t}", m, k // q, n // q, d))
         items += _comm(f"{name}_dx{t}", "reduce", ROWS, x_bytes, q, t)
         items += _comm(f"{name}_bwd_x{t}", "broadcast", ROWS, x_bytes, q, t)
-        items += _chain(_gemm(f"{name}_wgrad_s{t}", k // q, n // q, m, d))
+        items += chain_items(gemm_op(f"{name}_wgrad_s{t}", k // q, n // q, m, d))
         items += _comm(f"{name}_dw{t}", "reduce", COLUMNS, w_bytes, q, t)
     items += _comm(f"{name}_dw_depth", "all_reduce", DEPTH, w_bytes, grid.depth)
     return items
@@ -128,16 +128,16 @@ def summa_forward_layer(d: LayerDims, grid: Grid, layer: int) -> list[Item]:
     p, h, f, b = f"l{layer}.", d.hidden, d.ffn, d.dtype_bytes
     rows = d.tokens
     return [
-        *_layernorm(f"{p}ln1", d, LN_FWD_PASSES),
+        *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
         *summa_forward(f"{p}qkv", h, 3 * h, d, grid),
-        *_attention_core_fwd(p, d),
+        *attention_core_forward(p, d),
         *summa_forward(f"{p}proj", h, h, d, grid),
-        *_chain(_memory(f"{p}proj_bias_dropout_add", rows * h // grid.q, 3 * b + 1)),
-        *_layernorm(f"{p}ln2", d, LN_FWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add", rows * h // grid.q, 3 * b + 1)),
+        *layernorm_items(f"{p}ln2", d, LN_FWD_PASSES),
         *summa_forward(f"{p}fc1", h, f, d, grid),
-        *_chain(_memory(f"{p}fc1_bias_gelu", rows * f // grid.q, 2 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu", rows * f // grid.q, 2 * b)),
         *summa_forward(f"{p}fc2", f, h, d, grid),
-        *_chain(_memory(f"{p}fc2_bias_dropout_add", rows * h // grid.q, 3 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add", rows * h // grid.q, 3 * b + 1)),
     ]
 
 
@@ -146,16 +146,16 @@ def summa_backward_layer(d: LayerDims, grid: Grid, layer: int) -> list[Item]:
     p, h, f, b = f"l{layer}.", d.hidden, d.ffn, d.dtype_bytes
     rows = d.tokens
     return [
-        *_chain(_memory(f"{p}fc2_bias_dropout_add_bwd", rows * h // grid.q, 2 * b + 1)),
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", rows * h // grid.q, 2 * b + 1)),
         *summa_backward(f"{p}fc2", f, h, d, grid),
-        *_chain(_memory(f"{p}fc1_bias_gelu_bwd", rows * f // grid.q, 3 * b)),
+        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", rows * f // grid.q, 3 * b)),
         *summa_backward(f"{p}fc1", h, f, d, grid),
-        *_layernorm(f"{p}ln2_bwd", d, LN_BWD_PASSES),
-        *_chain(_memory(f"{p}proj_bias_dropout_add_bwd", rows * h // grid.q, 2 * b + 1)),
+        *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
+        *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", rows * h // grid.q, 2 * b + 1)),
         *summa_backward(f"{p}proj", h, h, d, grid),
-        *_attention_core_bwd(p, d),
+        *attention_core_backward(p, d),
         *summa_backward(f"{p}qkv", h, 3 * h, d, grid),
-        *_layernorm(f"{p}ln1_bwd", d, LN_BWD_PASSES),
+        *layernorm_items(f"{p}ln1_bwd", d, LN_BWD_PASSES),
     ]
 
 
@@ -164,7 +164,7 @@ def build_summa_program(model: ModelConfig, q: int, depth: int = 1, chunks: int 
     2.5D above), the batch split into *chunks*, as one rank's program (SPMD)."""
     grid = Grid(q, depth)
     dims = summa_dims(model, grid, chunks)
-    issuer = _Issuer(chunks)
+    issuer = Issuer(chunks)
     layers = range(model.layers)
     issuer.issue([i for lay in layers for i in summa_forward_layer(dims, grid, lay)], "fwd")
     issuer.issue([i for lay in reversed(layers) for i in summa_backward_layer(dims, grid, lay)], "bwd")
