@@ -21,14 +21,15 @@ from collections.abc import Iterator
 from itertools import product
 from typing import Any
 
-from atpsim.compute.models import PRESET_VOCAB, ModelConfig
+from atpsim.compute.models import PRESET_VOCAB, ModelConfig, model_preset
+from atpsim.errors import AtpsimError
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.scenario.entries import ModelEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
-from atpsim.scenario.sweep import _error, _sized_topologies
+from atpsim.scenario.topologies import scenario_error, sized_topologies
 
 INTERLEAVED = "interleaved-1f1b"
 
@@ -48,7 +49,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
     _check_neighbour(part)
     _check_network(part)
     for index, entry in enumerate(part.topologies):
-        sized = _sized_topologies(part, index)
+        sized = sized_topologies(part, index)
         default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
         base = {"scenario": part.name, "topology": entry.spec_mapping(),
                 "topology_label": entry.label()}  # fmt: skip
@@ -78,19 +79,19 @@ def _check_model(part: Scenario, model: ModelConfig) -> None:
     for k, pp in enumerate(par.pp):
         if pp > model.layers:
             message = f"{pp} stages exceed the model's {model.layers} layers (model {model.name!r})"
-            raise _error(part, message, "parallelism", "pp", k)
+            raise scenario_error(part, message, "parallelism", "pp", k)
         if model.layers % pp:
             message = (f"{model.layers} layers (model {model.name!r}) do not split over {pp} "
                        "stages; expected a divisor of the layers")  # fmt: skip
-            raise _error(part, message, "parallelism", "pp", k)
+            raise scenario_error(part, message, "parallelism", "pp", k)
         for j, virtual in enumerate(par.virtual_stages):
             if model.layers % (pp * virtual):
                 message = (f"{model.layers} layers (model {model.name!r}) do not split over "
                            f"{pp} stages x {virtual} virtual stages")  # fmt: skip
-                raise _error(part, message, "parallelism", "virtual_stages", j)
+                raise scenario_error(part, message, "parallelism", "virtual_stages", j)
     if any(v > 1 for v in par.virtual_stages) and INTERLEAVED not in par.schedule:
         message = "virtual stages above 1 need the interleaved schedule; expected 'interleaved' in schedule"
-        raise _error(part, message, "parallelism", "virtual_stages")
+        raise scenario_error(part, message, "parallelism", "virtual_stages")
 
 
 def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMesh]:
@@ -106,11 +107,11 @@ def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMe
         for j, size in enumerate(tp.size):
             if devices % size:
                 message = f"a TP group of {size} GPUs does not divide the {devices} devices"
-                raise _error(part, message, "parallelism", "tp", "size", j)
+                raise scenario_error(part, message, "parallelism", "tp", "size", j)
             meshes += [m for m in factorizations(size) if not (model.hidden % m.d1 or model.hidden % m.d2)]
     if not meshes:
         message = f"no TP mesh of these sizes divides model.hidden = {model.hidden} (model {model.name!r})"
-        raise _error(part, message, "parallelism", "tp")
+        raise scenario_error(part, message, "parallelism", "tp")
     unique = dict.fromkeys((m.d1, m.d2) for m in meshes)
     return [DeviceMesh(d1, d2) for d1, d2 in unique]
 
@@ -119,13 +120,13 @@ def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelCon
                  ) -> DeviceMesh:
     if devices % mesh.size:
         message = f"TP mesh {mesh.d1}x{mesh.d2} ({mesh.size} GPUs) does not divide the {devices} devices"
-        raise _error(part, message, "parallelism", "tp", "meshes", k)
+        raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
     for dim, size in ((1, mesh.d1), (2, mesh.d2)):
         if model.hidden % size:
             message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.hidden = {model.hidden} (model "
                        f"{model.name!r}) {size} ways on dimension {dim}; expected d1 and d2 to "
                        "divide the hidden size")  # fmt: skip
-            raise _error(part, message, "parallelism", "tp", "meshes", k)
+            raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
     return mesh
 
 
@@ -137,13 +138,13 @@ def _dps(part: Scenario, devices: int, mesh: DeviceMesh, pp: int) -> list[int]:
         if devices % stages:
             message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} = {stages} GPUs do not divide the "
                        f"{devices} devices (dp: auto)")  # fmt: skip
-            raise _error(part, message, "parallelism", "pp", par.pp.index(pp))
+            raise scenario_error(part, message, "parallelism", "pp", par.pp.index(pp))
         return [devices // stages]
     for k, dp in enumerate(par.dp):
         if stages * dp != devices:
             message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} x dp {dp} = {stages * dp} GPUs; "
                        f"expected the {devices} devices (or dp: auto)")  # fmt: skip
-            raise _error(part, message, "parallelism", "dp", k)
+            raise scenario_error(part, message, "parallelism", "dp", k)
     return list(par.dp)
 
 
@@ -160,7 +161,7 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
                 _check_interleaved(part, schedule, gb // (mb * dp), pp)
                 too_large = check_slots(pp, virtual, gb, mb)
                 if too_large:
-                    raise _error(part, too_large, "parallelism", "global_batch", par.global_batch.index(gb))
+                    raise scenario_error(part, too_large, "parallelism", "global_batch", par.global_batch.index(gb))
                 yield from _options(part, fields, mesh, pp, dp, mb, gb, schedule, virtual)
 
 
@@ -177,7 +178,7 @@ def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, 
             continue  # a perturbation or a neighbour needs the joint network
         if mb % chunks:
             message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
-            raise _error(part, message, "chunks", part.chunks.index(chunks))
+            raise scenario_error(part, message, "chunks", part.chunks.index(chunks))
         yield JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, placement), pp=pp, dp=dp,
                        micro_batch=mb, global_batch=gb, schedule=schedule, virtual_stages=virtual,
                        chunks=chunks, algorithm=algorithm, sequence_parallel=sp and mesh.d2 == 1,
@@ -193,10 +194,10 @@ def _check_network(part: Scenario) -> None:
     if "joint" in par.network:
         return
     if any(p.canonical() for p in par.perturb):
-        raise _error(part, "a perturbation needs the joint network; expected network: joint "
+        raise scenario_error(part, "a perturbation needs the joint network; expected network: joint "
                      "(or a list with it)", "parallelism", "perturb")  # fmt: skip
     if par.neighbour is not None:
-        raise _error(part, "a neighbour job needs the joint network; expected network: joint "
+        raise scenario_error(part, "a neighbour job needs the joint network; expected network: joint "
                      "(or a list with it)", "parallelism", "neighbour")  # fmt: skip
 
 
@@ -205,43 +206,40 @@ def _check_stragglers(part: Scenario, devices: int) -> None:
     for index, perturb in enumerate(part.parallelism.perturb):
         if perturb.stragglers > devices:
             key = ("parallelism", "perturb") + ((index,) if len(part.parallelism.perturb) > 1 else ())
-            raise _error(part, f"{perturb.stragglers} stragglers among {devices} GPUs; expected at "
+            raise scenario_error(part, f"{perturb.stragglers} stragglers among {devices} GPUs; expected at "
                          f"most {devices}", *key, "stragglers")  # fmt: skip
 
 
 def _check_neighbour(part: Scenario) -> None:
     """The neighbour job's model is a preset."""
-    from atpsim.compute.models import model_preset
-    from atpsim.errors import AtpsimError
-
     neighbour = part.parallelism.neighbour
     if neighbour is None:
         return
     try:
         model_preset(neighbour.model)
     except AtpsimError as error:
-        raise _error(part, str(error), "parallelism", "neighbour", "model") from None
+        raise scenario_error(part, str(error), "parallelism", "neighbour", "model") from None
 
 
 def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
     if vocab % mesh.size:
         message = (f"a vocabulary of {vocab} does not split over the {mesh.size} ranks of TP "
                    f"mesh {mesh.d1}x{mesh.d2}; expected a multiple (pad it, as Megatron-LM does)")
-        raise _error(part, message, "parallelism", "vocab")
+        raise scenario_error(part, message, "parallelism", "vocab")
 
 
 def _check_batch(part: Scenario, mb: int, gb: int, dp: int) -> None:
     if gb % (mb * dp):
         message = (f"{gb} samples do not split into micro-batches of {mb} over {dp} replicas; "
                    f"expected a multiple of micro_batch x dp = {mb * dp}")  # fmt: skip
-        raise _error(part, message, "parallelism", "global_batch", part.parallelism.global_batch.index(gb))
+        raise scenario_error(part, message, "parallelism", "global_batch", part.parallelism.global_batch.index(gb))
 
 
 def _check_interleaved(part: Scenario, schedule: str, n_microbatches: int, pp: int) -> None:
     if schedule == INTERLEAVED and n_microbatches % pp:
         message = (f"the interleaved schedule needs the micro-batches per replica "
                    f"({n_microbatches}) to be a multiple of the {pp} stages")  # fmt: skip
-        raise _error(part, message, "parallelism", "schedule", part.parallelism.schedule.index(schedule))
+        raise scenario_error(part, message, "parallelism", "schedule", part.parallelism.schedule.index(schedule))
 
 
 def job_axes(scenario: Scenario) -> list[tuple[str, str]]:

@@ -31,60 +31,18 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import AtpsimError, ScenarioError, did_you_mean
+from atpsim.errors import did_you_mean
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.job_point import JobPoint
+from atpsim.scenario.job_sweep import expand_job_sweep, job_axes
 from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
-from atpsim.topology.graph import Topology
+from atpsim.scenario.topologies import scenario_error, sized_topologies
 
 ATP_OPT = "atp-opt"
-
-
-def _error(scenario: Scenario, message: str, *loc: str | int) -> ScenarioError:
-    return ScenarioError(message, source=scenario.source, key=scenario.key_path(*loc) or None)
-
-
-def build_topology(scenario: Scenario, index: int, n_gpus: int | None) -> Topology:
-    """Topology *index* of *scenario* sized to *n_gpus*; a :class:`TopologyError` becomes a
-    :class:`ScenarioError` at key ``topology`` (the topology's own file and key inside)."""
-    from atpsim.topology.spec import load_topology
-
-    entry = scenario.topologies[index]
-    try:
-        return load_topology(entry.spec_mapping(), n_gpus=n_gpus)
-    except AtpsimError as error:
-        if error.source is None and error.key and error.key in entry.params:
-            raise _error(scenario, error.message, "topology", index, error.key) from None
-        raise _error(scenario, error.format(), "topology", index) from None
-
-
-def sized_topologies(scenario: Scenario, index: int) -> list[tuple[int, int, Topology]]:
-    """(position in devices, device count, topology) for each device count of the scenario,
-    checking the topology has enough GPUs; the topology's own count when none is given."""
-    devices = scenario.parallelism.devices
-    if devices is None:
-        topology = build_topology(scenario, index, None)
-        return [(0, topology.n_gpus, topology)]
-    sized = []
-    for position, count in enumerate(devices):
-        topology = build_topology(scenario, index, count)
-        if topology.n_gpus < count:
-            label = scenario.topologies[index].label()
-            message = (
-                f"{count} devices, but topology {label!r} has {topology.n_gpus} GPUs; "
-                f"expected at most {topology.n_gpus}"
-            )
-            raise _error(scenario, message, "parallelism", "devices", position)
-        sized.append((position, count, topology))
-    return sized
-
-
-#: The name job_sweep imports.
-_sized_topologies = sized_topologies
 
 
 def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: int) -> None:
@@ -95,7 +53,7 @@ def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: i
                 f"{size} ways on dimension {dim}; expected d1 and d2 to divide the "
                 f"hidden size"
             )
-            raise _error(scenario, message, "parallelism", "meshes", k)
+            raise scenario_error(scenario, message, "parallelism", "meshes", k)
 
 
 def _listed_mesh(
@@ -106,11 +64,11 @@ def _listed_mesh(
             f"ATP-{choice.i} is DeviceMesh({devices}/{choice.i}, {choice.i}); "
             f"expected a divisor of the device count {devices}"
         )
-        raise _error(scenario, message, "parallelism", "meshes", k)
+        raise scenario_error(scenario, message, "parallelism", "meshes", k)
     mesh = choice.meshes(devices)[0]
     if mesh.size != devices:
         message = f"{mesh} has {mesh.size} devices; expected {devices}"
-        raise _error(scenario, message, "parallelism", "meshes", k)
+        raise scenario_error(scenario, message, "parallelism", "meshes", k)
     _check_hidden(scenario, mesh, model, k)
     return mesh
 
@@ -137,7 +95,7 @@ def resolve_meshes(
             f"{model.hidden} (model {model.name!r}); expected a mesh d1 x d2 with d1 "
             f"and d2 dividing the hidden size"
         )
-        raise _error(scenario, message, "parallelism", "meshes")
+        raise scenario_error(scenario, message, "parallelism", "meshes")
     unique = list(dict.fromkeys((m.d1, m.d2) for m in meshes))
     return [(DeviceMesh(d1, d2), group) for d1, d2 in unique]
 
@@ -149,14 +107,14 @@ def _check_chunks(scenario: Scenario, model: ModelConfig) -> None:
                 f"{chunks} chunks split model.batch = {model.batch} (model "
                 f"{model.name!r}) unevenly; expected a divisor of the batch"
             )
-            raise _error(scenario, message, "chunks", position)
+            raise scenario_error(scenario, message, "chunks", position)
 
 
 def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
     if not scenario.calibration:
         return
     if not any("analytic" in part.mode for part in parts):
-        raise _error(
+        raise scenario_error(
             scenario,
             "calibration is used only in analytic mode; expected 'analytic' in mode",
             "calibration",
@@ -165,7 +123,7 @@ def _check_calibration(scenario: Scenario, parts: list[Scenario]) -> None:
     for scope in scenario.calibration:
         if scope != "*" and scope not in labels:
             message = f"unknown topology label {scope!r}{did_you_mean(scope, labels)}"
-            raise _error(scenario, message, "calibration", scope)
+            raise scenario_error(scenario, message, "calibration", scope)
 
 
 def expand_sweep(scenario: Scenario) -> list[SweepPoint] | list[JobPoint]:
@@ -194,8 +152,6 @@ class SweepPoints(LazyPoints):
 
 def _scenario_points(scenario: Scenario) -> Iterator[SweepPoint | JobPoint]:
     if scenario.is_job:
-        from atpsim.scenario.job_sweep import expand_job_sweep
-
         yield from expand_job_sweep(scenario)
         return
     _check_calibration(scenario, scenario.parts())
@@ -269,7 +225,7 @@ def resolve_grids(
     for k, choice in enumerate(choices):
         if choice.kind == "atp":
             message = f"scheme summa takes a square grid [q, q], not {choice}"
-            raise _error(scenario, message, "parallelism", "meshes", k)
+            raise scenario_error(scenario, message, "parallelism", "meshes", k)
         if choice.kind == "size":
             grids.append(_listed_grid(scenario, choice, devices, k))
     if group or choices[0].kind == "all":
@@ -283,7 +239,7 @@ def resolve_grids(
             f"no square grid q x q x depth of {devices} devices splits model {model.name!r}; "
             "expected q² to divide the device count"
         )
-        raise _error(scenario, message, "parallelism", "meshes")
+        raise scenario_error(scenario, message, "parallelism", "meshes")
     return [(q, depth, group) for q, depth in dict.fromkeys(grids)]
 
 
@@ -291,10 +247,10 @@ def _listed_grid(scenario: Scenario, choice: MeshChoice, devices: int, k: int) -
     q = choice.d1
     if choice.d1 != choice.d2:
         message = f"scheme summa needs a square grid: expected d1 == d2, got {choice}"
-        raise _error(scenario, message, "parallelism", "meshes", k)
+        raise scenario_error(scenario, message, "parallelism", "meshes", k)
     if devices % (q * q):
         message = f"grid {choice} needs q·q·depth == devices; {q * q} does not divide {devices}"
-        raise _error(scenario, message, "parallelism", "meshes", k)
+        raise scenario_error(scenario, message, "parallelism", "meshes", k)
     return q, devices // (q * q)
 
 
@@ -321,7 +277,7 @@ def _sagemaker_points(
             f"scheme sagemaker splits the batch over the {devices} devices: model "
             f"{model.name!r} has batch {model.batch}, expected a multiple of {devices}"
         )
-        raise _error(scenario, message, "parallelism", "scheme")
+        raise scenario_error(scenario, message, "parallelism", "scheme")
     for chunks in scenario.chunks:
         for algorithm in scenario.algorithm:
             for mode in scenario.mode:
@@ -348,8 +304,6 @@ def describe_sweep(scenario: Scenario, points: Collection[Any] | None = None) ->
 
 def _part_count(part: Scenario) -> int:
     if part.is_job:
-        from atpsim.scenario.job_sweep import expand_job_sweep
-
         return len(expand_job_sweep(part))
     return len(list(_part_points(part)))
 
@@ -360,8 +314,6 @@ def _count(n: int) -> str:
 
 def _axes(scenario: Scenario, indent: str) -> list[str]:
     if scenario.is_job:
-        from atpsim.scenario.job_sweep import job_axes
-
         return [f"{indent}{name:<12} {values}" for name, values in job_axes(scenario)]
     meshes = ", ".join(str(c) for c in scenario.parallelism.meshes)
     if any(c.kind == "opt" for c in scenario.parallelism.meshes):
