@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from atpsim.topology.graph import Topology
-from atpsim.topology.routing import UpDownRouter, _UpDownState
+from atpsim.topology.routing import UpDownRouter, UpDownState
 
 
 class _Uncovered(Exception):
@@ -46,7 +46,7 @@ def _padded(rows: list[list[int]], fill: int = -1) -> np.ndarray:
 class _Fabric:
     """Node-indexed arrays of the router's state for one topology (module docstring)."""
 
-    def __init__(self, topology: Topology, state: _UpDownState):
+    def __init__(self, topology: Topology, state: UpDownState):
         names = topology.nodes
         index = topology.node_index
         self.n_nodes = n = len(names)
@@ -71,7 +71,7 @@ class _Fabric:
         self.link_ids = np.fromiter(topology._link_id.values(), dtype=np.int64)[order]
 
     @staticmethod
-    def _bandwidths(state: _UpDownState, names: list[Any], near: np.ndarray) -> np.ndarray:
+    def _bandwidths(state: UpDownState, names: list[Any], near: np.ndarray) -> np.ndarray:
         out = np.zeros(near.shape)
         for v, row in enumerate(near.tolist()):
             for k, u in enumerate(row):
@@ -79,7 +79,7 @@ class _Fabric:
                     out[v, k] = state.bandwidth[(names[v], names[u])]
         return out
 
-    def _downs(self, state: _UpDownState, names: list[Any], index: dict[Any, int]) -> None:
+    def _downs(self, state: UpDownState, names: list[Any], index: dict[Any, int]) -> None:
         """Sorted keys ``node * V + child`` of every down link, with the child's place in the
         node's list and the link's bandwidth."""
         keys, place, bandwidth = [], [], []

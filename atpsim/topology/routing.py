@@ -66,7 +66,7 @@ def rank_of(coords: Sequence[int], dims: tuple[int, ...]) -> int:
     return rank
 
 
-class _UpDownState:
+class UpDownState:
     """What :class:`UpDownRouter` precomputes once per topology: levels, up/down/peer neighbours,
     the GPU ranks below each node, and per-link bandwidths."""
 
@@ -131,12 +131,12 @@ class UpDownRouter:
     name = "up-down"
 
     def __init__(self) -> None:
-        self._state: _UpDownState | None = None
+        self._state: UpDownState | None = None
         self._topology: Topology | None = None
 
-    def _prepare(self, topology: Topology) -> _UpDownState:
+    def _prepare(self, topology: Topology) -> UpDownState:
         if self._state is None or self._topology is not topology:
-            self._state = _UpDownState(topology)
+            self._state = UpDownState(topology)
             self._topology = topology
         return self._state
 
@@ -166,13 +166,13 @@ class UpDownRouter:
         return path
 
     @staticmethod
-    def _climb(state: _UpDownState, node: Any, dst_rank: int) -> Any:
+    def _climb(state: UpDownState, node: Any, dst_rank: int) -> Any:
         """The next hop up (or across, at the top) from *node* towards GPU *dst_rank*."""
         choices = UpDownRouter.climb_choices(state, node, dst_rank)
         return choices[dst_rank % len(choices)]
 
     @staticmethod
-    def climb_choices(state: _UpDownState, node: Any, dst_rank: int) -> list[Any]:
+    def climb_choices(state: UpDownState, node: Any, dst_rank: int) -> list[Any]:
         """The equal best hops up (or across) from *node* towards GPU *dst_rank*; they depend
         on *dst_rank* only through which of *node*'s up and peer neighbours have it below."""
         ups, peers = state.ups[node], state.peers[node]
