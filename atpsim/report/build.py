@@ -43,17 +43,13 @@ from atpsim.report.document import (
     Heading,
     Paragraph,
     Table,
-    to_html,
-    to_markdown,
 )
+from atpsim.report.pages import FIGURES_DIR, SCENARIO_COPY, write_pages
 from atpsim.report.panels import save_figure
 from atpsim.report.provenance import RESULTS, Provenance, provenance, sentence
 from atpsim.results.io import read_results
 from atpsim.scenario.loader import load_report_sections
 from atpsim.scenario.report import FIGURE_KINDS, FigureSpec, Reference, ReportOptions
-
-SCENARIO_COPY = "scenario.yaml"
-REPORT_MD, REPORT_HTML, FIGURES_DIR = "report.md", "report.html", "figures"
 
 __all__ = ["FIGURE_KINDS", "ReportOptions", "build_report", "rebuild_report", "auto_figures"]
 
@@ -142,9 +138,7 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
         _tables(document, frame, page.unit)
     document.add(Heading("Scenario"), Details("scenario.yaml, as run", [Code(scenario_text, "yaml")]))
     _files_note(document)
-    (out_dir / REPORT_MD).write_text(to_markdown(document), encoding="utf-8")
-    (out_dir / REPORT_HTML).write_text(to_html(document, out_dir), encoding="utf-8")
-    return [out_dir / REPORT_MD, out_dir / REPORT_HTML, *written, *([record] if record else [])]
+    return [*write_pages(document, out_dir), *written, *([record] if record else [])]
 
 
 def rebuild_report(out_dir: Path | str) -> list[Path]:

@@ -35,9 +35,8 @@ from atpsim.report.document import (
     Heading,
     Paragraph,
     Table,
-    to_html,
-    to_markdown,
 )
+from atpsim.report.pages import SCENARIO_COPY, write_pages
 from atpsim.report.panels import save_figure
 from atpsim.report.tables import fmt
 from atpsim.results.io import RESULTS_CSV, schema_for
@@ -227,8 +226,6 @@ def summarize(path: Path, top: int = TOP, extra: Iterable[str] = ()) -> Summary:
 def build_large_report(out_dir: Path, scenario_text: str) -> list[Path]:
     """Write report.md and report.html of the large table in *out_dir* (module docstring),
     and the figure; the files written."""
-    from atpsim.report.build import REPORT_HTML, REPORT_MD, SCENARIO_COPY
-
     sections = load_report_sections(scenario_text, str(out_dir / SCENARIO_COPY))
     summary = summarize(out_dir / RESULTS_CSV)
     name = str(sections.name or out_dir.name)
@@ -238,9 +235,7 @@ def build_large_report(out_dir: Path, scenario_text: str) -> list[Path]:
     written = _front_sections(document, out_dir, summary)
     _failures(document, summary)
     document.add(Heading("Scenario"), Paragraph(f"`{SCENARIO_COPY}`, as run:"), Code(scenario_text, "yaml"))
-    (out_dir / REPORT_MD).write_text(to_markdown(document), encoding="utf-8")
-    (out_dir / REPORT_HTML).write_text(to_html(document, out_dir), encoding="utf-8")
-    return [out_dir / REPORT_MD, out_dir / REPORT_HTML, *written]
+    return [*write_pages(document, out_dir), *written]
 
 
 def _intro(document: Document, description: object, summary: Summary) -> None:
