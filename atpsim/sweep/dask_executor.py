@@ -57,7 +57,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from atpsim.errors import AtpsimError
 from atpsim.sweep.dask_workers import WorkerCheck
 from atpsim.sweep.estimate import point_seconds
-from atpsim.sweep.runner import Point, Simulate, WorkerLost, simulate_row
+from atpsim.sweep.rows import Point, Simulate, WorkerLost, simulate_row
 
 log = logging.getLogger(__name__)
 

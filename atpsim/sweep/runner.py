@@ -26,13 +26,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from itertools import islice
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -46,35 +46,15 @@ from atpsim.results.io import (
     read_results,
     schema_for,
 )
-from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
+from atpsim.results.schema import STEP_SCHEMA
 from atpsim.sweep.progress import SweepProgress
+from atpsim.sweep.rows import Point, Simulate, WorkerLost, simulate_row
 from atpsim.sweep.table import PointIndex, SweepTable, write_table
 
 log = logging.getLogger(__name__)
 
 #: Where ``fresh=True`` keeps an interrupted run's rows instead of deleting them.
 DISCARDED_CSV = "results.partial.discarded.csv"
-
-
-
-class Point(Protocol):
-    """What the runner needs of a sweep point: its results *schema*, a stable :meth:`key`
-    and the :meth:`columns` that describe it as the *index*-th point of its sweep."""
-
-    schema: ClassVar[ResultsSchema]
-
-    def key(self) -> str: ...
-
-    def columns(self, index: int) -> dict[str, Any]: ...
-
-
-#: A point -> its result columns (a module-level function when jobs > 1: it is pickled).
-Simulate = Callable[[Any], Mapping[str, Any]]
-
-
-class WorkerLost(Exception):
-    """An executor lost a worker it could not replace (a Dask batch whose workers kept dying):
-    the sweep stops as it does when a process pool breaks."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -331,18 +311,6 @@ def _stop_workers(executor: ProcessPoolExecutor) -> None:
         process.join(timeout=5)
 
 
-def simulate_row(simulate: Simulate, point: Point, index: int) -> dict[str, Any]:
-    """The results row of *point* (the *index*-th of its sweep): its parameter columns, then
-    what *simulate* returned; an exception becomes a failed row (KeyboardInterrupt propagates)."""
-    base, schema = point.columns(index), point.schema
-    try:
-        values = {**base, **dict(simulate(point)), "point_index": index}
-        values.setdefault("status", "ok")
-        return schema.normalize_row(values)
-    except Exception as error:  # a failed point must not kill the sweep
-        return schema.normalize_row({**base, "status": "failed", "error": _error_text(error)})
-
-
 class _FailureLog:
     """Logs a failed point with its parameters: the first point of each distinct error at
     WARNING, later ones with the same error at DEBUG; :meth:`summary` counts them all."""
@@ -368,11 +336,6 @@ class _FailureLog:
                 total,
                 len(self.seen),
             )
-
-
-def _error_text(error: Exception) -> str:
-    text = error.format() if isinstance(error, AtpsimError) else f"{type(error).__name__}: {error}"
-    return " ".join(text.split())
 
 
 def describe_point(columns: Mapping[str, Any]) -> str:
