@@ -8,9 +8,11 @@ Two modes, compared and never confused:
   overlap (step = compute + T_comm).
 
 A point's ``scheme`` picks the program: ATP's mesh (``atp``), 2D / 2.5D SUMMA (``summa``) or
-SageMaker-style TP over data-parallel ranks (``sagemaker``); the other schemes are des only
-(Eq. 2 is ATP's, so an analytic point of another scheme fails with a clear error). Their
-memory columns are :func:`atpsim.parallel.memory.memory_per_rank`'s estimates.
+SageMaker-style TP over data-parallel ranks (``sagemaker``), whose step-program builders are
+registered in :mod:`atpsim.parallel.schemes` and picked by the point's ``tp``; the other
+schemes are des only (Eq. 2 is ATP's, so an analytic point of another scheme fails with a
+clear error). Their memory columns are :func:`atpsim.parallel.memory.memory_per_rank`'s
+estimates.
 """
 
 from __future__ import annotations
@@ -21,16 +23,9 @@ from typing import Any
 from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.hardware import HardwareProfile, hardware_profile
 from atpsim.compute.models import ModelConfig
-from atpsim.engine.step.run import (
-    layer_overhead_s,
-    simulate_des_step,
-    simulate_sagemaker_step,
-    simulate_summa_step,
-)
+from atpsim.engine.step.run import layer_overhead_s, simulate_des_step
 from atpsim.errors import SimulationError
-from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.point import SweepPoint
 from atpsim.topology.graph import Topology
 
@@ -69,16 +64,8 @@ def topology_for(point: SweepPoint) -> Topology:
 
 
 def _des_times(point: SweepPoint, topology: Topology, profile: HardwareProfile) -> dict[str, float]:
-    if isinstance(point.tp, Grid):
-        result = simulate_summa_step(topology, profile, point.model, point.tp, point.chunks, point.algorithm)
-    elif isinstance(point.tp, SageMakerGroup):
-        result = simulate_sagemaker_step(
-            topology, profile, point.model, point.tp, point.chunks, point.algorithm
-        )
-    else:
-        result = simulate_des_step(
-            topology, profile, point.model, point.mesh, point.chunks, point.algorithm
-        )
+    result = simulate_des_step(topology, profile, point.model, point.tp, point.chunks,
+                               point.algorithm)  # fmt: skip
     return {
         "step_time_s": result.step_time_s,
         "compute_time_s": result.compute_time_s,

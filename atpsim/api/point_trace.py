@@ -138,22 +138,11 @@ def write_point_traces(out: Path, frame: pd.DataFrame, points: Sequence[Any],
 
 def write_point_trace(point: SweepPoint, folder: Path) -> Path:
     """Simulate *point* (mode des) and write its timeline to ``folder/<point_key>.json``."""
-    from atpsim.api.point import hardware_profile, topology_for
-    from atpsim.engine.step.run import (
-        simulate_des_step,
-        simulate_sagemaker_step,
-        simulate_summa_step,
-    )
-    from atpsim.parallel.grid import Grid
-    from atpsim.parallel.sagemaker import SageMakerGroup
+    from atpsim.api.point import topology_for
+    from atpsim.compute.hardware import hardware_profile
+    from atpsim.engine.step.run import simulate_des_step
     from atpsim.report.trace import write_chrome_trace
 
-    topology, profile = topology_for(point), hardware_profile(point.hardware)
-    tp, model, chunks, algorithm = point.tp, point.model, point.chunks, point.algorithm
-    if isinstance(tp, Grid):
-        result = simulate_summa_step(topology, profile, model, tp, chunks, algorithm)
-    elif isinstance(tp, SageMakerGroup):
-        result = simulate_sagemaker_step(topology, profile, model, tp, chunks, algorithm)
-    else:
-        result = simulate_des_step(topology, profile, model, point.mesh, chunks, algorithm)
+    result = simulate_des_step(topology_for(point), hardware_profile(point.hardware), point.model,
+                               point.tp, point.chunks, point.algorithm)  # fmt: skip
     return write_chrome_trace(result.timeline, folder / f"{point.key()}.json")

@@ -1,7 +1,7 @@
 """Time one training step: a program on every rank's streams, collectives by a backend.
 
-Chains the stages for one point: the program of the model on the mesh or grid (ATP,
-:mod:`atpsim.parallel.atp`; SUMMA, :mod:`atpsim.parallel.summa`), compute durations from the
+Chains the stages for one point: the program of the model on its tensor-parallel plan (the
+scheme's builder, :mod:`atpsim.parallel.schemes`), compute durations from the
 hardware profile (:mod:`atpsim.compute.timing`), collective durations from a collective timer
 backend (:mod:`atpsim.engine.backends`: the link-level engine by default, every group of a
 mesh dimension at once, or the closed forms), and the two-stream list scheduler
@@ -22,9 +22,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.engine.backends import charges_call_cost, get_backend
 from atpsim.engine.joint.calls import CallSpec, plan_call
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
-from atpsim.parallel.grid import Grid
-from atpsim.parallel.mesh import DeviceMesh
-from atpsim.parallel.sagemaker import SageMakerGroup
+from atpsim.parallel.schemes import TPPlan, build_tp_program
 from atpsim.program import CommOp, ComputeOp, StepProgram
 from atpsim.topology.graph import Topology
 
@@ -59,34 +57,13 @@ class StepResult:
 
 
 def simulate_des_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
-                      mesh: DeviceMesh, chunks: int, algorithm: str, *,
+                      tp: TPPlan, chunks: int, algorithm: str, *,
                       backend: str = DEFAULT_BACKEND) -> StepResult:
-    """Run *model* on *mesh* over *topology* (first ``mesh.size`` GPUs) and time the step."""
-    from atpsim.parallel.atp import build_step_program
-
-    program: StepProgram = build_step_program(model, mesh, chunks)
-    return simulate_program(topology, profile, model, program, mesh, algorithm, backend=backend)
-
-
-def simulate_summa_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
-                        grid: Grid, chunks: int, algorithm: str, *,
-                        backend: str = DEFAULT_BACKEND) -> StepResult:
-    """Run *model* with SUMMA linears on *grid* (:mod:`atpsim.parallel.summa`) and time it."""
-    from atpsim.parallel.summa import build_summa_program
-
-    program = build_summa_program(model, grid.q, grid.depth, chunks)
-    return simulate_program(topology, profile, model, program, grid, algorithm, backend=backend)
-
-
-def simulate_sagemaker_step(topology: Topology, profile: HardwareProfile, model: ModelConfig,
-                            group: SageMakerGroup, chunks: int, algorithm: str, *,
-                            backend: str = DEFAULT_BACKEND) -> StepResult:
-    """Run *model* with SageMaker-style TP over the *group*'s data-parallel ranks
-    (:mod:`atpsim.parallel.sagemaker`) and time it."""
-    from atpsim.parallel.sagemaker import build_sagemaker_program
-
-    program = build_sagemaker_program(model, group.t, chunks)
-    return simulate_program(topology, profile, model, program, group, algorithm, backend=backend)
+    """Run *model* with the tensor-parallel plan *tp* (ATP's DeviceMesh, a SUMMA Grid or a
+    SageMakerGroup: the program of its scheme, :mod:`atpsim.parallel.schemes`) over
+    *topology* (first ``tp.size`` GPUs) and time the step."""
+    program = build_tp_program(model, tp, chunks)
+    return simulate_program(topology, profile, model, program, tp, algorithm, backend=backend)
 
 
 def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelConfig,
