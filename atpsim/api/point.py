@@ -20,14 +20,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from atpsim.analytic.hcm import derive_hcm
+from atpsim.analytic.model import delta_s as paper_delta_s
+from atpsim.analytic.model import estimate_mesh
 from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.hardware import HardwareProfile, hardware_profile
 from atpsim.compute.models import ModelConfig
+from atpsim.compute.timing import compute_time_s
 from atpsim.engine.step.run import layer_overhead_s, simulate_des_step
 from atpsim.errors import SimulationError
+from atpsim.parallel.atp import build_step_program
+from atpsim.parallel.memory import memory_per_rank
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.point import SweepPoint
 from atpsim.topology.graph import Topology
+from atpsim.topology.spec import load_topology
 
 TERA = 1e12
 PAPER_TERA = 2.0**40  # Table 2/3's unit (atp-paper-facts.md, "Units")
@@ -52,8 +59,6 @@ def simulate_point_on(point: SweepPoint, topology: Topology, profile: HardwarePr
 
 def topology_for(point: SweepPoint) -> Topology:
     """The point's topology, sized to its device count where the spec leaves size open."""
-    from atpsim.topology.spec import load_topology
-
     spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
     topology = load_topology(spec, n_gpus=point.n_devices)
     if topology.n_gpus < point.n_devices:
@@ -94,9 +99,6 @@ def _analytic_times(point: SweepPoint, topology: Topology, profile: HardwareProf
 def _analytic_bandwidths(point: SweepPoint, topology: Topology) -> tuple[float, float]:
     """Eq. 4's B1, B2 for the point's mesh: calibrated values where given, else derived from
     the hierarchical communication matrix by Eq. 3 and 4 (a dimension of size 1 needs none)."""
-    from atpsim.analytic.hcm import derive_hcm
-    from atpsim.analytic.model import estimate_mesh
-
     calibrated = dict(point.calibration or {})
     needed = [name for name, d in (("B1_Bps", point.mesh.d1), ("B2_Bps", point.mesh.d2)) if d > 1]
     if all(name in calibrated for name in needed):
@@ -113,9 +115,6 @@ def serial_compute_time_s(
     model: ModelConfig, mesh: DeviceMesh, chunks: int, profile: HardwareProfile
 ) -> float:
     """Sum of the durations of every compute op of the ATP program on one rank."""
-    from atpsim.compute.timing import compute_time_s
-    from atpsim.parallel.atp import build_step_program
-
     program = build_step_program(model, mesh, chunks)
     ops_s = sum(compute_time_s(op, profile, model.dtype) for op in program.compute_ops())
     return ops_s + model.layers * layer_overhead_s(profile)
@@ -124,8 +123,6 @@ def serial_compute_time_s(
 def _derived_columns(
     point: SweepPoint, topology: Topology, profile: HardwareProfile, times: dict[str, float]
 ) -> dict[str, Any]:
-    from atpsim.parallel.memory import memory_per_rank
-
     flops = point.model.step_flops()
     per_gpu_flops_per_s = flops / times["step_time_s"] / point.n_devices
     group_bw = group_bandwidth_Bps(topology, point.n_devices)
@@ -142,8 +139,6 @@ def _derived_columns(
 
 def delta_s(model: ModelConfig, group_bw_Bps: float) -> float:
     """The paper's Delta = 2·L·b·s·h / GroupBW (Section 5.4), with h in bytes of the dtype."""
-    from atpsim.analytic.model import delta_s as paper_delta_s
-
     return paper_delta_s(model, group_bw_Bps)
 
 
@@ -153,8 +148,6 @@ def group_bandwidth_Bps(topology: Topology, n_devices: int) -> float | None:
     a torus: the paper's IC5 and IC6). None where the layers differ (there is no one Delta)."""
     if topology.n_gpus != n_devices:
         return None
-    from atpsim.analytic.hcm import derive_hcm
-
     per_gpu = {
         round(group.group_Bps(r) / len(rank), 3)
         for layer in derive_hcm(topology).layers

@@ -24,7 +24,11 @@ from typing import Any
 
 import pandas as pd
 
+from atpsim.api.point import topology_for
+from atpsim.compute.hardware import hardware_profile
+from atpsim.engine.step.run import simulate_des_step
 from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.report.trace import write_chrome_trace
 from atpsim.results.schema import POINT_COLUMNS
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep.estimate import format_duration, sweep_seconds
@@ -138,11 +142,6 @@ def write_point_traces(out: Path, frame: pd.DataFrame, points: Sequence[Any],
 
 def write_point_trace(point: SweepPoint, folder: Path) -> Path:
     """Simulate *point* (mode des) and write its timeline to ``folder/<point_key>.json``."""
-    from atpsim.api.point import topology_for
-    from atpsim.compute.hardware import hardware_profile
-    from atpsim.engine.step.run import simulate_des_step
-    from atpsim.report.trace import write_chrome_trace
-
     result = simulate_des_step(topology_for(point), hardware_profile(point.hardware), point.model,
                                point.tp, point.chunks, point.algorithm)  # fmt: skip
     return write_chrome_trace(result.timeline, folder / f"{point.key()}.json")
