@@ -1,23 +1,39 @@
 """Calibration against measurements through the API: fit a machine folder written by the
 validation harness, predict its measured layers and compare (:func:`validate`), or fit an
 nccl-tests log alone (:func:`fit_nccl_log`), or take a PyTorch profiler trace as measurements
-(:func:`validate_trace`). The fitting itself is :mod:`atpsim.calibrate`."""
+(:func:`validate_trace`). The fitting and scoring are :mod:`atpsim.calibrate`; each layer is
+predicted by :func:`simulate_layer`, the path of every simulated sweep point
+(:func:`atpsim.api.point.simulate_point_on`); the files are written by
+:mod:`atpsim.report.calibration`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from atpsim.calibrate.compare import Comparison
-from atpsim.calibrate.fit.link import LinkFit
+from atpsim.api.point import simulate_point_on
+from atpsim.calibrate.compare import Comparison, LayerTimes, compare_layers, read_check_points
+from atpsim.calibrate.fit.link import LinkFit, fit_link
 from atpsim.calibrate.machine import FolderFit, fit_folder
 from atpsim.calibrate.measurements.folder import REPORT_PREFIX
-from atpsim.calibrate.measurements.nccl_tests import NcclTestsLog
-from atpsim.calibrate.trace.compare import TraceComparison
+from atpsim.calibrate.measurements.nccl_tests import NcclTestsLog, nccl_samples, read_nccl_tests
+from atpsim.calibrate.measurements.samples import LayerPoint
+from atpsim.calibrate.trace.compare import TraceComparison, compare_trace
+from atpsim.calibrate.trace.layer import traced_layer
+from atpsim.calibrate.trace.reader import read_trace
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.scenario.point import SweepPoint
+from atpsim.topology.graph import Topology
 
 __all__ = ["REPORT_PREFIX", "Comparison", "FolderFit", "LinkFit", "NcclLogFit", "TraceComparison",
-           "Validation", "fit_folder", "fit_nccl_log", "validate", "validate_trace"]
+           "Validation", "compare_folder", "fit_folder", "fit_nccl_log", "simulate_layer",
+           "validate", "validate_trace"]  # fmt: skip
+
+#: The scenario name of a measured layer simulated as a sweep point.
+CHECK_SCENARIO = "validate"
 
 
 @dataclass(frozen=True)
@@ -46,13 +62,31 @@ def validate(folder: str | Path, *, refit: bool = False) -> Validation:
     when ``fitted/`` is missing), predict its measured layers with the event simulator (the
     layers are never fitted), compare against ``tolerance.yaml`` and write
     ``validation_report.{csv,md,png}`` into *folder*."""
-    from atpsim.calibrate.compare import compare_folder, save_comparison
-    from atpsim.report.validation_plot import plot_validation
+    from atpsim.report.calibration import write_validation_report  # matplotlib: only here
 
     comparison = compare_folder(folder, refit=refit)
-    saved = save_comparison(comparison)
-    saved.append(plot_validation(comparison, Path(folder) / f"{REPORT_PREFIX}.png"))
-    return Validation(comparison, tuple(saved))
+    return Validation(comparison, tuple(write_validation_report(comparison)))
+
+
+def compare_folder(folder: str | Path, *, refit: bool = False) -> Comparison:
+    """:func:`validate` without the report: *folder*'s check points (fitting first when
+    needed, or with *refit*), each predicted by :func:`simulate_layer` and scored."""
+    return compare_layers(read_check_points(folder, refit=refit), simulate_layer)
+
+
+def simulate_layer(point: LayerPoint, topology: Topology, profile: HardwareProfile) -> LayerTimes:
+    """One measured layer simulated as a sweep point of the event simulation (``mode: des``,
+    :func:`~atpsim.api.point.simulate_point_on`, as ``atpsim run`` simulates every point):
+    one layer of *point*'s model on ATP's (d1, d2) mesh with its chunks and ring collectives
+    (the fit's algorithm), on *topology* with *profile*."""
+    model = ModelConfig(point.label, point.hidden, point.heads, layers=1, batch=point.batch,
+                        seq=point.seq, dtype=point.dtype, ffn_mult=point.ffn_mult)  # fmt: skip
+    mesh = DeviceMesh(point.d1, point.d2)
+    sweep_point = SweepPoint(CHECK_SCENARIO, topology.name, topology.name, mesh.size, profile.name,
+                             model, mesh, point.chunks, algorithm="ring", mode="des")  # fmt: skip
+    row = simulate_point_on(sweep_point, topology, profile)
+    return LayerTimes(row["step_time_s"], row["compute_time_s"], row["comm_time_s"],
+                      row["exposed_comm_s"])  # fmt: skip
 
 
 def fit_nccl_log(
@@ -60,9 +94,6 @@ def fit_nccl_log(
 ) -> NcclLogFit:
     """Fit the ring all-reduce rows of an ``all_reduce_perf`` log (*ranks* overrides the
     log's rank count; *placement* picks the out-of-place or in-place columns)."""
-    from atpsim.calibrate.fit.link import fit_link
-    from atpsim.calibrate.measurements.nccl_tests import nccl_samples, read_nccl_tests
-
     log = read_nccl_tests(path)
     return NcclLogFit(log, fit_link(nccl_samples(log, n_ranks=ranks, placement=placement)))
 
@@ -76,13 +107,9 @@ def validate_trace(
     and predict each op and the step: with the fit in *fitted* (a measurements folder; a blind
     check) or with a fit to the trace's own ops (residuals). Raises AtpsimError for a file
     that is not a trace, a trace with no recognizable ops, or an unknown layer."""
-    from atpsim.calibrate.trace.compare import compare_trace
-    from atpsim.calibrate.trace.layer import traced_layer
-    from atpsim.calibrate.trace.reader import read_trace
-
     trace = read_trace(path)
     try:
         traced = traced_layer(trace.metadata, layer)
     except AtpsimError as error:
         raise error.with_source(str(path)) from None
-    return compare_trace(trace, traced, fitted)
+    return compare_trace(trace, traced, fitted, predict=simulate_layer)

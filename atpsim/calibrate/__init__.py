@@ -11,8 +11,10 @@ subpackage or module per stage:
   to collective times (written as a star topology), a hardware profile's peak, per-call
   overhead and GEMM curve to GEMM times, the memory-bound ops' bandwidth per op class, and a
   collective's fixed cost to an NCCL all-reduce sweep;
-* :mod:`atpsim.calibrate.compare` predicts measured layers with the fitted files and scores
-  them against the tolerance (the verdict of ``atpsim validate``).
+* :mod:`atpsim.calibrate.compare` gathers the measured layers with the fitted files and
+  scores the simulator's prediction of each (passed in by :mod:`atpsim.api.calibrate`, the
+  simulator's own path for a point) against the tolerance: the verdict of ``atpsim validate``,
+  a typed table whose files :mod:`atpsim.report.calibration` writes.
 
 Two uses of it:
 

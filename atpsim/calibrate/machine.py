@@ -76,6 +76,15 @@ def fitted_paths(folder: str | Path) -> tuple[Path, Path]:
     return fitted / TOPOLOGY_FILE, fitted / PROFILE_FILE
 
 
+def read_fit_summary(folder: str | Path) -> dict[str, Any]:
+    """The fitted numbers of ``folder/fitted/fit.yaml`` as written by :func:`fit_folder`
+    (empty when there is no such file): what a validation report quotes of the fit."""
+    path = Path(folder) / FITTED / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text()) or {}
+
+
 def fit_folder(folder: str | Path) -> FolderFit:
     """Fit the collectives and GEMMs of *folder* and write ``fitted/`` (module docstring)."""
     statistic = read_settings(folder, require_tolerance=False).statistic
@@ -93,7 +102,7 @@ def fit_folder(folder: str | Path) -> FolderFit:
         overhead_s = profile.profile.launch_overhead_s if profile else 0.0
         memory = fit_memory_bandwidth(measurements.memory_ops, overhead_s)
         if profile is not None:
-            profile = _with_memory(profile, memory)
+            profile = profile_with_memory_fit(profile, memory)
     result = FolderFit(measurements.folder, link, profile, measurements.n_ranks, statistic,
                        memory)  # fmt: skip
     _write(result, measurements)
@@ -106,7 +115,7 @@ def _fit_profile(measurements: Measurements) -> ProfileFit:
     return fit_profile(measurements.gemms, base)
 
 
-def _with_memory(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
+def profile_with_memory_fit(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
     """*fit* with the memory-bound ops' fitted bandwidths: the profile's bandwidth stays (a
     datasheet figure or the CPU assumption, raised to the fastest fitted bandwidth if one
     exceeds it), ``memory_efficiency`` becomes all ops' fitted share of it and

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 from calibrate_fakes import write_folder
 
-from atpsim.calibrate.compare import compare_folder, report_markdown
+from atpsim.api.calibrate import compare_folder
+from atpsim.report.calibration import validation_markdown
 
 
 def test_run_queue_wait_gives_the_error_without_it(tmp_path):
@@ -22,4 +23,4 @@ def test_run_queue_wait_gives_the_error_without_it(tmp_path):
     assert comparison.median_abs_error == pytest.approx(0.2, abs=0.02)
     assert comparison.median_abs_error_without_wait == pytest.approx(0.0, abs=0.02)
     assert not comparison.passed
-    assert "less its run-queue wait" in report_markdown(comparison)
+    assert "less its run-queue wait" in validation_markdown(comparison)

@@ -75,7 +75,7 @@ def test_memory_ops_give_the_bandwidth(tmp_path):
     10 us per call). These ops move 8-64 KiB, 1-5 us of transfer beside the 10 us overhead,
     so B_eff = sum(bytes) / sum(t - o) inherits the fitted overhead's error (~0.4 us, ~4%)
     about fivefold: within 20% of 12.8 GB/s; the layers still pass."""
-    from atpsim.calibrate.compare import compare_folder
+    from atpsim.api.calibrate import compare_folder
 
     folder = write_folder(tmp_path / "mem", memory_ops=True)
     fit = fit_folder(folder)

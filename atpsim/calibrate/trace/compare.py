@@ -15,9 +15,11 @@
   errors are then residuals of a fit.
 
 Either way the **whole step** (the median ``ProfilerStep`` duration, never fitted) is
-predicted by the event simulation of the layer (:func:`atpsim.calibrate.compare.predict_layer`)
-when a link is known, with the CPU rule of :mod:`atpsim.calibrate.measurements.description`
-(no spare core: compute and communication take turns). An op's error is
+predicted, when a link is known, by the *predict* function the caller passes in (the
+simulator's, :func:`atpsim.api.calibrate.simulate_layer`, through
+:func:`atpsim.calibrate.compare.score_layer`), with the CPU rule of
+:mod:`atpsim.calibrate.measurements.description` (no spare core: compute and communication
+take turns, :func:`atpsim.calibrate.compare.taking_turns`). An op's error is
 ``(predicted - measured) / measured`` with *measured* the median over its chunks and steps.
 """
 
@@ -31,13 +33,14 @@ from typing import Any
 
 import yaml
 
+from atpsim.calibrate.compare import LayerPredictor, score_layer, taking_turns
 from atpsim.calibrate.fit.link import LinkFit, fit_link, predict_s
 from atpsim.calibrate.fit.memory import fit_memory_bandwidth
 from atpsim.calibrate.fit.profile import fit_profile
-from atpsim.calibrate.machine import FITTED, SUMMARY_FILE, _with_memory, fitted_paths
+from atpsim.calibrate.fit.star import star_topology
+from atpsim.calibrate.machine import FITTED, SUMMARY_FILE, fitted_paths, profile_with_memory_fit
 from atpsim.calibrate.measurements.description import (
     base_profile,
-    comm_overlaps_compute,
     cpu_share,
     slowed,
 )
@@ -50,10 +53,12 @@ from atpsim.calibrate.measurements.samples import (
 from atpsim.calibrate.trace.layer import TracedLayer
 from atpsim.calibrate.trace.mapping import MatchedOp, TraceMapping, layer_program, map_trace
 from atpsim.calibrate.trace.reader import KinetoTrace
-from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.hardware import HardwareProfile, load_profile
 from atpsim.compute.timing import compute_time_s, memory_op_class
 from atpsim.errors import AtpsimError, read_text
 from atpsim.program import CommOp, ComputeOp
+from atpsim.topology.custom import build_custom
+from atpsim.topology.spec import load_topology
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,15 @@ class _Predictor:
     share: float
 
 
-def compare_trace(trace: KinetoTrace, layer: TracedLayer, fitted: str | Path | None = None) -> TraceComparison:
-    """Map *trace* onto *layer*'s program and predict each op and the step (module docstring)."""
+def compare_trace(
+    trace: KinetoTrace,
+    layer: TracedLayer,
+    fitted: str | Path | None = None,
+    *,
+    predict: LayerPredictor,
+) -> TraceComparison:
+    """Map *trace* onto *layer*'s program and predict each op, and the step by *predict*
+    (module docstring)."""
     mesh = layer.mesh
     mapping = map_trace(trace, layer_program(layer.model, mesh, layer.chunks), mesh)
     traced_gemms = any(op.kind == "gemm" for op in trace.ops)
@@ -125,7 +137,7 @@ def compare_trace(trace: KinetoTrace, layer: TracedLayer, fitted: str | Path | N
     ops = tuple(_check(entry, predictor, layer) for entry in mapping.matched)
     measured = statistics.median(trace.step_s)
     return TraceComparison(trace.path, layer, source, ops, mapping, measured,
-                           _predict_step(layer, predictor, measured))  # fmt: skip
+                           _predict_step(layer, predictor, measured, predict))  # fmt: skip
 
 
 def _check(entry: MatchedOp, predictor: _Predictor, layer: TracedLayer) -> OpCheck:
@@ -149,9 +161,6 @@ def _predict_ops(ops: tuple[ComputeOp | CommOp, ...], predictor: _Predictor, lay
 
 def _from_folder(folder: Path, layer: TracedLayer) -> _Predictor:
     """The profile, link and star of ``folder/fitted/`` (``atpsim validate --fit-only``)."""
-    from atpsim.compute.hardware import load_profile
-    from atpsim.topology.spec import load_topology
-
     topology_path, profile_path = fitted_paths(folder)
     summary = folder / FITTED / SUMMARY_FILE
     if not (topology_path.is_file() and profile_path.is_file() and summary.is_file()):
@@ -204,13 +213,10 @@ def _fit_trace(mapping: TraceMapping, layer: TracedLayer, path: Path) -> _Predic
     memory = _memory_samples(mapping)
     if memory:
         memory_fit = fit_memory_bandwidth(memory, profile_fit.profile.launch_overhead_s)
-        profile_fit = _with_memory(profile_fit, memory_fit)
+        profile_fit = profile_with_memory_fit(profile_fit, memory_fit)
     link = _fit_link(mapping, layer)
     topology = None
     if link is not None:
-        from atpsim.calibrate.fit.star import star_topology
-        from atpsim.topology.custom import build_custom
-
         topology = build_custom(star_topology(layer.mesh.size, link))
     return _Predictor(profile_fit.profile, (link.bandwidth_Bps, link.latency_s) if link else None,
                       topology, 1.0)  # fmt: skip
@@ -242,17 +248,15 @@ def _fit_link(mapping: TraceMapping, layer: TracedLayer) -> LinkFit | None:
         return None  # one message size: no bandwidth and latency apart
 
 
-def _predict_step(layer: TracedLayer, predictor: _Predictor, measured_s: float) -> float | None:
-    """The event simulation of the layer on the predictor's fabric (None without a link)."""
-    from atpsim.calibrate.compare import predict_layer
-
+def _predict_step(
+    layer: TracedLayer, predictor: _Predictor, measured_s: float, predict: LayerPredictor
+) -> float | None:
+    """The layer's step by *predict* on the predictor's fabric (None without a link)."""
     if predictor.topology is None:
         return None
     m, mesh = layer.model, layer.mesh
     point = LayerPoint(mesh.d1, mesh.d2, layer.chunks, m.hidden, m.heads, m.batch, m.seq, m.dtype,
                        measured_s, layer.describe(), m.ffn_mult)  # fmt: skip
-    result = predict_layer(point, predictor.topology, predictor.profile, predictor.share)
-    if comm_overlaps_compute(layer.machine, mesh.size):
-        return result.predicted_s
-    return max(result.predicted_s, result.compute_s + result.comm_s)
+    result = score_layer(point, predictor.topology, predictor.profile, predict, predictor.share)
+    return taking_turns(result, layer.machine, mesh.size).predicted_s
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from atpsim.api.calibrate import simulate_layer
 from atpsim.calibrate.machine import fitted_paths
 from atpsim.calibrate.measurements.description import cpu_share, slowed
 from atpsim.calibrate.trace.compare import compare_trace
@@ -55,8 +56,8 @@ def test_measured_times_follow_the_trace(trace, tmp_path):
     slower = tmp_path / "slower.json"
     slower.write_text(json.dumps(data))
     layer = traced_layer(trace.metadata)
-    before = compare_trace(trace, layer, FOLDER)
-    after = compare_trace(read_trace(slower), layer, FOLDER)
+    before = compare_trace(trace, layer, FOLDER, predict=simulate_layer)
+    after = compare_trace(read_trace(slower), layer, FOLDER, predict=simulate_layer)
     assert after.step_measured_s == pytest.approx(2 * before.step_measured_s)
     assert after.step_predicted_s == before.step_predicted_s
     for old, new in zip(before.ops, after.ops, strict=True):
@@ -66,7 +67,7 @@ def test_measured_times_follow_the_trace(trace, tmp_path):
 
 def test_check_predicts_each_op_with_the_folders_fitted_profile(trace):
     layer = traced_layer(trace.metadata)
-    result = compare_trace(trace, layer, FOLDER)
+    result = compare_trace(trace, layer, FOLDER, predict=simulate_layer)
     assert result.source.startswith("check against")
     profile = slowed(load_profile(fitted_paths(FOLDER)[1]), cpu_share(layer.machine, 2))
     program = {t.op.name: t.op for t in layer_program(layer.model, layer.mesh, 1)}
@@ -78,7 +79,7 @@ def test_check_predicts_each_op_with_the_folders_fitted_profile(trace):
 
 
 def test_fit_to_the_trace_itself_predicts_every_op_and_the_step(trace):
-    result = compare_trace(trace, traced_layer(trace.metadata))
+    result = compare_trace(trace, traced_layer(trace.metadata), predict=simulate_layer)
     assert result.source.startswith("fit to this trace")
     assert all(o.predicted_s is not None for o in result.ops)
     assert result.step_predicted_s is not None and result.median_abs_error("gemm") < 0.5
