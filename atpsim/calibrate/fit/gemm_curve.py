@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from atpsim.calibrate.uncertainty.estimate import covariance_from_jacobian, numerical_jacobian
 from atpsim.calibrate.uncertainty.record import FitUncertainty, record_from_covariance
@@ -160,11 +161,31 @@ def refit_and_record(spec: CurveFit) -> tuple[HardwareProfile, FitUncertainty]:
     return refit, curve_uncertainty(profile, points, dtype, spec.free)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Refit every curve of :data:`FITS`, print it, and write the records (module docstring)."""
-    import argparse
+def refit_line(spec: CurveFit, refit: HardwareProfile, record: FitUncertainty) -> str:
+    """One refitted curve as the command prints it: the free parameters' values, the fit's
+    RMS and degrees of freedom, each parameter's 1-sigma."""
+    sigmas = ", ".join(f"{p.name} 1-sigma {p.sigma:.1%}" for p in record.parameters)
+    return (f"{spec.profile}: refit {[getattr(refit.gemm, n) for n in spec.free]} "
+            f"(RMS {record.residual_rms:.1%}, {record.dof} dof); {sigmas}")  # fmt: skip
+
+
+def write_records(records: dict[str, Any]) -> Path:
+    """Write *records* (profile name -> uncertainty record) under :data:`HEADER` to the
+    packaged ``calibration/gemm-curve.yaml``; return its path."""
+    from importlib import resources
 
     import yaml
+
+    path = Path(str(resources.files("atpsim").joinpath("data/calibration/gemm-curve.yaml")))
+    text = HEADER + yaml.safe_dump(records, sort_keys=False, width=1000, default_flow_style=None)
+    path.write_text(text)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command: refit every curve of :data:`FITS`, print each, and write the records
+    (module docstring)."""
+    import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print; write no file")
@@ -172,17 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = {}
     for spec in FITS:
         refit, record = refit_and_record(spec)
-        sigmas = ", ".join(f"{p.name} 1-sigma {p.sigma:.1%}" for p in record.parameters)
-        print(f"{spec.profile}: refit {[getattr(refit.gemm, n) for n in spec.free]} "
-              f"(RMS {record.residual_rms:.1%}, {record.dof} dof); {sigmas}")  # fmt: skip
+        print(refit_line(spec, refit, record))
         records[spec.profile] = record.to_dict()
     if not args.dry_run:
-        from importlib import resources
-
-        path = resources.files("atpsim").joinpath("data/calibration/gemm-curve.yaml")
-        text = HEADER + yaml.safe_dump(records, sort_keys=False, width=1000, default_flow_style=None)
-        Path(str(path)).write_text(text)
-        print(f"wrote {path}")
+        print(f"wrote {write_records(records)}")
     return 0
 
 

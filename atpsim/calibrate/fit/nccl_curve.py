@@ -199,31 +199,55 @@ def rewrite(text: str, entry: str, values: dict[str, float], note: str,
     return f"{head}\n{entry}:\n{body}{sep}{tail}"
 
 
+def rms_error(result: CurveFit) -> float:
+    """The RMS of *result*'s relative busbw errors."""
+    return float(np.sqrt(np.mean(np.square(result.errors))))
+
+
+def fit_lines(result: CurveFit) -> list[str]:
+    """The fit as the command prints it: the a100 parameters, the h100 ones derived from
+    them, and the measured against modelled busbw (GB/s) per size with its protocol."""
+    a100 = {k: float(f"{v:.4g}") for k, v in result.params.items()}
+    h100 = {k: float(f"{v:.4g}") for k, v in derive_h100(result.params).items()}
+    lines = [f"a100 (fitted, {rms_error(result):.1%} RMS): {a100}", f"h100 (derived): {h100}"]
+    for (n, bw), pred, proto, err in zip(AZURE_A100_ALLREDUCE, result.predicted_Bps,
+                                         result.protocols, result.errors, strict=True):  # fmt: skip
+        lines.append(f"  {n:>12} B  measured {bw / 1e9:7.2f}  model {pred / 1e9:7.2f} GB/s"
+                     f"  {proto:>6}  {err:+.1%}")  # fmt: skip
+    return lines
+
+
+def sigma_line(record: FitUncertainty) -> str:
+    """The bootstrap's 1-sigma per a100 parameter, as the command prints it."""
+    sigmas = {p.name: float(f"{p.sigma:.3g}") for p in record.parameters}
+    return f"a100 1-sigma (residual bootstrap, {REPLICATES} replicates): {sigmas}"
+
+
+def rewrite_data_file(result: CurveFit, record: FitUncertainty) -> Path:
+    """Rewrite the a100 entry of the packaged ``nccl.yaml`` with *result* and its *record*,
+    and the h100 entry with the values derived from it; return the file's path."""
+    path = Path(str(resources.files("atpsim").joinpath("data/nccl.yaml")))
+    text = rewrite(path.read_text(), "a100", result.params,
+                   f"fitted by {COMMAND} (RMS {rms_error(result):.1%} over the Azure curve)",
+                   record.to_dict())  # fmt: skip
+    text = rewrite(text, "h100", derive_h100(result.params), f"derived from a100 by {COMMAND}",
+                   {"derived_from": "a100", "why": DERIVED_WHY})  # fmt: skip
+    path.write_text(text)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command (module docstring): fit, print, bootstrap, print, rewrite the data file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print; do not rewrite the file")
     args = parser.parse_args(argv)
     result = fit()
-    h100 = derive_h100(result.params)
-    rms = float(np.sqrt(np.mean(np.square(result.errors))))
-    print(f"a100 (fitted, {rms:.1%} RMS):", {k: float(f"{v:.4g}") for k, v in result.params.items()})
-    print("h100 (derived):", {k: float(f"{v:.4g}") for k, v in h100.items()})
-    for (n, bw), pred, proto, err in zip(AZURE_A100_ALLREDUCE, result.predicted_Bps,
-                                         result.protocols, result.errors, strict=True):
-        print(f"  {n:>12} B  measured {bw / 1e9:7.2f}  model {pred / 1e9:7.2f} GB/s"
-              f"  {proto:>6}  {err:+.1%}")
+    for line in fit_lines(result):
+        print(line)
     record = bootstrap(result)
-    print("a100 1-sigma (residual bootstrap, 200 replicates):",
-          {p.name: float(f"{p.sigma:.3g}") for p in record.parameters})
+    print(sigma_line(record))
     if not args.dry_run:
-        path = Path(str(resources.files("atpsim").joinpath("data/nccl.yaml")))
-        text = rewrite(path.read_text(), "a100", result.params,
-                       f"fitted by {COMMAND} (RMS {rms:.1%} over the Azure curve)",
-                       record.to_dict())
-        text = rewrite(text, "h100", h100, f"derived from a100 by {COMMAND}",
-                       {"derived_from": "a100", "why": DERIVED_WHY})
-        path.write_text(text)
-        print(f"rewrote {path}")
+        print(f"rewrote {rewrite_data_file(result, record)}")
     return 0
 
 
