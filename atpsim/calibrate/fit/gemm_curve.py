@@ -30,7 +30,7 @@ from typing import Any
 from atpsim.calibrate.uncertainty.estimate import covariance_from_jacobian, numerical_jacobian
 from atpsim.calibrate.uncertainty.record import FitUncertainty, record_from_covariance
 from atpsim.compute.gemm import curve_kernel_time_s, gemm_flops
-from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.hardware import HardwareProfile, load_profile
 from atpsim.errors import AtpsimError
 
 Point = tuple[int, int, int, float]
@@ -148,8 +148,6 @@ def curve_uncertainty(profile: HardwareProfile, points: Sequence[Point], dtype: 
 def refit_and_record(spec: CurveFit) -> tuple[HardwareProfile, FitUncertainty]:
     """Refit *spec*'s curve; an AtpsimError if it no longer gives the profile's values (to
     the digits the profile holds); the record of the profile's values' uncertainty."""
-    from atpsim.compute.hardware import load_profile
-
     profile = load_profile(spec.profile)
     points, dtype = spec.points(profile), profile.gemm.points_dtype
     refit = fit_gemm_curve(profile, points, dtype, free=spec.free)
