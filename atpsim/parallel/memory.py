@@ -36,10 +36,9 @@ from dataclasses import dataclass, replace
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
 from atpsim.parallel.atp import build_step_program, layer_dims, params_per_rank
-from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.ops import LayerDims
-from atpsim.parallel.sagemaker import SageMakerGroup, local_model
+from atpsim.parallel.schemes import TPPlan, scheme_of
 
 #: LayerNorm statistics kept per token: mean and 1/std in fp32, for each of the 2 LayerNorms.
 LN_SAVED_BYTES_PER_TOKEN = 2 * 2 * 4
@@ -112,24 +111,17 @@ def transient_bytes(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> float:
 
 
 def memory_per_rank(
-    model: ModelConfig, tp: DeviceMesh | Grid | SageMakerGroup, chunks: int,
-    profile: HardwareProfile,
+    model: ModelConfig, tp: TPPlan, chunks: int, profile: HardwareProfile,
 ) -> MemoryEstimate:
     """Memory one rank needs to train *model* on *tp* with the batch in *chunks*.
 
-    *tp* is ATP's mesh; a SUMMA grid, estimated by ATP's formula on one layer of it,
-    ``DeviceMesh(q, q)``: exact for the weights (q² blocks, replicated over depth), an upper
-    bound for the activations (SUMMA also splits rows by q·depth); or a SageMaker group of
-    ``t`` ranks: the linears' weights split as on DeviceMesh(t, 1), the activations of the
-    rank's own ``batch / t`` samples as on one GPU (the gathered linear inputs of the whole
-    group are transient and left out)."""
-    if isinstance(tp, SageMakerGroup):
-        mesh, model_here = tp.mesh(), local_model(model, tp.t)
-        activation_mesh = DeviceMesh(1, 1)
-    else:
-        mesh = tp.layer_mesh() if isinstance(tp, Grid) else tp
-        model_here, activation_mesh = model, mesh
-    return _estimate(model, mesh, model_here, activation_mesh, chunks, profile)
+    *tp* is ATP's mesh, or the plan of another scheme as its
+    :class:`~atpsim.parallel.schemes.MemoryView` sees it: a SUMMA grid as one layer of it,
+    ``DeviceMesh(q, q)``; a SageMaker group of ``t`` ranks as its weights on DeviceMesh(t, 1)
+    and the activations of the rank's own ``batch / t`` samples on one GPU."""
+    view = scheme_of(tp).memory_view(model, tp)
+    return _estimate(model, view.weights_mesh, view.activation_model, view.activation_mesh,
+                     chunks, profile)  # fmt: skip
 
 
 def _estimate(model: ModelConfig, mesh: DeviceMesh, activation_model: ModelConfig,

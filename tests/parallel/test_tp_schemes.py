@@ -4,10 +4,12 @@ name or plan is refused with the valid ones."""
 
 import pytest
 
+from atpsim.compute.hardware import load_profile
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import build_step_program
 from atpsim.parallel.grid import Grid
+from atpsim.parallel.memory import memory_per_rank
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.sagemaker import SageMakerGroup, build_sagemaker_program
 from atpsim.parallel.schemes import build_tp_program, get_scheme, scheme_names, scheme_of
@@ -47,3 +49,14 @@ def test_an_unknown_scheme_or_plan_is_refused_with_the_valid_ones():
         get_scheme("suma")
     with pytest.raises(SimulationError, match="DeviceMesh"):
         scheme_of((2, 2))  # type: ignore[arg-type]
+
+
+def test_memory_sees_a_summa_grid_as_one_layer_and_a_sagemaker_rank_as_its_own_samples():
+    a100 = load_profile("a100-sxm4-80gb")
+    assert memory_per_rank(TINY, Grid(2, 2), 1, a100) == memory_per_rank(
+        TINY, DeviceMesh(2, 2), 1, a100
+    )
+    view = scheme_of(SageMakerGroup(2)).memory_view(TINY, SageMakerGroup(2))
+    assert (view.weights_mesh, view.activation_model.batch, view.activation_mesh) == (
+        DeviceMesh(2, 1), TINY.batch // 2, DeviceMesh(1, 1)
+    )
