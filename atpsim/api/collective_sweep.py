@@ -3,7 +3,7 @@
 Columns follow nccl-tests (PERFORMANCE.md): size (bytes), count (elements of *dtype*), time,
 algbw = size / time, busbw = algbw x the op's factor (2(p-1)/p for all-reduce, (p-1)/p for
 reduce-scatter, all-gather and all-to-all, 1 for broadcast). GB/s are 10^9 bytes/s. Each row
-also says what NCCL would have run (:func:`atpsim.engine.collective.run_nccl`): the algorithm
+also says what NCCL would have run (:func:`atpsim.engine.nccl.run_nccl`): the algorithm
 (``auto``: NCCL's tuner), the protocol (LL, LL128, Simple; ``none``: bare links, no protocol
 cost) and the channels. *time_s* is what the step simulator charges for the same call: with a
 protocol, NCCL's latency model is the per-call cost; with ``none`` (bare links, as the step's
@@ -26,9 +26,10 @@ from atpsim.calibrate.uncertainty.draws import Draws
 from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.collectives.channels import check_channels
 from atpsim.collectives.closed_form import bus_factor
+from atpsim.collectives.nccl import check_nccl_algorithm
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
-from atpsim.engine.nccl import check_nccl_algorithm, run_nccl
+from atpsim.engine.nccl import run_nccl
 from atpsim.errors import AtpsimError, SimulationError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology

@@ -117,7 +117,7 @@ def plan(
     >>> (best.mesh.d1, best.mesh.d2)
     (2, 4)
     """
-    from atpsim.engine.nccl import check_nccl_algorithm
+    from atpsim.collectives.nccl import check_nccl_algorithm
     from atpsim.topology.spec import load_topology, topology_label
 
     _check_plan_options(devices, chunks)

@@ -16,6 +16,7 @@ import numpy as np
 from atpsim.collectives.all_to_all import pairwise_all_to_all
 from atpsim.collectives.broadcast import binomial_broadcast, ring_broadcast
 from atpsim.collectives.nvls import nvls_all_reduce
+from atpsim.collectives.planned import PlannedPattern
 from atpsim.collectives.rabenseifner import (
     rabenseifner_all_gather,
     rabenseifner_all_reduce,
@@ -48,9 +49,10 @@ _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
     "reduce": {"ring": ring_reduce, "binomial": binomial_reduce},
     "all_to_all": {"pairwise": pairwise_all_to_all},
 }
-#: Patterns valid by name but not listed: planned for one topology (channel rings, trees) and
-#: NVLS, which only NVSwitch machines run (atpsim.engine.nccl checks).
-_PLANNED: dict[str, dict[str, PatternFn]] = {"all_reduce": {"nvls": nvls_all_reduce}}
+#: Patterns valid by name but not listed: NVLS, which only NVSwitch machines run
+#: (atpsim.collectives.nccl checks). Patterns planned for one machine (NCCL's channel rings,
+#: trees) are not named here: they come as :class:`~atpsim.collectives.planned.PlannedPattern`.
+_UNLISTED: dict[str, dict[str, PatternFn]] = {"all_reduce": {"nvls": nvls_all_reduce}}
 _DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
              "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise"}
 
@@ -64,17 +66,6 @@ def register_algorithm(op: str, name: str) -> Callable[[PatternFn], PatternFn]:
         return fn
 
     return decorate
-
-
-def register_planned(op: str, name: str, fn: PatternFn) -> str:
-    """Register *fn*, a pattern planned for one topology and set of groups (e.g. NCCL's
-    channel rings, :mod:`atpsim.collectives.channels`), as algorithm *name* of *op*: valid
-    wherever a name is taken, but not listed by :func:`algorithm_names`. Returns *name*."""
-    table = _PLANNED.setdefault(op, {})
-    if name not in table:
-        table[name] = fn
-        pattern.cache_clear()
-    return name
 
 
 def op_names() -> list[str]:
@@ -99,13 +90,16 @@ def default_algorithm(op: str) -> str:
 def _table(op: str) -> dict[str, PatternFn]:
     if op not in _ALGORITHMS:
         raise SimulationError(f"unknown collective {op!r}{did_you_mean(op, _ALGORITHMS)}")
-    return {**_ALGORITHMS[op], **_PLANNED.get(op, {})}
+    return {**_ALGORITHMS[op], **_UNLISTED.get(op, {})}
 
 
 def check_algorithm(op: str, algorithm: str) -> None:
-    """Raise a :class:`SimulationError` naming the valid choices when *algorithm* is unknown."""
+    """Raise a :class:`SimulationError` naming the valid choices when *algorithm* is unknown
+    (a :class:`~atpsim.collectives.planned.PlannedPattern` is known for the op it was planned
+    for)."""
     table = _table(op)
-    if algorithm not in table:
+    planned = isinstance(algorithm, PlannedPattern) and algorithm.op == op
+    if not planned and algorithm not in table:
         raise SimulationError(
             f"unknown algorithm {algorithm!r} for {op}{did_you_mean(algorithm, _ALGORITHMS[op])}"
         )
@@ -113,8 +107,11 @@ def check_algorithm(op: str, algorithm: str) -> None:
 
 @lru_cache(maxsize=256)
 def pattern(op: str, algorithm: str, p: int, nbytes: float) -> Pattern:
-    """The steps of *algorithm* for one group of *p* ranks (local ranks; cached)."""
+    """The steps of *algorithm* (a registry name or a planned pattern) for one group of *p*
+    ranks (local ranks; cached)."""
     check_algorithm(op, algorithm)
+    if isinstance(algorithm, PlannedPattern):
+        return algorithm.pattern(p, float(nbytes))
     return _table(op)[algorithm](p, float(nbytes))
 
 

@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from atpsim.collectives.nccl import nccl_algorithm_names
+from atpsim.engine.nccl import run_nccl
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
 
@@ -87,7 +89,6 @@ def nccl_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Seq
     ``event`` backend's where NCCL does not run."""
     from atpsim.collectives.protocols import runs_nccl
     from atpsim.collectives.registry import algorithm_names
-    from atpsim.engine.nccl import nccl_algorithm_names, run_nccl
 
     if not runs_nccl(topology):
         return event_times(topology, op, algorithm if algorithm in algorithm_names(op) else "ring",

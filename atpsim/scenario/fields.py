@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from atpsim.collectives.nccl import nccl_algorithm_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names
 from atpsim.units import parse_bandwidth_text, parse_time_text
@@ -32,7 +33,6 @@ KeyPath = tuple[str | int, ...]
 
 DEFAULT_HARDWARE = "a100-sxm4-80gb"
 FALLBACK_HARDWARE = ("a100-sxm4-80gb", "h100-sxm")
-FALLBACK_ALGORITHMS = ("auto", "rabenseifner", "ring")
 MODES = ("des", "analytic")
 OUTPUT_FORMATS = ("csv", "parquet")
 MESH_SIZE = re.compile(r"^(\d+)x(\d+)$")
@@ -83,11 +83,7 @@ def hardware_names() -> list[str]:
 
 def algorithm_names() -> list[str]:
     """All-reduce algorithms: a scenario's ``algorithm`` is the all-reduce ATP runs (``auto``:
-    what NCCL's tuner picks; :func:`atpsim.engine.nccl.nccl_algorithm_names`)."""
-    try:
-        from atpsim.engine.nccl import nccl_algorithm_names
-    except ImportError:
-        return sorted(FALLBACK_ALGORITHMS)
+    what NCCL's tuner picks; :func:`atpsim.collectives.nccl.nccl_algorithm_names`)."""
     return nccl_algorithm_names("all_reduce")
 
 

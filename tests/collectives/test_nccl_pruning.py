@@ -6,6 +6,7 @@ protocol wins, and never more simulations than that."""
 import pytest
 
 import atpsim.engine.nccl as nccl
+from atpsim.collectives.nccl import NcclPlanner, auto_algorithms
 from atpsim.engine.nccl import run_nccl
 from atpsim.engine.solvers import event_loop
 from atpsim.topology.spec import clear_cache, load_topology
@@ -33,7 +34,7 @@ def test_pruned_auto_is_the_plain_auto(spec, op, groups, nbytes, monkeypatch):
     real = nccl._nccl_call
 
     def counted(*args, **kwargs):
-        simulated.append(args[2:6:3])
+        simulated.append((args[1].algorithm, args[1].protocol))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nccl, "_nccl_call", counted)
@@ -42,7 +43,7 @@ def test_pruned_auto_is_the_plain_auto(spec, op, groups, nbytes, monkeypatch):
         plain.algorithm, plain.protocol, plain.channels)
     assert pruned.time_s == plain.time_s
     assert pruned.group_time_s == plain.group_time_s
-    assert 1 <= len(simulated) <= 3 * len(nccl._candidates(topology, op, groups))
+    assert 1 <= len(simulated) <= 3 * len(auto_algorithms(topology, op, groups))
 
 
 def test_a_large_buffer_skips_the_slow_protocols(monkeypatch):
@@ -53,7 +54,7 @@ def test_a_large_buffer_skips_the_slow_protocols(monkeypatch):
     real = nccl._nccl_call
 
     def counted(*args, **kwargs):
-        simulated.append((args[2], args[5]))
+        simulated.append((args[1].algorithm, args[1].protocol))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nccl, "_nccl_call", counted)
@@ -67,8 +68,9 @@ def test_the_bound_is_below_the_simulated_time(protocol):
     groups = [list(range(16))]
     for algorithm in ("ring", "tree", "ring-rank-order"):
         call = run_nccl(topology, "all_reduce", algorithm, groups, 2**26, protocol=protocol)
-        bound = nccl._lower_bound_s(topology, "all_reduce", algorithm, groups, 2**26, protocol,
-                                    None)
+        planner = NcclPlanner(topology, "all_reduce", groups)
+        (candidate,) = planner.candidates(algorithm, protocol)
+        bound = planner.lower_bound_s(candidate, 2**26)
         assert 0 < bound <= call.time_s, (algorithm, protocol)
 
 
@@ -96,7 +98,7 @@ def test_candidates_stopped_at_the_horizon_leave_the_plain_choice(spec, groups, 
         try:
             return real(*args, **kwargs)
         except event_loop.PastHorizon:
-            stopped.append(args[2:6:3])
+            stopped.append((args[1].algorithm, args[1].protocol))
             raise
 
     monkeypatch.setattr(nccl, "_nccl_call", counted)

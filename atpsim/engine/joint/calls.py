@@ -27,6 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
+from atpsim.collectives.nccl import nccl_algorithm_names
 from atpsim.collectives.protocols import (
     LINK_CLASS,
     PROTOCOLS,
@@ -37,6 +38,7 @@ from atpsim.collectives.protocols import (
 from atpsim.collectives.registry import algorithm_names, build_schedule
 from atpsim.collectives.schedule import Schedule
 from atpsim.engine.collective import run_collective
+from atpsim.engine.nccl import run_nccl
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 
@@ -65,7 +67,8 @@ class CallSpec:
 @dataclass(frozen=True, eq=False)
 class CallPlan:
     """*spec* on *topology* (the machine the call runs on; *nominal* the one it was planned
-    for): *name* the registry algorithm of its schedule, *protocol* its weight-table row,
+    for): *name* the algorithm of its schedule (a registry name, or NCCL's plan as a
+    :class:`~atpsim.collectives.planned.PlannedPattern`), *protocol* its weight-table row,
     *fixed_s* the delay before its first byte, *alone_s[g]* group ``g``'s time with every
     group running at once and nothing else (s)."""
 
@@ -173,13 +176,11 @@ def _plan_call(spec: CallSpec, topology: Topology, nominal: Topology) -> CallPla
 
 def _nccl_plan(spec: CallSpec, topology: Topology, nominal: Topology, groups: list[list[int]]
                ) -> CallPlan:
-    from atpsim.engine.nccl import nccl_algorithm_names, planned_name, run_nccl
-
     if max(len(g) for g in groups) < 2:
         return CallPlan(spec, topology, nominal, "ring", "none", 0.0, np.zeros(len(groups)))
     chosen = spec.algorithm if spec.algorithm in nccl_algorithm_names(spec.op) else "auto"
     call = run_nccl(nominal, spec.op, chosen, groups, spec.nbytes)
-    name = planned_name(nominal, spec.op, call.algorithm, groups)
+    name = call.schedule
     plan = CallPlan(spec, topology, nominal, name, call.protocol, call.latency_s,
                     np.asarray(call.group_time_s))  # fmt: skip
     if topology is nominal:

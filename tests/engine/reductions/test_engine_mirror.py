@@ -4,10 +4,10 @@ atpsim.engine.reductions.mirror) held to the plain run of every flow."""
 import numpy as np
 import pytest
 
+from atpsim.collectives.nccl import plan_algorithm
 from atpsim.collectives.registry import build_schedule
 from atpsim.collectives.schedule import map_pattern
 from atpsim.collectives.tree import tree_all_reduce
-from atpsim.engine import nccl
 from atpsim.engine.collective import run_collective
 from atpsim.engine.pipeline import solve
 from atpsim.engine.problem import Problem
@@ -37,7 +37,7 @@ def test_nccl_trees_equal_the_plain_run(spec, mesh, dim, mirrored, nbytes):
     routes are not mirror images of each other, and the reduction is refused."""
     topology = load_topology(spec)
     groups = DeviceMesh(*mesh).groups(dim) if mesh else [list(range(topology.n_gpus))]
-    name = nccl.planned_name(topology, "all_reduce", "tree", groups)
+    name = plan_algorithm(topology, "all_reduce", "tree", groups).schedule
     fast = run_collective(topology, "all_reduce", name, groups, nbytes)
     plain = run_collective(topology, "all_reduce", name, groups, nbytes, engine="reference")
     assert ("mirror+" in fast.path) == mirrored

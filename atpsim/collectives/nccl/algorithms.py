@@ -1,0 +1,70 @@
+"""The algorithm names NCCL runs per op, their checks, and what its tuner chooses among.
+
+Listed here, beside the collectives, so that scenarios and the planner can list and check the
+names without the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from atpsim.collectives.channels import RING_STEPS, group_layout
+from atpsim.collectives.nvls import has_nvls
+from atpsim.collectives.registry import algorithm_names, default_algorithm
+from atpsim.errors import SimulationError, did_you_mean
+from atpsim.topology.graph import Topology
+
+#: Algorithms NCCL's planning lays out itself (everything else is a registry name run as is):
+#: ``ring`` = NCCL's channel rings (one per NIC, :mod:`atpsim.collectives.channels`);
+#: ``ring-rank-order`` = one ring in the group's order (the registry's plain ``ring``);
+#: ``hierarchical`` = intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather
+#: (:mod:`atpsim.collectives.hierarchical`); ``tree`` = NCCL's double binary tree across nodes,
+#: chains inside (:mod:`atpsim.collectives.tree`); ``nvls`` = NVLink SHARP on NVSwitch machines
+#: that have it (:mod:`atpsim.collectives.nvls`) -- these three all-reduce only; ``auto`` = what
+#: NCCL's tuner picks (:func:`auto_algorithms`, the fastest by this model).
+NCCL_ALGORITHMS = ("ring", "ring-rank-order", "hierarchical", "tree", "nvls", "auto")
+#: What ``auto`` chooses among, per op.
+AUTO_CANDIDATES = {"all_reduce": ("ring",), "reduce_scatter": ("ring",), "all_gather": ("ring",)}
+
+
+def nccl_algorithm_names(op: str) -> list[str]:
+    """Algorithm names NCCL's planning takes for *op*: its own and the registry's."""
+    own = [a for a in NCCL_ALGORITHMS
+           if (a != "ring" or op in RING_STEPS) and (a not in ("hierarchical", "tree", "nvls") or op == "all_reduce")]
+    return sorted(set(own) | set(algorithm_names(op)))
+
+
+def check_nccl_algorithm(op: str, algorithm: str, key: str = "--algorithm") -> None:
+    """A SimulationError (at *key*) naming the nearest valid name when NCCL's planning does
+    not take *algorithm* for *op*."""
+    if algorithm not in nccl_algorithm_names(op):
+        valid = nccl_algorithm_names(op)
+        raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
+                              f"{did_you_mean(algorithm, valid)}", key=key)
+
+
+def auto_algorithms(topology: Topology, op: str, groups: Sequence[Sequence[int]]) -> tuple[str, ...]:
+    """What ``auto`` chooses among: :data:`AUTO_CANDIDATES`, plus the tree for an all-reduce
+    across nodes and NVLS for one inside one node of an NVSwitch that reduces (NCCL's tuner
+    weighs the same: ring, tree, NVLS)."""
+    base = AUTO_CANDIDATES.get(op, (default_algorithm(op),))
+    if op != "all_reduce":
+        return base
+    if not one_node_each(topology, groups):
+        return (*base, "tree")
+    return (*base, "nvls") if has_nvls(topology) else base
+
+
+def one_node_each(topology: Topology, groups: Sequence[Sequence[int]]) -> bool:
+    """Whether every group of more than one rank sits on one node."""
+    return all(group_layout(topology, g).n_nodes == 1 for g in groups if len(g) > 1)
+
+
+def check_nvls(topology: Topology, groups: Sequence[Sequence[int]]) -> None:
+    """NVLS needs an NVSwitch with NVLink SHARP (H100 and later) and each group on one node."""
+    if not has_nvls(topology):
+        raise SimulationError(f"NVLS needs an NVSwitch with NVLink SHARP (H100 or later); "
+                              f"{topology.name} has none", key="--algorithm")
+    if not one_node_each(topology, groups):
+        raise SimulationError("NVLS reduces inside one NVSwitch node; a group spans nodes",
+                              key="--algorithm")
