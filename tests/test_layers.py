@@ -30,6 +30,7 @@ LAYERS = (
     "analytic",
     "engine",
     "calibrate",
+    "training",
     "results",
     "scenario",
     "report",

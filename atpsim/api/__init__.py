@@ -26,7 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-#: public name -> submodule of atpsim.api that defines (or re-exports) it.
+#: public name -> submodule of atpsim.api that defines (or re-exports) it, or, where dotted, of
+#: atpsim (``training.job``: the workload layer's own module).
 _EXPORTS: dict[str, str] = {
     # one step
     "simulate": "step",
@@ -37,19 +38,19 @@ _EXPORTS: dict[str, str] = {
     "hardware_profile": "point",
     "serial_compute_time_s": "point",
     # a whole training job
-    "simulate_job": "job",
-    "JobPrediction": "job",
-    "JobConfig": "job",
+    "simulate_job": "job_trace",
+    "JobPrediction": "training.job",
+    "JobConfig": "training.config",
     "simulate_job_point": "job_point",
-    "plan_job": "job_search",
-    "simulate_jobs": "job_fabric",
-    "compare_plain": "job_plain",
-    "SharedFabric": "job_fabric",
-    "Perturbation": "job",
+    "plan_job": "training.layouts",
+    "simulate_jobs": "training.fabric",
+    "compare_plain": "training.plain",
+    "SharedFabric": "training.fabric",
+    "Perturbation": "training.perturb",
     "write_job_links": "job_links",
-    "LinkUse": "job_links",
-    "JobPlan": "job_search",
-    "JobCandidate": "job_search",
+    "LinkUse": "training.links",
+    "JobPlan": "training.layouts",
+    "JobCandidate": "training.layouts",
     "run_search": "search",
     "search_space": "search",
     "SearchResult": "search",
@@ -207,7 +208,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'atpsim.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"atpsim.api.{module}"), name)
+    package = "atpsim" if "." in module else "atpsim.api"
+    value = getattr(importlib.import_module(f"{package}.{module}"), name)
     globals()[name] = value
     return value
 
@@ -253,12 +255,9 @@ if TYPE_CHECKING:
         model_preset,
         run_collective,
     )
-    from atpsim.api.job import JobConfig, JobPrediction, Perturbation, simulate_job
-    from atpsim.api.job_fabric import SharedFabric, simulate_jobs
-    from atpsim.api.job_links import LinkUse, write_job_links
-    from atpsim.api.job_plain import compare_plain
+    from atpsim.api.job_links import write_job_links
     from atpsim.api.job_point import simulate_job_point
-    from atpsim.api.job_search import JobCandidate, JobPlan, plan_job
+    from atpsim.api.job_trace import simulate_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
     from atpsim.api.point import (
         hardware_profile,
@@ -293,3 +292,10 @@ if TYPE_CHECKING:
         route,
         topology_summary,
     )
+    from atpsim.training.config import JobConfig
+    from atpsim.training.fabric import SharedFabric, simulate_jobs
+    from atpsim.training.job import JobPrediction
+    from atpsim.training.layouts import JobCandidate, JobPlan, plan_job
+    from atpsim.training.links import LinkUse
+    from atpsim.training.perturb import Perturbation
+    from atpsim.training.plain import compare_plain

@@ -1,6 +1,6 @@
 """One job sweep point, simulated: :class:`~atpsim.scenario.job_point.JobPoint` ->
-:class:`~atpsim.api.job.JobConfig` -> :func:`~atpsim.api.job.run_job` -> a results row of the
-job schema (:mod:`atpsim.results.job_schema`).
+:class:`~atpsim.training.config.JobConfig` -> :func:`~atpsim.training.job.run_job` -> a results
+row of the job schema (:mod:`atpsim.results.job_schema`).
 
 A layout whose busiest rank does not fit the GPU's memory is not simulated (as
 :func:`atpsim.api.plan_job` prunes it): its row says how much it needs and ``fits_memory``
@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from atpsim.api.job import (
-    JobConfig,
-    JobPrediction,
-    check_job,
-    job_memory,
-    job_perturbation,
-    run_job,
-)
-from atpsim.api.job_links import busiest_columns
-from atpsim.api.point import hardware_profile
+from atpsim.compute.hardware import hardware_profile
+from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.scenario.job_point import JobPoint
+from atpsim.topology.spec import load_topology
+from atpsim.training.config import JobConfig, check_job
+from atpsim.training.fabric import job_config_at, run_jobs
+from atpsim.training.job import JobPrediction, job_memory, run_job
+from atpsim.training.links import busiest_columns
+from atpsim.training.perturb import job_perturbation
 
 
 def job_config(point: JobPoint) -> JobConfig:
@@ -41,8 +39,6 @@ def job_config(point: JobPoint) -> JobConfig:
 def simulate_job_point(point: JobPoint) -> dict[str, Any]:
     """Simulate one job point and return its result columns (memory only when it does not
     fit)."""
-    from atpsim.topology.spec import load_topology
-
     config = job_config(point)
     profile = hardware_profile(point.hardware)
     memory = job_memory(config).total_bytes
@@ -60,9 +56,6 @@ def simulate_job_point(point: JobPoint) -> dict[str, Any]:
 
 def _with_neighbour(topology, profile, config: JobConfig, point: JobPoint) -> dict[str, Any]:
     """The point's job and its neighbour on the next GPUs, together and alone."""
-    from atpsim.api.job_fabric import job_config_at, run_jobs
-    from atpsim.errors import SimulationError
-
     if point.perturb:
         raise SimulationError("a perturbed job with a neighbour is not simulated", key="perturb")
     if topology.n_gpus < point.n_devices + point.neighbour_devices:

@@ -6,15 +6,15 @@ models x devices x TP meshes x pp x dp x micro-batch x global batch x schedule x
 algorithm), read from a YAML file and/or the command line's options and checked as a scenario
 is. Where ``atpsim run`` refuses a layout that cannot run, a search leaves it out and counts
 it. What the space leaves unset is searched as ``atpsim plan --global-batch`` searches it
-(:mod:`atpsim.api.job_search`): ``tp`` every mesh d1 x d2 of 1 to *max_tp* GPUs dividing the
+(:mod:`atpsim.training.layouts`): ``tp`` every mesh d1 x d2 of 1 to *max_tp* GPUs dividing the
 devices, ``pp`` every divisor of the layers, ``micro_batch`` 1, 2 and 4, ``dp`` what fills the
 devices.
 
-Pruned before simulation (:func:`~atpsim.api.job_search.prune_reason`): by divisibility (the
+Pruned before simulation (:func:`~atpsim.training.layouts.prune_reason`): by divisibility (the
 mesh splits the hidden size or the heads unevenly, the layers over the stages, the batch over
 micro-batches and replicas, the vocabulary over the TP ranks, the chunks over the
 micro-batch, the interleaved schedule's micro-batches over its stages) and by memory (the
-busiest rank's :func:`~atpsim.api.job.job_memory` past the GPU's). The candidates are made
+busiest rank's :func:`~atpsim.training.job.job_memory` past the GPU's). The candidates are made
 again at each pass (:class:`~atpsim.scenario.lazy.LazyPoints`), so a space of 100,000 layouts
 is never held; the rest are :class:`~atpsim.scenario.job_point.JobPoint` simulated by
 :func:`~atpsim.api.job_point.simulate_job_point` through :func:`atpsim.sweep.runner.stream_sweep`.
@@ -39,9 +39,7 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
-from atpsim.api.job import JobConfig
 from atpsim.api.job_point import simulate_job_point
-from atpsim.api.job_search import job_layouts, layer_divisors, prune_reason, tp_meshes
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env
@@ -59,6 +57,8 @@ from atpsim.sweep.lock import folder_lock
 from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
+from atpsim.training.config import JobConfig
+from atpsim.training.layouts import job_layouts, layer_divisors, prune_reason, tp_meshes
 
 log = logging.getLogger(__name__)
 

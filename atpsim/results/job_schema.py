@@ -1,5 +1,5 @@
 """The results schema of a job scenario: one row per whole training iteration of a
-data x pipeline x tensor-parallel layout (:func:`atpsim.api.job.run_job`).
+data x pipeline x tensor-parallel layout (:func:`atpsim.training.job.run_job`).
 
 A row's first columns describe the point (:meth:`atpsim.scenario.job_point.JobPoint.columns`),
 the rest are what the simulation predicted. ``tp_scheme`` is ``megatron-1d`` for Megatron-LM's

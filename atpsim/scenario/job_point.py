@@ -1,4 +1,4 @@
-"""One point of a job sweep: everything :func:`atpsim.api.job.run_job` needs for one whole
+"""One point of a job sweep: everything :func:`atpsim.training.job.run_job` needs for one whole
 training iteration (the model, the DP x PP x TP layout and how the step is cut).
 
 A job scenario expands into :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`); the sweep
@@ -28,7 +28,7 @@ class JobPoint:
     stages x *dp* replicas on *n_devices* GPUs of *topology* (a mapping
     :func:`atpsim.topology.spec.load_topology` accepts), laid out in *order* (innermost
     first); *global_batch* samples per iteration in micro-batches of *micro_batch*; the
-    rest are :class:`atpsim.api.job.JobConfig`'s fields of the same names; *network* how its
+    rest are :class:`atpsim.training.config.JobConfig`'s fields of the same names; *network* how its
     calls share the links and *perturb* its slow GPUs and links (the keys of
     ``parallelism.perturb`` set, sorted; empty: none); *neighbour* a second job on the next
     GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none)."""

@@ -61,7 +61,7 @@ JOB_KEYS = (
     "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
 )  # fmt: skip
-#: How a job's calls share the network (:data:`atpsim.api.job.NETWORKS`).
+#: How a job's calls share the network (:data:`atpsim.training.job.NETWORKS`).
 NETWORKS = ("joint", "isolated")
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1)
@@ -113,7 +113,7 @@ def _network(value: str) -> str:
 
 
 class Perturb(Frozen):
-    """``parallelism.perturb``: slow GPUs and links of a job (:func:`atpsim.engine.joint.
+    """``parallelism.perturb``: slow GPUs and links of a job (:func:`atpsim.training.
     perturb.draw_perturbation`), drawn with *seed*."""
 
     seed: Annotated[int, Field(strict=True, ge=0)] = 0
@@ -183,7 +183,7 @@ Network = Annotated[Str, AfterValidator(_network)]
 
 class Neighbour(Frozen):
     """``parallelism.neighbour``: a second training job placed on the GPUs after the point's
-    (:func:`atpsim.api.job_fabric.simulate_jobs`)."""
+    (:func:`atpsim.training.fabric.simulate_jobs`)."""
 
     model: Str
     tp: tuple[Annotated[int, Field(strict=True, ge=1)], Annotated[int, Field(strict=True, ge=1)]] = (1, 1)

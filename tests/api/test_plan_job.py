@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from atpsim.api import simulate_job
-from atpsim.api.job_search import plan_job
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
+from atpsim.training.layouts import plan_job
 
 SMALL = ModelConfig("gpt-1.3b", hidden=2048, heads=16, layers=24, batch=1, seq=2048)
 

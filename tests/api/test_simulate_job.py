@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from atpsim.api.job import DEFAULT_BUCKET_BYTES, simulate_job
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
+from atpsim.training.job import DEFAULT_BUCKET_BYTES, simulate_job
 
 MODEL = ModelConfig("gpt-1.3b", hidden=2048, heads=16, layers=24, batch=1, seq=2048)
 
@@ -31,9 +31,9 @@ def test_the_breakdown_adds_up_to_the_iteration(layout):
 
 
 def test_memory_is_the_job_memory_of_the_first_stage():
-    from atpsim.api.job import JobConfig, job_memory
     from atpsim.parallel.layout import ParallelLayout
     from atpsim.parallel.mesh import DeviceMesh
+    from atpsim.training.job import JobConfig, job_memory
 
     p = job(tp=(8, 1), pp=2, dp=2, global_batch=32, zero=1, recompute="selective")
     config = JobConfig(MODEL, ParallelLayout(DeviceMesh(8, 1), 2, 2), 1, 32, zero=1, recompute="selective")
@@ -135,15 +135,15 @@ def test_bad_jobs_name_their_key(kwargs, key):
 def test_a_large_joint_graph_is_announced_with_its_cost(monkeypatch, caplog):
     """A TP group smaller than a node shares NVLink with its pipeline neighbour: every pass is
     its own tasks, and a graph that large is announced (not a silent many-minute wait)."""
-    import atpsim.api.job as job
+    import atpsim.training.job as job
 
     monkeypatch.setattr(job, "LARGE_GRAPH_TASKS", 1000)
     topo = {"builder": "ib-cluster", "gpus_per_node": 8, "nodes": 1}
-    with caplog.at_level("WARNING", logger="atpsim.api.job"):
+    with caplog.at_level("WARNING", logger="atpsim.training.job"):
         p = job.simulate_job(topo, "megatron-1.7b", tp=(4, 1), pp=2, dp=1, global_batch=2)
     assert p.stats["passes_as_delays"] == 0 and p.stats["tasks"] >= 1000
     assert "tasks on the joint network" in caplog.text and "network: isolated" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="atpsim.api.job"):
+    with caplog.at_level("WARNING", logger="atpsim.training.job"):
         job.simulate_job(topo, "megatron-1.7b", tp=(8, 1), pp=1, dp=1, global_batch=2)
     assert "tasks on the joint network" not in caplog.text

@@ -28,7 +28,7 @@ from atpsim.topology.graph import Topology
 
 #: Collectives whose algorithm the scenario does not choose run as rings (NCCL's default for
 #: all-gather and reduce-scatter) on the backends that take registry names; the NCCL backend
-#: takes every name :func:`atpsim.engine.nccl.nccl_algorithm_names` lists and runs ``auto``
+#: takes every name :func:`atpsim.collectives.nccl.nccl_algorithm_names` lists and runs ``auto``
 #: for the rest. A scenario's `algorithm` applies to all-reduce.
 _FALLBACK_ALGORITHM = "ring"
 #: The collective timer backend a step uses unless told otherwise: each call as NCCL runs it
@@ -75,13 +75,13 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
     of :func:`atpsim.engine.backends.backend_names`) times the collectives. *ranks*: the
     GPUs the program's ranks ``0 .. grid.size - 1`` are, where they are not those (the
     groups then name these GPUs); *rank_scale*: each rank's compute time factor."""
-    compute_timer = _compute_timer(profile, model.dtype)
+    timer = compute_timer(profile, model.dtype)
     overhead_s = 0.0 if charges_call_cost(backend, topology) else call_overhead_s(profile)
     comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend, ranks)
-    timeline = simulate_step(program, grid.size, compute_timer, comm_timer, rank_scale)
+    timeline = simulate_step(program, grid.size, timer, comm_timer, rank_scale)
     if _plans_time(backend):
         timeline = _on_one_network(timeline, topology, grid, algorithm, overhead_s, backend, ranks,
-                                   compute_timer, rank_scale)  # fmt: skip
+                                   timer, rank_scale)  # fmt: skip
     rank = timeline.critical_rank()
     overhead_s = model.layers * layer_overhead_s(profile)
     return StepResult(
@@ -143,7 +143,9 @@ def layer_overhead_s(profile: HardwareProfile) -> float:
     return float(getattr(profile, "layer_overhead_s", 0.0) or 0.0)
 
 
-def _compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp], float]:
+def compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp], float]:
+    """``timer(op)``: the seconds compute op *op* takes on *profile* in *dtype*
+    (:func:`~atpsim.compute.timing.compute_time_s`), once per distinct op."""
     from atpsim.compute.timing import compute_time_s
 
     @cache

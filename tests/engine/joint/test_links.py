@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from atpsim.api.job import simulate_job
-from atpsim.api.job_links import link_uses, write_link_table
+from atpsim.api.job_links import write_link_table
+from atpsim.api.job_trace import simulate_job
 from atpsim.cli import main
 from atpsim.compute.models import ModelConfig
 from atpsim.topology.spec import load_topology
+from atpsim.training.links import link_uses
 
 MODEL = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
 JOB = {"topology": "ib-cluster:4x8", "model": MODEL, "tp": (8, 1), "pp": 2, "dp": 2,

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from atpsim.api.job import simulate_job
 from atpsim.compute.models import ModelConfig
-from atpsim.engine.joint.perturb import Perturbation, draw_perturbation
+from atpsim.engine.joint.perturb import Perturbation
 from atpsim.errors import SimulationError
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.sweep import expand_sweep
 from atpsim.topology.spec import load_topology
+from atpsim.training.job import simulate_job
+from atpsim.training.perturb import draw_perturbation
 
 MODEL = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
 JOB = {"topology": "ib-cluster:4x8", "model": MODEL, "tp": (8, 1), "pp": 2, "dp": 2,

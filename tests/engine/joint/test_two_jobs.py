@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from atpsim.api.job import simulate_job
-from atpsim.api.job_fabric import simulate_jobs
 from atpsim.api.job_point import simulate_job_point
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.sweep import expand_sweep
+from atpsim.training.fabric import simulate_jobs
+from atpsim.training.job import simulate_job
 
 #: Six DGX-like nodes, two per leaf switch, uplinks oversubscribed 4:1: job A on nodes 0-2,
 #: job B on nodes 3-5, so leaf 1 carries A's node 2 and B's node 3.

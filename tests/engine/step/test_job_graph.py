@@ -9,12 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from atpsim.api.job import JobConfig, _machine, check_job, joint_job, simulate_job
 from atpsim.compute.models import ModelConfig
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.plain import run_plain
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.training.job import JobConfig, check_job, joint_job, load_machine, simulate_job
 
 MODEL = ModelConfig("gpt-1.3b", hidden=2048, heads=16, layers=24, batch=1, seq=2048)
 TINY = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
@@ -68,7 +68,7 @@ def test_every_shortcut_equals_the_plain_run_of_every_flow(spec, job_config, gra
     flow and delay of the same graph: every task ends at the same time (1e-9), and every link
     carries the same bytes. The last case's TP groups share NVLink with its DP groups, so its
     passes are their own tasks even under ``auto``."""
-    topology, profile = _machine(spec, job_config.layout.size, None)
+    topology, profile = load_machine(spec, job_config.layout.size, None)
     job = joint_job(topology, profile, job_config, granularity=granularity)
     fast = run_graph(job.graph, job.machine, links=True)
     plain = run_plain(job.graph, job.machine)
@@ -82,7 +82,7 @@ def test_passes_as_delays_equal_passes_as_their_own_tasks_where_tp_traffic_meets
     """TP 8 inside each DGX node, PP and DP over the NICs: the passes' NVLink traffic is
     proven link-disjoint from everything else, and one delay per pass gives the iteration the
     passes' own tasks give (1e-9)."""
-    topology, profile = _machine("ib-cluster:4x8", 32, None)
+    topology, profile = load_machine("ib-cluster:4x8", 32, None)
     c = config((8, 1), 2, 2, 8, zero=1)
     delays = joint_job(topology, profile, c, granularity="auto")
     tasks = joint_job(topology, profile, c, granularity="tasks")
@@ -96,7 +96,7 @@ def test_passes_as_delays_equal_passes_as_their_own_tasks_where_tp_traffic_meets
 def test_passes_that_meet_other_traffic_cannot_be_forced_into_delays():
     from atpsim.errors import SimulationError
 
-    topology, profile = _machine("ib-cluster:2x8", 16, None)
+    topology, profile = load_machine("ib-cluster:2x8", 16, None)
     with pytest.raises(SimulationError, match="meets other traffic"):
         joint_job(topology, profile, config((2, 2), 2, 2, 8), granularity="passes")
 

@@ -17,7 +17,7 @@ from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.plain import run_plain
 from atpsim.engine.step.joint_step import list_is_exact, step_graph
-from atpsim.engine.step.run import _comm_timer, _compute_timer, simulate_program, step_calls
+from atpsim.engine.step.run import _comm_timer, compute_timer, simulate_program, step_calls
 from atpsim.engine.step.scheduler import simulate_step
 from atpsim.parallel.atp import build_step_program
 from atpsim.parallel.mesh import DeviceMesh
@@ -68,7 +68,7 @@ def straggler_step():
 
 def test_a_straggler_makes_groups_start_apart_and_the_step_runs_on_the_joint_engine():
     topology, profile, mesh, program, scale = straggler_step()
-    compute = _compute_timer(profile, MODEL.dtype)
+    compute = compute_timer(profile, MODEL.dtype)
     listed = simulate_step(program, 8, compute, _comm_timer(topology, mesh, "ring"), scale)
     calls = step_calls(mesh, "ring")
     network = JointNetwork(topology)

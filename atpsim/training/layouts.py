@@ -1,11 +1,11 @@
-"""`atpsim.plan_job`: search TP mesh x PP x DP x micro-batch x chunks for a model on a machine.
+"""`plan_job`: search TP mesh x PP x DP x micro-batch x chunks for a model on a machine.
 
 Every layout of *devices* GPUs whose TP mesh fits inside a node-sized group (``max_tp``), whose
 pipeline depth divides the layers and whose data-parallel degree and micro-batch divide the
 global batch is a candidate. Candidates are pruned before any simulation: by divisibility (the
 heads and hidden size over the mesh, the layers over the stages) and by memory (the busiest
 rank's :func:`~atpsim.parallel.job_memory.job_memory_per_rank` against the device's capacity).
-The rest are simulated (:func:`atpsim.api.job.run_job`) and ranked by iteration time.
+The rest are simulated (:func:`atpsim.training.job.run_job`) and ranked by iteration time.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from atpsim.api.job import JobConfig, JobPrediction, _machine, check_job, job_memory, run_job
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.training.config import JobConfig, check_job
+from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,14 @@ def plan_job(
     GPUs (Megatron-LM's 1D TP is (t, 1)); *pipelines* are the pipeline depths to try (default:
     every divisor of the layers); *chunk_counts* the ATP chunk counts of each TP pass (a count
     that does not divide the micro-batch is pruned by divisibility); *options* are
-    :class:`~atpsim.api.job.JobConfig` fields shared by all candidates (schedule, zero,
+    :class:`~atpsim.training.config.JobConfig` fields shared by all candidates (schedule, zero,
     recompute, ...); *network* how each candidate's calls share the links
-    (:data:`atpsim.api.job.NETWORKS`: ``joint``, one network for every call in flight, or
+    (:data:`atpsim.training.job.NETWORKS`: ``joint``, one network for every call in flight, or
     ``isolated``, each call alone; much faster where TP groups are smaller than a node).
     ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`)."""
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
-    topo, profile = _machine(topology, devices, hardware)
+    topo, profile = load_machine(topology, devices, hardware)
     depths = pipelines or layer_divisors(config_model)
     pruned = {"divisibility": 0, "memory": 0}
     results = []

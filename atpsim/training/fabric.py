@@ -3,7 +3,7 @@ iterations simulated together on one network, each job's slowdown against runnin
 
 Jobs are placed one after another on the topology's GPU ranks (the first on ranks ``0 ..
 n1 - 1``, the next from ``n1``; a job's layout is its own, shifted: :class:`OffsetLayout`).
-Each job's iteration is its task graph (:func:`atpsim.api.job.joint_job`); the graphs run as
+Each job's iteration is its task graph (:func:`atpsim.training.job.joint_job`); the graphs run as
 one (:func:`~atpsim.engine.joint.graph.merge_graphs`) on the joint engine, so a job's calls
 share the links the other's cross at the same time (spine uplinks of a fat tree, NICs where
 the jobs share nodes). Each job is also run alone on the same machine and GPUs.
@@ -15,14 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from atpsim.api.job import (
-    JobConfig,
-    JobPrediction,
-    _machine,
-    check_job,
-    joint_job,
-    joint_prediction,
-)
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.joint.engine import run_graph
@@ -32,6 +24,8 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
+from atpsim.training.config import JobConfig, check_job
+from atpsim.training.job import JobPrediction, joint_job, joint_prediction, load_machine
 
 #: The keys of one job in :func:`simulate_jobs` besides the :class:`JobConfig` options.
 LAYOUT_KEYS = ("model", "tp", "pp", "dp", "micro_batch", "global_batch", "order")
@@ -73,7 +67,7 @@ def simulate_jobs(topology: str | Mapping[str, Any], jobs: Sequence[Mapping[str,
     for index, job in enumerate(jobs):
         configs.append(job_config_at(job, offset, f"jobs[{index}]"))
         offset += configs[-1].layout.size
-    topo, profile = _machine(topology, offset, hardware)
+    topo, profile = load_machine(topology, offset, hardware)
     return run_jobs(topo, profile, configs)
 
 

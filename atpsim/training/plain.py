@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from atpsim.api.job import JobConfig, _machine, check_job, joint_job
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.plain import run_plain
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.training.config import JobConfig, check_job
+from atpsim.training.job import joint_job, load_machine
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,13 @@ class PlainRun:
 def compare_plain(topology: str | Mapping[str, Any], model: str | ModelConfig, *,
                   tp: tuple[int, int] = (1, 1), pp: int = 1, dp: int = 1, micro_batch: int = 1,
                   global_batch: int | None = None, **options: Any) -> PlainRun:
-    """Build the iteration's graph (as :func:`atpsim.api.job.simulate_job` does) and run it
+    """Build the iteration's graph (as :func:`atpsim.training.job.simulate_job` does) and run it
     plain and with the shortcuts, timing both (wall clock of this process)."""
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
                        ParallelLayout(DeviceMesh(*tp), pp, dp), micro_batch,
                        global_batch or micro_batch * dp * pp, **options)  # fmt: skip
     check_job(config)
-    machine, profile = _machine(topology, config.layout.size, None)
+    machine, profile = load_machine(topology, config.layout.size, None)
     job = joint_job(machine, profile, config)
     start = time.perf_counter()
     reference = run_plain(job.graph, job.machine)

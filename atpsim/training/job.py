@@ -1,12 +1,12 @@
-"""`atpsim.simulate_job`: one training iteration of a DP x PP x TP job, its time and breakdown.
+"""`simulate_job`: one training iteration of a DP x PP x TP job, its time and breakdown.
 
 The stages are chained as for one step, one level up:
 
 1. the layout (:class:`~atpsim.parallel.layout.ParallelLayout`) puts every TP mesh, pipeline
    stage and data-parallel replica on GPU ranks of the topology;
 2. each stage's forward and backward of one micro-batch is its TP pass program
-   (:mod:`atpsim.api.job_passes`), timed on every TP group of the job at once;
-3. the communication between them is collective calls (:mod:`atpsim.api.job_calls`): sends
+   (:mod:`atpsim.training.passes`), timed on every TP group of the job at once;
+3. the communication between them is collective calls (:mod:`atpsim.training.calls`): sends
    between stages (a 2-rank binomial broadcast of the stage's activations, ``[T, h/d2]``
    per rank), each stage's gradient buckets over its DP groups (all-reduce, or reduce-scatter
    and a parameter all-gather after the optimizer with ZeRO-1), the tied embedding's
@@ -21,7 +21,8 @@ The stages are chained as for one step, one level up:
    simulate_iteration`). Where no two calls meet, both give the same numbers, bit for bit.
 
 *perturb* (:class:`~atpsim.engine.joint.perturb.Perturbation`) slows chosen GPUs' compute and
-links' bandwidth (joint network only). Not modelled: SUMMA grids.
+links' bandwidth (joint network only). *trace* is handed the iteration's run to write
+(:mod:`atpsim.api.job_trace` writes it as a Chrome trace). Not modelled: SUMMA grids.
 """
 
 from __future__ import annotations
@@ -34,21 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from atpsim.api.job_calls import (
-    JobComm,
-    gradient_syncs,
-    job_calls,
-    stage_calls,
-    tied_call,
-    tp_isolated,
-    transfer_timer,
-)
-from atpsim.api.job_config import DEFAULT_BUCKET_BYTES, JobConfig, check_job
-from atpsim.api.job_passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
-from atpsim.api.point import hardware_profile
-from atpsim.api.step import DEFAULT_HARDWARE
-from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.hardware import DEFAULT_HARDWARE, HardwareProfile, hardware_profile
 from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.compute.timing import compute_time_s
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphTimeline, TaskGraph
@@ -57,15 +46,29 @@ from atpsim.engine.joint.perturb import Perturbation
 from atpsim.engine.step.job import JobTimeline, simulate_iteration
 from atpsim.engine.step.job_graph import JobTasks, OpBuilder, build_job_graph, job_timeline
 from atpsim.engine.step.job_ops import ProgramOps, pass_delays
-from atpsim.engine.step.run import _compute_timer
+from atpsim.engine.step.run import comm_spec, compute_timer
 from atpsim.errors import SimulationError
-from atpsim.parallel.atp import params_per_rank
-from atpsim.parallel.job_memory import JobMemory
+from atpsim.parallel.atp import adam_bytes_per_param, params_per_rank
+from atpsim.parallel.head import head_flops, head_params_per_rank
+from atpsim.parallel.job_memory import JobMemory, job_memory_per_rank
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineOp, stage_orders
 from atpsim.program import ComputeOp
 from atpsim.topology.graph import Topology
+from atpsim.topology.spec import load_topology
+from atpsim.training.calls import (
+    JobComm,
+    gradient_syncs,
+    job_calls,
+    stage_calls,
+    tied_call,
+    tp_isolated,
+    transfer_timer,
+)
+from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job
+from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
+from atpsim.training.perturb import job_perturbation
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +81,17 @@ LARGE_GRAPH_TASKS = 2_000_000
 SECONDS_PER_TASK = 16e-6
 BYTES_PER_TASK = 1.2e3
 
-__all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "check_job",
-           "job_memory", "run_job", "simulate_job", "stage_params_per_rank"]  # fmt: skip
+__all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "Perturbation",
+           "TraceWriter", "check_job", "job_memory", "load_machine", "run_job", "simulate_job",
+           "stage_params_per_rank"]  # fmt: skip
+
 #: How the iteration's calls share the network: together (issue 13) or each alone.
 NETWORKS = ("joint", "isolated")
+
+#: ``write(topology, run)``: what is done with a traced iteration's run (its labelled tasks'
+#: times and link counts) on the *topology* as it ran, e.g. written as a Chrome trace.
+TraceWriter = Callable[[Topology, GraphTimeline], object]
+
 
 @dataclass(frozen=True)
 class JobPrediction:
@@ -127,7 +137,7 @@ def simulate_job(
     network: str = "joint",
     perturb: Perturbation | Mapping[str, Any] | None = None,
     links: bool = False,
-    trace: str | None = None,
+    trace: TraceWriter | None = None,
     **options: Any,
 ) -> JobPrediction:
     """Simulate one training iteration of *model* with tensor parallelism on the ATP mesh *tp*
@@ -138,40 +148,25 @@ def simulate_job(
     to one micro-batch per replica and stage (``micro_batch · dp · pp``). *network*: ``joint``
     or ``isolated`` (module docstring); *perturb*: a Perturbation or its keys (``seed``,
     ``stragglers``, ``straggler_factor``, ``slow_nics``, ``nic_factor``, ``gpus``, ``links``:
-    :func:`~atpsim.engine.joint.perturb.draw_perturbation`); *links*: also count bytes and
-    busy time per link; *trace*: write the iteration as a Chrome/Perfetto trace to this path
-    (each stage of each replica, the sends, the gradient streams, and the busiest links'
-    calls in flight as counter tracks)."""
+    :func:`~atpsim.training.perturb.draw_perturbation`); *links*: also count bytes and
+    busy time per link; *trace*: handed the iteration's labelled run to write
+    (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
+    Chrome/Perfetto trace there)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
                        ParallelLayout(mesh, pp, dp, order), micro_batch,
                        global_batch or micro_batch * dp * pp, **options)  # fmt: skip
     check_job(config)
-    topo, profile = _machine(topology, config.layout.size, hardware)
+    topo, profile = load_machine(topology, config.layout.size, hardware)
     drawn = job_perturbation(topo, config, perturb)
     return run_job(topo, profile, config, network=network, perturb=drawn, links=links, trace=trace)
 
 
-def job_perturbation(topology: Topology, config: JobConfig,
-                     perturb: Perturbation | Mapping[str, Any] | None) -> Perturbation | None:
-    """*perturb* as a :class:`Perturbation` over the job's GPUs (drawn from its keys)."""
-    from atpsim.engine.joint.perturb import draw_perturbation
-
-    if perturb is None or isinstance(perturb, Perturbation):
-        return perturb
-    allowed = ("seed", "stragglers", "straggler_factor", "slow_nics", "nic_factor", "gpus", "links")
-    unknown = sorted(set(perturb) - set(allowed))
-    if unknown:
-        raise SimulationError(f"unknown perturb key {unknown[0]!r}; expected one of {', '.join(allowed)}",
-                              key="perturb")  # fmt: skip
-    first = getattr(config.layout, "offset", 0)
-    return draw_perturbation(topology, range(first, first + config.layout.size), **dict(perturb))
-
-
-def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
-             ) -> tuple[Topology, HardwareProfile]:
-    from atpsim.topology.spec import load_topology
-
+def load_machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
+                 ) -> tuple[Topology, HardwareProfile]:
+    """The machine a job of *n* GPUs runs on: *topology* (a spec, sized to *n* GPUs where it
+    leaves its size open) and the profile *hardware* names, else the topology's, else
+    :data:`~atpsim.compute.hardware.DEFAULT_HARDWARE`."""
     topo = load_topology(topology if isinstance(topology, str) else dict(topology), n_gpus=n)
     if topo.n_gpus < n:
         raise SimulationError(f"the layout needs {n} GPUs; {topo.name} has {topo.n_gpus}", key="dp")
@@ -180,7 +175,7 @@ def _machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
 
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
-            links: bool = False, trace: str | None = None) -> JobPrediction:
+            links: bool = False, trace: TraceWriter | None = None) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile."""
     if network not in NETWORKS:
         raise SimulationError(f"unknown network {network!r}; expected one of {', '.join(NETWORKS)}",
@@ -193,9 +188,7 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
     job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
     run = run_graph(job.graph, job.machine, links=links or trace is not None)
     if trace is not None:
-        from atpsim.api.job_links import write_job_trace
-
-        write_job_trace(job.machine.topology, run, trace)
+        trace(job.machine.topology, run)
     return joint_prediction(profile, config, job, run)
 
 
@@ -313,8 +306,6 @@ def _replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareP
 
 def _crosses(machine: JointNetwork, source: StageGroups, programs: JobPrograms, slow: np.ndarray) -> bool:
     """Whether the stage's TP groups cross a slow link."""
-    from atpsim.engine.step.run import comm_spec
-
     for op in {op for p in programs.all() for op in p.comm_ops()}:
         groups = source.groups(op.dim)
         if len(groups[0]) > 1:
@@ -335,7 +326,7 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
     n_gpus = machine.topology.n_gpus
     scale = perturb.compute_scale(n_gpus) if perturb else np.ones(n_gpus)
     return ProgramOps(op_parts(profile, programs), layout.stage_ranks, mesh,
-                      _compute_timer(profile, config.model.dtype), scale, comm.tp_call,
+                      compute_timer(profile, config.model.dtype), scale, comm.tp_call,
                       lambda r, s: r * layout.pp + s,
                       lambda r, s, o: costs(r, s)(s, o).time_s)  # fmt: skip
 
@@ -343,8 +334,6 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
 def stage_params_per_rank(config: JobConfig, stage: int) -> float:
     """Parameters one TP rank of *stage* holds: its ``L/p`` layers' shard, and the vocabulary
     shard of the embedding (first stage) and of the tied LM head (last stage)."""
-    from atpsim.parallel.head import head_params_per_rank
-
     layout, model = config.layout, config.model
     mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
     params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
@@ -354,8 +343,6 @@ def stage_params_per_rank(config: JobConfig, stage: int) -> float:
 
 def _head_bytes(config: JobConfig) -> float:
     """Bytes of the tied embedding's gradient on one TP rank (0 without a vocabulary)."""
-    from atpsim.parallel.head import head_params_per_rank
-
     if config.vocab == 0:
         return 0.0
     mesh = config.layout.tp if isinstance(config.layout.tp, DeviceMesh) else DeviceMesh(1, 1)
@@ -365,9 +352,6 @@ def _head_bytes(config: JobConfig) -> float:
 def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> float:
     """The Adam update of one rank's parameters of *stage* (its ZeRO-1 shard), memory-bound
     (:func:`adam_bytes_per_param`)."""
-    from atpsim.compute.timing import compute_time_s
-    from atpsim.parallel.atp import adam_bytes_per_param
-
     params = stage_params_per_rank(config, stage) / (config.layout.dp if config.zero else 1)
 
     op = ComputeOp("adam", "memory", bytes_moved=params * adam_bytes_per_param(config.model.dtype_bytes))
@@ -377,8 +361,6 @@ def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> flo
 def job_memory(config: JobConfig) -> JobMemory:
     """The busiest rank's memory for *config* (weights, gradients, optimizer state with ZeRO,
     activations of the micro-batches in flight with recomputation and sequence parallelism)."""
-    from atpsim.parallel.job_memory import job_memory_per_rank
-
     return job_memory_per_rank(
         config.model, config.layout, micro_batch=config.micro_batch,
         n_microbatches=config.n_microbatches, schedule=config.schedule,
@@ -393,8 +375,6 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
     """The prediction from the critical stage's *timeline*; with *actual*, the ops' own
     durations in the timeline beyond their costs alone count as exposed TP communication
     (their TP traffic met other traffic)."""
-    from atpsim.parallel.head import head_flops
-
     stage = timeline.critical_stage()
     end, t = timeline.stages[stage], timeline.step_time_s
     spent = sum((cost(stage, op) for op in timeline.pipeline.orders[stage]), NO_COST)

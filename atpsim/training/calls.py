@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from atpsim.api.job_config import JobConfig
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.engine.backends import charges_call_cost
 from atpsim.engine.joint.calls import CallSpec
@@ -28,6 +27,7 @@ from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import stage_orders
 from atpsim.program import CommOp, StepProgram
 from atpsim.topology.graph import Topology
+from atpsim.training.config import JobConfig
 
 
 def overhead_s(profile: HardwareProfile) -> float:

@@ -18,17 +18,19 @@ from functools import cached_property
 
 import numpy as np
 
-from atpsim.api.job_config import JobConfig
 from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.timing import compute_time_s
 from atpsim.engine.step.job_ops import Part
 from atpsim.engine.step.run import StepResult, layer_overhead_s, simulate_program
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import build_pass_program
+from atpsim.parallel.head import build_head_program
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineOp
 from atpsim.program import StepProgram
 from atpsim.topology.graph import Topology
+from atpsim.training.config import JobConfig
 
 #: Forward compute ops of the attention core, which selective recomputation runs again.
 ATTENTION_CORE = ("attn_scores", "attn_softmax", "attn_dropout", "attn_context")
@@ -117,8 +119,6 @@ class JobPrograms:
 
     @cached_property
     def ends(self) -> dict[tuple[str, str], StepProgram] | None:
-        from atpsim.parallel.head import build_head_program
-
         mesh = self.config.layout.tp
         if self.config.vocab == 0 or not isinstance(mesh, DeviceMesh):
             return None
@@ -189,8 +189,6 @@ class OpCosts:
 
 def selective_recompute_s(profile: HardwareProfile, config: JobConfig, programs: JobPrograms) -> float:
     """The attention core's forward compute, run again in each backward (s)."""
-    from atpsim.compute.timing import compute_time_s
-
     ops = programs.layers["F"].compute_ops()
     core = [op for op in ops if op.name.split(".")[-1] in ATTENTION_CORE]
     return float(sum(compute_time_s(op, profile, config.model.dtype) for op in core))
