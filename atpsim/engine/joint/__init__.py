@@ -3,8 +3,9 @@
 A step or a training iteration is a task graph over the ranks (:mod:`graph`): compute as
 timed delays on their stream, collective calls (:mod:`calls`: schedule, protocol, fixed
 latency, alone time) whose groups enter the network when their last member is ready.
-:mod:`plain` runs the whole graph as one network of flows (:mod:`flows`: an event loop with
-(weighted, :mod:`sharing`) max-min rates re-solved whenever any flow starts or ends), the
+:mod:`plain` runs the whole graph as one network of flows (:mod:`flows`: the flow network's event loop,
+:mod:`atpsim.engine.solvers.flow_loop`, with weighted max-min rates re-solved whenever any
+flow starts or ends), the
 reference; :mod:`engine` runs it with exact shortcuts: calls alone wherever nothing else is
 on their links, episodes of calls that meet simulated together (:mod:`episodes`: shift
 symmetry, memo). :mod:`network` holds the machine (links as they run, call plans).

@@ -20,8 +20,9 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from atpsim.engine.joint.flows import Fabric, FlowRun, FlowSet, run_flow_set
+from atpsim.engine.joint.flows import FlowRun, FlowSet, run_flow_set
 from atpsim.engine.routes import PairRoutes, subset
+from atpsim.engine.solvers.flow_network import Fabric
 
 
 def run_by_components(routes: PairRoutes, fabric: Fabric, flows: FlowSet) -> tuple[FlowRun, int, int]:

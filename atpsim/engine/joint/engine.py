@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.flows import Loop, reverse_csr
 from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, TaskGraph
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.solvers.flow_loop import JOINT, Loop, reverse_csr
 
 
 @dataclass(eq=False)
@@ -131,7 +131,7 @@ class _Comm:
         joint.live`): a live one brought to now, the others replayed up to now."""
         out: Ends = []
         live = [e for e in met if isinstance(e, LiveEpisode)]
-        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, now))
+        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, JOINT, now))
         if live:  # first: an episode replayed to now may come before it in *met*
             base.loop.run_until(now)
             out += base.harvest()

@@ -4,7 +4,7 @@ An episode solved ahead (:func:`~atpsim.engine.joint.episodes.solve_episode`) is
 again from its first member's start whenever another call joins it. Where calls keep joining
 (the cooldown's pipeline sends under a stage's long gradient all-reduce, TP collectives of
 many stages on an oversubscribed spine) that is quadratic. A live episode instead holds one
-event loop (:class:`~atpsim.engine.joint.flows.Loop`) that the engine advances with the
+event loop (:class:`~atpsim.engine.solvers.flow_loop.Loop`) that the engine advances with the
 step's clock: a call that joins is added to it at its start, a call that was running alone
 until then is replayed alone up to now (its links met nothing, so that is its history) and
 taken in with its state, and the members' groups end when their last flow does. Every flow
@@ -19,9 +19,11 @@ import numpy as np
 
 from atpsim.engine.joint.calls import PROTOCOL_ROWS
 from atpsim.engine.joint.episodes import Cohort
-from atpsim.engine.joint.flows import FlowSet, Loop, Nodes
+from atpsim.engine.joint.flows import FlowSet, nodes_of
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.routes import route_pairs
+from atpsim.engine.solvers.flow_loop import JOINT, Loop
+from atpsim.engine.solvers.flow_network import Nodes
 
 #: (task, end) of a task that ended; (task, None): forget the end announced before.
 Ends = list[tuple[int, float | None]]
@@ -40,7 +42,7 @@ def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarr
                     np.full(len(schedule.src), PROTOCOL_ROWS.index(plan.protocol)),
                     np.full(len(schedule.src), cohort.start_s + plan.fixed_s), (ptr, idx))  # fmt: skip
     group = np.concatenate([s.group for s in schedule.steps]) if len(schedule.steps) else np.zeros(0, np.int64)
-    return Nodes.of(routes, flows), group.astype(np.int64)
+    return nodes_of(routes, flows), group.astype(np.int64)
 
 
 @dataclass(eq=False)
@@ -145,7 +147,7 @@ def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[
     """A live episode of *members* simulated together from the first one's start up to
     *now* (their history), and the ends of tasks that ended by then."""
     t0 = min(m.start_s for m in members)
-    episode = LiveEpisode(Loop(network.fabric, t0))
+    episode = LiveEpisode(Loop(network.fabric, JOINT, t0))
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

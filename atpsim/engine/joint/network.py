@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from atpsim.engine.joint.calls import CallPlan, CallSpec, link_classes, plan_call, weight_table
-from atpsim.engine.joint.flows import Fabric
+from atpsim.engine.solvers.flow_network import Fabric
 from atpsim.topology.graph import Topology
 
 

@@ -1,12 +1,13 @@
-"""The event loop of the event-driven solver: every transfer a flow, simpy as the clock.
+"""The event-driven solver's runs: every transfer a flow, by one of two implementations of
+the same loop behind :func:`run_flows`.
 
-One *network* process sleeps until the next flow completion or until it is woken by flows
-that finished paying their latency. A transfer becomes ready when its dependencies (the
-schedule's CSR) have finished; it then waits its route's latency (the sum of its links'
-latencies, paid once, before any byte moves: the first byte reaches the far end after the
-path latency and the last ``bytes / rate`` later) and joins the network, where its rate is
-the max-min fair share of its links. Flows that become ready, start or finish at the same
-instant are handled as one batch, so a step of a symmetric collective is one rate solve.
+A transfer becomes ready when its dependencies (the schedule's CSR) have finished; it then
+waits its route's latency and joins the network, where its rate is the max-min fair share of
+its links; flows that become ready, start or finish at the same instant are handled as one
+batch, so a step of a symmetric collective is one rate solve. The reference implementation is
+the flow network's event loop (:class:`~atpsim.engine.solvers.flow_loop.Loop`, with the
+collective engine's :data:`~atpsim.engine.solvers.flow_loop.COLLECTIVE` order); large runs
+take its compiled kernel (:mod:`~atpsim.engine.solvers.flow_kernel`).
 """
 
 from __future__ import annotations
@@ -21,23 +22,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import simpy
 
 from atpsim.engine.routes import PairRoutes, used_links
 from atpsim.engine.solvers import maxmin
 from atpsim.engine.solvers.flow_kernel import compiled_kernel
-from atpsim.engine.solvers.flow_network import FlowNetwork
+from atpsim.engine.solvers.flow_loop import COLLECTIVE, TIME_RTOL, Loop, reverse_csr
+from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
 logger = logging.getLogger(__name__)
 
 #: Whether large runs take the compiled loop (where numba is installed); off with
-#: ``ATPSIM_EVENT_LOOP=simpy`` (what ``bench/bench_engine.py --loop simpy`` measures).
-use_kernel = os.environ.get("ATPSIM_EVENT_LOOP") != "simpy"
+#: ``ATPSIM_EVENT_LOOP=reference`` (or ``simpy``, its old name: what ``bench/bench_engine.py
+#: --loop simpy`` measures).
+use_kernel = os.environ.get("ATPSIM_EVENT_LOOP") not in ("reference", "simpy")
 
-#: Flows whose finish lies within this fraction of the current time finish together.
-TIME_RTOL = 1e-10
-#: Runs of fewer flows take the simpy loop: loading the compiled kernel costs about half a
-#: second per process, more than such a run takes (the simpy loop costs about 35 us a flow,
+#: Runs of fewer flows take the reference loop: loading the compiled kernel costs about half a
+#: second per process, more than such a run takes (the reference loop costs about 35 us a flow,
 #: the kernel 30-40x less: NCCL's channel rings over 16-256 GPUs, measured; at 10,000 flows a
 #: process's only run is about even).
 KERNEL_MIN_FLOWS = 10_000
@@ -78,88 +78,12 @@ class FlowTimeline:
     link_bytes: np.ndarray
 
 
-def _reverse_csr(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    owners = np.repeat(np.arange(n), np.diff(indptr))
-    order = np.argsort(indices, kind="stable")
-    rev_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(indices, minlength=n), out=rev_ptr[1:])
-    return rev_ptr, owners[order]
-
-
-def _gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    lens = ptr[rows + 1] - ptr[rows]
-    offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-    return idx[np.repeat(ptr[rows], lens) + offsets]
-
-
-class _Run:
-    def __init__(self, routes: PairRoutes, capacity: np.ndarray, flow_pair: np.ndarray,
-                 flow_bytes: np.ndarray, deps: tuple[np.ndarray, np.ndarray]):
-        n = len(flow_pair)
-        self.env = simpy.Environment()
-        self.net = FlowNetwork(routes, capacity, flow_pair, flow_bytes)
-        self.latency = routes.latency_s[flow_pair]
-        self.waiting = np.diff(deps[0]).astype(np.int64)
-        self.dependents = _reverse_csr(deps[0], deps[1], n)
-        self.start = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.n_done = 0
-        self.arrived: list[np.ndarray] = []
-        self.wake = self.env.event()
-
-    def release(self, flows: np.ndarray) -> None:
-        """*flows* are ready now: each joins the network after its path latency."""
-        if not len(flows):
-            return
-        self.start[flows] = self.env.now
-        lat = self.latency[flows]
-        for value in np.unique(lat):
-            batch = flows[lat == value]
-            if value == 0:
-                self.arrive(batch)
-            else:
-                self.env.timeout(float(value)).callbacks.append(self._arrival(batch))
-
-    def _arrival(self, flows: np.ndarray) -> Callable[[simpy.Event], None]:
-        return lambda _event: self.arrive(flows)
-
-    def arrive(self, flows: np.ndarray) -> None:
-        self.arrived.append(flows)
-        if not self.wake.triggered:
-            self.wake.succeed()
-
-    def complete(self, done: np.ndarray) -> None:
-        self.finish[done] = self.env.now
-        self.n_done += len(done)
-        children = _gather(*self.dependents, done)
-        np.subtract.at(self.waiting, children, 1)
-        self.release(np.unique(children[self.waiting[children] == 0]))
-
-    def network(self):  # simpy process
-        self.release(np.flatnonzero(self.waiting == 0))
-        n = len(self.finish)
-        while self.n_done < n:
-            if self.arrived:
-                self.net.add(np.concatenate(self.arrived))
-                self.arrived.clear()
-            self.net.update_rates()
-            dt = self.net.time_to_next_completion()
-            if self.wake.triggered:
-                self.wake = self.env.event()
-            begin = self.env.now
-            yield self.wake if dt == float("inf") else (self.env.timeout(dt) | self.wake)
-            self.net.advance(self.env.now - begin)
-            done = self.net.pop_completed(TIME_RTOL * max(self.env.now, 1e-12))
-            if len(done):
-                self.complete(done)
-
-
 def run_flows(routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray,
               flow_bytes: np.ndarray, deps: tuple[np.ndarray, np.ndarray], *,
               loop_flows: int | None = None, guard: int | None = None) -> FlowTimeline:
     """Simulate flows (pair index and bytes each) with CSR dependencies *deps*: by the
     compiled kernel (:mod:`~atpsim.engine.solvers.flow_kernel`) where numba is installed
-    and the run has at least :data:`KERNEL_MIN_FLOWS` flows, else by the simpy loop; both
+    and the run has at least :data:`KERNEL_MIN_FLOWS` flows, else by the reference loop; both
     give the same times to float rounding (the kernel settles a flow's bytes only when its
     rate changes; tested to 1e-9 relative, measured within 2e-13). *loop_flows* (default:
     this run's flows) is the count the loop is chosen by: a prefix of a larger problem
@@ -172,11 +96,11 @@ def run_flows(routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarra
     kernel = compiled_kernel() if use_kernel and size >= KERNEL_MIN_FLOWS else None
     if kernel is not None:
         return _run_compiled(kernel, routes, capacity_Bps, flow_pair, flow_bytes, deps, guard)
-    run = _Run(routes, capacity_Bps, flow_pair, flow_bytes, deps)
-    run.env.process(run.network())
-    run.env.run()
-    _check_done(run.n_done, len(flow_pair))
-    return FlowTimeline(run.start, run.finish, run.net.delivered, run.net.link_bytes)
+    loop = Loop(Fabric.plain(capacity_Bps), COLLECTIVE)
+    loop.extend(Nodes.of(routes, np.asarray(flow_pair), flow_bytes, deps))
+    loop.run()
+    _check_done(loop.n_done, len(flow_pair))
+    return FlowTimeline(loop.start, loop.finish, loop.net.delivered, loop.link_counts()[0])
 
 
 def _check_done(n_done: int, n: int) -> None:
@@ -188,7 +112,7 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
                   flow_pair: np.ndarray, flow_bytes: np.ndarray,
                   deps: tuple[np.ndarray, np.ndarray], guard: int | None) -> FlowTimeline:
     """:func:`run_flows` by the compiled *kernel*, over the links the routes use (renumbered,
-    as :class:`FlowNetwork` does, unless they are a quarter of the topology's or more: then a
+    as :class:`~atpsim.engine.solvers.flow_network.FlowNetwork` does, unless they are a quarter of the topology's or more: then a
     renumbered copy of every route link would cost more than per-link arrays of every link)."""
     used = used_links(routes.links, len(capacity_Bps))
     if 4 * len(used) >= len(capacity_Bps):
@@ -197,7 +121,7 @@ def _run_compiled(kernel: Callable[..., Any], routes: PairRoutes, capacity_Bps: 
         renumber = np.zeros(len(capacity_Bps), dtype=routes.links.dtype)
         renumber[used] = np.arange(len(used))
         local = renumber[routes.links]
-    rev_ptr, rev_idx = _reverse_csr(deps[0], deps[1], len(flow_pair))
+    rev_ptr, rev_idx = reverse_csr(deps[0], deps[1], len(flow_pair))
     pairs = np.asarray(flow_pair, dtype=np.int64)
     start, finish, delivered, local_bytes, n_done, stats = kernel(
         routes.ptr.astype(np.int64, copy=False), local,

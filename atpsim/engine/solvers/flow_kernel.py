@@ -1,9 +1,11 @@
 """The event loop of :mod:`~atpsim.engine.solvers.event_loop` as one compiled kernel (numba),
 with every event's work proportional to the flows whose rates it changes.
 
-The same run as the simpy loop over :class:`~atpsim.engine.solvers.flow_network.FlowNetwork`
-and :func:`~atpsim.engine.solvers.maxmin.max_min_rates`: a heap of arrival batches (time, then
-creation order, as simpy orders its timeouts), flows that finish within ``TIME_RTOL`` of now
+The same run as the reference loop (:class:`~atpsim.engine.solvers.flow_loop.Loop` in the
+:data:`~atpsim.engine.solvers.flow_loop.COLLECTIVE` order, over
+:class:`~atpsim.engine.solvers.flow_network.FlowNetwork` and
+:func:`~atpsim.engine.solvers.maxmin.max_min_rates`): a heap of arrival batches (time, then
+creation order), flows that finish within ``TIME_RTOL`` of now
 finish together, rates are max-min fair. What an event costs differs (SimGrid's lazy max-min,
 Casanova et al., "Versatile, scalable and accurate simulation of distributed applications and
 platforms", JPDC 2014, Sec. 4.2):
@@ -18,11 +20,11 @@ platforms", JPDC 2014, Sec. 4.2):
   (now - last)``), and its finish time ``last + remaining / rate`` sits in an indexed heap, so
   the next completion is the heap's top instead of a pass over every active flow.
 
-Times agree with the simpy loop to float rounding (the bytes of a flow are summed in fewer,
+Times agree with the reference loop to float rounding (the bytes of a flow are summed in fewer,
 longer steps; tests hold them to 1e-9 relative, as both are held to a plain reference).
 
 Written in plain Python over arrays; :func:`compiled_kernel` gives its numba compilation, or
-None where numba is not installed (the simpy loop then runs).
+None where numba is not installed (the reference loop then runs).
 """
 
 from __future__ import annotations

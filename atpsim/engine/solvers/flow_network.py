@@ -1,123 +1,271 @@
-"""Flows moving bytes over directed links at max-min fair rates; pure numpy, no event loop.
+"""Flows moving bytes over directed links at (weighted) max-min fair rates; pure numpy, no
+clock: the one flow network under the reference event loop (:mod:`~atpsim.engine.solvers.
+flow_loop`), for the collective engine and the joint network alike.
 
-The :class:`FlowNetwork` knows every flow of a run up front (its route and bytes) and keeps
-the active ones with their link incidence (COO: position in the active list, link id), updated
-as flows come and go. Rates are recomputed lazily: only over the connected component (flows
-that share links, transitively) of the links whose flows changed, since max-min fairness
+What it holds: the links the flows share (:class:`Fabric`: capacity per direction, and
+optionally a weight per (protocol, link class): wire bytes per data byte, None meaning one),
+the nodes it may carry (:class:`Nodes`, a CSR of the links each crosses), and the active
+flows with their link incidences (COO: position in the active list, link, weight), updated as
+flows come and go. Rates are recomputed lazily: only over the connected component (flows that
+share links, transitively) of the links whose flows changed, since max-min fairness
 decomposes over such components (SimGrid's lazy update); a component that keeps growing past
-:data:`MAX_EXPAND_ROUNDS` rounds is solved whole. Every link counts the bytes that crossed it.
-Inside, links are renumbered to the ones the routes use, so per-link work is sized by the run,
-not by the topology (a 64 x 64 torus has 16,384 directed links; one torus row uses 128).
+:data:`MAX_EXPAND_ROUNDS` rounds is solved whole (:func:`~atpsim.engine.solvers.maxmin.
+weighted_max_min_rates`). Links are numbered locally in order of first use, so per-event work
+is sized by the links the flows use, not by the topology (a 64 x 64 torus has 16,384 directed
+links; one torus row uses 128). Every link counts the bytes that crossed it and, where asked,
+the time it carried at least one flow (its busy time).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from atpsim.engine.routes import PairRoutes
-from atpsim.engine.solvers.maxmin import max_min_rates
+from atpsim.engine.solvers.maxmin import weighted_max_min_rates
 
+#: Rounds of growing the component of changed links before solving every active flow.
 MAX_EXPAND_ROUNDS = 8
 
 
+@dataclass(frozen=True)
+class Fabric:
+    """The links the flows share: *capacity_Bps[l]* (per direction), *link_class[l]* (a
+    column of *weight*) and *weight[protocol, class]*, wire bytes per data byte (None: every
+    flow costs each link its own rate, plain max-min)."""
+
+    capacity_Bps: np.ndarray
+    link_class: np.ndarray
+    weight: np.ndarray | None = None
+
+    @classmethod
+    def plain(cls, capacity_Bps: np.ndarray) -> Fabric:
+        """Links of *capacity_Bps*, one class, unit weights."""
+        return cls(np.asarray(capacity_Bps, dtype=np.float64), np.zeros(len(capacity_Bps), dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Nodes as the loop holds them: per node, the directed links it crosses (CSR
+    *link_ptr*/*link_idx*, the fabric's link ids; none: a delay, or a flow from a rank to
+    itself, done when its latency has passed), its *latency_s* (a delay's duration),
+    *nbytes*, *protocol* (a row of the fabric's weights), *release_s* (the earliest time it
+    may start) and dependencies (CSR *dep_ptr*/*dep_idx*)."""
+
+    link_ptr: np.ndarray
+    link_idx: np.ndarray
+    latency_s: np.ndarray
+    nbytes: np.ndarray
+    protocol: np.ndarray
+    release_s: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.latency_s)
+
+    @classmethod
+    def of(cls, routes: PairRoutes, pair: np.ndarray, nbytes: np.ndarray,
+           deps: tuple[np.ndarray, np.ndarray], *, protocol: np.ndarray | None = None,
+           release_s: np.ndarray | None = None, delay_s: np.ndarray | None = None) -> Nodes:
+        """Node ``i`` moves *nbytes[i]* over route *pair[i]* of *routes* (-1: a delay of
+        *delay_s[i]* seconds that moves nothing) after its dependencies *deps* (CSR);
+        *protocol* and *release_s* default to zeros."""
+        n = len(pair)
+        flow = pair >= 0
+        pairs = np.where(flow, pair, 0)
+        lens = np.where(flow, routes.route_len[pairs], 0) if len(routes) else np.zeros(n, np.int64)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        _, links = routes.flow_links(pairs[flow]) if len(routes) else (None, np.zeros(0, np.int64))
+        latency = np.where(flow, routes.latency_s[pairs], 0.0) if len(routes) else np.zeros(n)
+        if delay_s is not None:
+            latency = np.where(flow, latency, delay_s)
+        return cls(ptr, np.asarray(links, dtype=np.int64), latency, np.asarray(nbytes, dtype=np.float64),
+                   np.zeros(n, np.int64) if protocol is None else np.asarray(protocol, dtype=np.int64),
+                   np.zeros(n) if release_s is None else np.asarray(release_s, dtype=np.float64),
+                   deps[0].astype(np.int64), deps[1].astype(np.int64))  # fmt: skip
+
+    def then(self, other: Nodes) -> Nodes:
+        """These nodes followed by *other*'s (its dependencies shifted past these)."""
+        n = len(self)
+        return Nodes(np.concatenate([self.link_ptr, other.link_ptr[1:] + self.link_ptr[-1]]),
+                     np.concatenate([self.link_idx, other.link_idx]),
+                     np.concatenate([self.latency_s, other.latency_s]),
+                     np.concatenate([self.nbytes, other.nbytes]),
+                     np.concatenate([self.protocol, other.protocol]),
+                     np.concatenate([self.release_s, other.release_s]),
+                     np.concatenate([self.dep_ptr, other.dep_ptr[1:] + self.dep_ptr[-1]]),
+                     np.concatenate([self.dep_idx, other.dep_idx + n]))  # fmt: skip
+
+
 class FlowNetwork:
-    """Active flows, their rates and bytes; *flow_pair* and *flow_bytes* describe every flow."""
+    """Active flows, their rates, remaining bytes and link incidences (weights included), over
+    nodes that may grow (:meth:`extend`). *count_moved*: links count the bytes moved (rate x
+    time, summed per flow in :attr:`delivered`) rather than each flow's size; *busy*: count
+    each link's busy time."""
 
-    def __init__(self, routes: PairRoutes, capacity_Bps: np.ndarray, flow_pair: np.ndarray, flow_bytes: np.ndarray):
-        self._used, local = np.unique(routes.links, return_inverse=True)
-        self.routes = replace(routes, links=local.astype(np.int64))
-        self._n_links = len(capacity_Bps)
-        self.capacity_Bps = np.asarray(capacity_Bps, dtype=np.float64)[self._used]
-        self.flow_pair = flow_pair
-        self.rate = np.zeros(len(flow_pair))
-        self.remaining = np.array(flow_bytes, dtype=np.float64)
-        self.delivered = np.zeros(len(flow_pair))
-        self._link_bytes = np.zeros(len(self._used))
+    def __init__(self, fabric: Fabric, *, count_moved: bool = False, busy: bool = True):
+        self.fabric, self.count_moved, self.count_busy = fabric, count_moved, busy
+        self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
+        self.used = np.zeros(0, dtype=np.int64)
+        self.capacity, self.link_class = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.nodes: Nodes | None = None
+        self.node_links = np.zeros(0, dtype=np.int64)  # local ids, parallel to nodes.link_idx
+        self.rate, self.remaining, self.delivered = np.zeros(0), np.zeros(0), np.zeros(0)
         self.active = np.zeros(0, dtype=np.int64)
-        self._owner = np.zeros(0, dtype=np.int64)  # position in self.active of each incidence
-        self._link = np.zeros(0, dtype=np.int64)
-        self._changed: list[np.ndarray] = []
+        self.owner = np.zeros(0, dtype=np.int64)  # position in self.active of each incidence
+        self.link = np.zeros(0, dtype=np.int64)
+        self.inc_weight: np.ndarray | None = None if fabric.weight is None else np.zeros(0)
+        self.on_link = np.zeros(0, dtype=np.int64)
+        self.busy_since, self.busy, self.link_bytes = np.zeros(0), np.zeros(0), np.zeros(0)
+        self.changed: list[np.ndarray] = []
 
-    @property
-    def link_bytes(self) -> np.ndarray:
-        """Bytes that crossed each directed link of the topology so far."""
-        out = np.zeros(self._n_links)
-        out[self._used] = self._link_bytes
-        return out
+    def extend(self, nodes: Nodes) -> None:
+        """Take on *nodes* (all nodes so far, the new ones last)."""
+        fresh = np.unique(nodes.link_idx[len(self.node_links):])
+        fresh = fresh[self.local[fresh] < 0]
+        self.local[fresh] = np.arange(len(self.used), len(self.used) + len(fresh))
+        self.used = np.concatenate([self.used, fresh])
+        self.capacity = np.concatenate([self.capacity, np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]])
+        self.link_class = np.concatenate([self.link_class, np.asarray(self.fabric.link_class)[fresh]])
+        grow = np.zeros(len(fresh))
+        self.on_link = np.concatenate([self.on_link, grow.astype(np.int64)])
+        self.busy_since, self.busy = np.concatenate([self.busy_since, grow]), np.concatenate([self.busy, grow])
+        self.link_bytes = np.concatenate([self.link_bytes, grow])
+        added = len(nodes) - len(self.rate)
+        self.node_links = np.concatenate([self.node_links, self.local[nodes.link_idx[len(self.node_links):]]])
+        self.rate = np.concatenate([self.rate, np.zeros(added)])
+        self.remaining = np.concatenate([self.remaining, nodes.nbytes[len(nodes) - added:]])
+        self.delivered = np.concatenate([self.delivered, np.zeros(added)])
+        self.nodes = nodes
 
-    def add(self, flows: np.ndarray) -> None:
-        """Start moving the bytes of *flows* (their latency has been paid)."""
-        owner, links = self.routes.flow_links(self.flow_pair[flows])
-        self._owner = np.concatenate([self._owner, owner + len(self.active)])
-        self._link = np.concatenate([self._link, links])
+    def incidences(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in *flows*, local link) of every link *flows* cross."""
+        assert self.nodes is not None
+        return csr_rows(self.nodes.link_ptr, self.node_links, flows)
+
+    def add(self, flows: np.ndarray, now: float) -> None:
+        """Start moving the bytes of *flows* (their latency has been paid) at time *now*."""
+        assert self.nodes is not None
+        owner, links = self.incidences(flows)
+        if self.count_busy:
+            self._count(links, +1, now)
+        self.owner = np.concatenate([self.owner, owner + len(self.active)])
+        self.link = np.concatenate([self.link, links])
+        if self.inc_weight is not None:
+            assert self.fabric.weight is not None
+            weight = self.fabric.weight[self.nodes.protocol[flows][owner], self.link_class[links]]
+            self.inc_weight = np.concatenate([self.inc_weight, weight])
         self.active = np.concatenate([self.active, flows])
-        self._changed.append(links)
+        self.changed.append(links)
+
+    def _count(self, links: np.ndarray, sign: int, now: float) -> None:
+        """Flows on each link up (+1) or down (-1): a link starts or stops being busy."""
+        before = self.on_link[links] > 0
+        np.add.at(self.on_link, links, sign)
+        after = self.on_link[links] > 0
+        if sign > 0:
+            self.busy_since[links[~before & after]] = now
+        else:
+            ended = np.unique(links[before & ~after])
+            self.busy[ended] += now - self.busy_since[ended]
+
+    def take_counts(self, other: FlowNetwork, now: float) -> None:
+        """Add *other*'s link counts (bytes, busy time up to *now*) to these links."""
+        other_bytes, other_busy = other.global_counts(now)
+        ids = np.flatnonzero(other_bytes + other_busy > 0)
+        self.link_bytes[self.local[ids]] += other_bytes[ids]
+        self.busy[self.local[ids]] += other_busy[ids]
+
+    def global_counts(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time up to *now* per directed link of the fabric."""
+        n = len(self.fabric.capacity_Bps)
+        link_bytes, busy = np.zeros(n), np.zeros(n)
+        link_bytes[self.used] = self.link_bytes
+        busy[self.used] = self.busy + np.where(self.on_link > 0, now - self.busy_since, 0.0)
+        return link_bytes, busy
 
     def advance(self, dt: float) -> None:
         """Move every active flow's bytes for *dt* seconds at its current rate."""
-        if dt <= 0 or not len(self.active):
-            return
-        moved = self.rate[self.active] * dt
-        self.remaining[self.active] -= moved
-        self.delivered[self.active] += moved
+        if dt > 0 and len(self.active):
+            moved = self.rate[self.active] * dt
+            self.remaining[self.active] -= moved
+            if self.count_moved:
+                self.delivered[self.active] += moved
 
     def time_to_next_completion(self) -> float:
         """Seconds until the first active flow finishes at current rates (inf if none)."""
         if not len(self.active):
             return float("inf")
-        return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
+        with np.errstate(divide="ignore"):  # flows that joined this instant have no rate yet
+            return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
 
-    def pop_completed(self, tol_s: float) -> np.ndarray:
-        """Remove and return the flows that finish within *tol_s*; count their bytes on links."""
+    def pop_completed(self, tol_s: float, now: float) -> np.ndarray:
+        """Remove and return the flows that finish within *tol_s*; count their bytes."""
         if not len(self.active):
             return self.active
-        done_mask = self.remaining[self.active] / self.rate[self.active] <= tol_s
+        with np.errstate(divide="ignore", invalid="ignore"):  # flows that just joined: rate 0
+            done_mask = self.remaining[self.active] / self.rate[self.active] <= tol_s
         if not done_mask.any():
             return self.active[:0]
+        assert self.nodes is not None
         done = self.active[done_mask]
-        gone = done_mask[self._owner]
-        links = self._link[gone]
-        np.add.at(self._link_bytes, links, self.delivered[self.active[self._owner[gone]]])
+        gone = done_mask[self.owner]
+        links = self.link[gone]
+        counted = self.delivered if self.count_moved else self.nodes.nbytes
+        np.add.at(self.link_bytes, links, counted[self.active[self.owner[gone]]])
+        if self.count_busy:
+            self._count(links, -1, now)
         position = np.cumsum(~done_mask) - 1
-        self._owner = position[self._owner[~gone]]
-        self._link = self._link[~gone]
+        self.owner, self.link = position[self.owner[~gone]], self.link[~gone]
+        if self.inc_weight is not None:
+            self.inc_weight = self.inc_weight[~gone]
         self.active = self.active[~done_mask]
         self.rate[done] = 0.0
-        self._changed.append(links)
+        self.changed.append(links)
         return done
 
-    def update_rates(self) -> None:
-        """Recompute max-min rates over the component touched by flows added or removed."""
-        if not self._changed:
-            return
-        seed = np.concatenate(self._changed)
-        self._changed.clear()
+    def update_rates(self) -> bool:
+        """Solve rates over the component the changes touched; whether anything was solved."""
+        if not self.changed:
+            return False
+        seed = np.concatenate(self.changed)
+        self.changed.clear()
         if not len(self.active):
-            return
-        in_component = self._component(seed)
-        owner, links = self._owner, self._link
-        if in_component is None:
-            flows = np.arange(len(self.active))
+            return False
+        mask = self._component(seed)
+        owner, links, weight = self.owner, self.link, self.inc_weight
+        if mask is None:
+            members = np.arange(len(self.active))
         else:
-            flows = np.flatnonzero(in_component)
-            keep = in_component[owner]
-            local = np.cumsum(in_component) - 1
+            members = np.flatnonzero(mask)
+            keep = mask[owner]
+            local = np.cumsum(mask) - 1
             owner, links = local[owner[keep]], links[keep]
-        rates = max_min_rates(owner, links, len(flows), self.capacity_Bps)
-        self.rate[self.active[flows]] = rates
+            weight = None if weight is None else weight[keep]
+        rates = weighted_max_min_rates(owner, links, weight, len(members), self.capacity)
+        self.rate[self.active[members]] = rates
+        return True
 
     def _component(self, seed: np.ndarray) -> np.ndarray | None:
         """Mask over active flows reachable from *seed* links; None when it is all of them."""
-        marked = np.zeros(len(self.capacity_Bps), dtype=bool)
+        marked = np.zeros(len(self.capacity), dtype=bool)
         marked[seed] = True
-        owner, links = self._owner, self._link
         for _ in range(MAX_EXPAND_ROUNDS):
             flows = np.zeros(len(self.active), dtype=bool)
-            flows[owner[marked[links]]] = True
-            reached = links[flows[owner]]
+            flows[self.owner[marked[self.link]]] = True
+            reached = self.link[flows[self.owner]]
             if marked[reached].all():
                 return None if flows.all() else flows
             marked[reached] = True
         return None
+
+
+def csr_rows(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in *rows*, entry) of every entry of the CSR rows *rows*."""
+    lens = ptr[rows + 1] - ptr[rows]
+    owner = np.repeat(np.arange(len(rows)), lens)
+    offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, idx[np.repeat(ptr[rows], lens) + offsets]

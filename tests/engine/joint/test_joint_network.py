@@ -13,8 +13,7 @@ from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphBuilder
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.plain import run_plain
-from atpsim.engine.joint.sharing import weighted_max_min_rates
-from atpsim.engine.solvers.maxmin import max_min_rates
+from atpsim.engine.solvers.maxmin import max_min_rates, weighted_max_min_rates
 from atpsim.topology.spec import load_topology
 
 IB_BPS = 25e9  # the ib-cluster builder's HDR NIC port, per direction

@@ -1,0 +1,248 @@
+"""The reference event loop over the flow network: one clock, a queue of arrivals, the
+dependency counters and a :class:`~atpsim.engine.solvers.flow_network.FlowNetwork`.
+
+A node is *ready* when the nodes it depends on have finished and its release time has come;
+it then pays its route's latency (the sum of its links' latencies, paid once, before any
+byte moves: the first byte reaches the far end after the path latency and the last
+``bytes / rate`` later) and joins the network, where its rate is its (weighted) max-min share
+of every link it crosses; a node that crosses no link (a delay) is done when its latency has
+passed. Rates are solved again, over the links whose flows changed and the flows reachable
+from them, whenever a flow joins or finishes. Flows whose finish lies within
+:data:`TIME_RTOL` of the clock finish together, so a step of a symmetric collective is one
+rate solve.
+
+The collective engine (:func:`~atpsim.engine.solvers.event_loop.run_flows`, with the compiled
+kernel of :mod:`~atpsim.engine.solvers.flow_kernel` as the other implementation) and the joint
+network (:mod:`atpsim.engine.joint`) both run this loop; the joint network also grows a loop
+while it runs (:meth:`Loop.extend`), merges loops (:meth:`Loop.absorb`) and advances one with
+a task graph's clock (:meth:`Loop.run_until`). The two used to be separate loops that agreed
+on all of the above but ordered the events of one instant differently; each order is kept
+bit for bit as :class:`Rules` (:data:`COLLECTIVE`, :data:`JOINT`), since float rounding
+follows the order of operations and committed results compare exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from atpsim.engine.solvers.flow_network import Fabric, FlowNetwork, Nodes
+
+#: Flows whose finish lies within this fraction of the current time finish together.
+TIME_RTOL = 1e-10
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How a loop orders the events of one instant and what its links count.
+
+    *join_at_release*: nodes released with no latency join the network in the batch of the
+    event that released them (one rate solve), rather than as an event of their own at the
+    same instant. *arrivals_by_latency*: a release queues its arrivals in increasing latency
+    (as simpy orders one timeout per latency value), rather than in node order per arrival
+    time. *step_by_clock*: a step to the next completion moves bytes for ``(now + dt) - now``
+    seconds (the clock's difference) rather than ``dt``. *count_moved*: links count the bytes
+    moved (rate x time) rather than each flow's size. *busy_time*: links count their busy
+    time."""
+
+    join_at_release: bool
+    arrivals_by_latency: bool
+    step_by_clock: bool
+    count_moved: bool
+    busy_time: bool
+
+
+#: The collective engine's order (its loop was a simpy process woken by timeouts).
+COLLECTIVE = Rules(join_at_release=True, arrivals_by_latency=True, step_by_clock=True,
+                   count_moved=True, busy_time=False)  # fmt: skip
+#: The joint network's order (a heap of arrivals, every arrival an event).
+JOINT = Rules(join_at_release=False, arrivals_by_latency=False, step_by_clock=False,
+              count_moved=False, busy_time=True)  # fmt: skip
+
+
+def reverse_csr(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of dependents from the CSR of dependencies."""
+    owners = np.repeat(np.arange(n), np.diff(indptr))
+    order = np.argsort(indices, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=n), out=ptr[1:])
+    return ptr, owners[order]
+
+
+def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The entries of CSR rows *rows*, concatenated."""
+    lens = ptr[rows + 1] - ptr[rows]
+    offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    return idx[np.repeat(ptr[rows], lens) + offsets]
+
+
+def _append_dependents(dependents: tuple[np.ndarray, np.ndarray], nodes: Nodes, first: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The dependents CSR of a loop's nodes after *nodes* join it as nodes ``first...``: their
+    dependencies are among themselves, so the old nodes' dependents do not change and the new
+    ones' are appended (the reverse of the whole CSR, sorted again at every call that joined
+    a live episode, was quadratic in its calls)."""
+    ptr, idx = dependents
+    new_ptr, new_idx = reverse_csr(nodes.dep_ptr, nodes.dep_idx, len(nodes))
+    return np.concatenate([ptr, new_ptr[1:] + ptr[-1]]), np.concatenate([idx, new_idx + first])
+
+
+class Loop:
+    """The clock, the arrivals waiting out their latency, the dependency counters and the
+    network, for nodes that may be added while it runs (:meth:`extend`) and loops that may
+    be merged (:meth:`absorb`); *rules*: how events of one instant are ordered. Times are
+    absolute."""
+
+    def __init__(self, fabric: Fabric, rules: Rules, now: float = 0.0):
+        self.rules = rules
+        self.net = FlowNetwork(fabric, count_moved=rules.count_moved, busy=rules.busy_time)
+        self.nodes: Nodes | None = None
+        self.waiting = np.zeros(0, dtype=np.int64)
+        self.start, self.finish = np.zeros(0), np.zeros(0)
+        self.dependents = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        self.arrivals: list[tuple[float, int, np.ndarray]] = []  # joins and delays' ends
+        self.joining: list[np.ndarray] = []  # released with no latency (join_at_release)
+        self.now, self.n_done, self.n_events, self.seq = now, 0, 0, 0
+        self.done_log: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def extend(self, nodes: Nodes) -> int:
+        """Add *nodes* now (their dependencies among themselves); those with none are
+        released at their release time. Returns the index of the first."""
+        first = len(self)
+        self.nodes = nodes if self.nodes is None else self.nodes.then(nodes)
+        self.net.extend(self.nodes)
+        self.waiting = np.concatenate([self.waiting, np.diff(nodes.dep_ptr)])
+        self.start = np.concatenate([self.start, np.full(len(nodes), np.nan)])
+        self.finish = np.concatenate([self.finish, np.full(len(nodes), np.nan)])
+        self.dependents = _append_dependents(self.dependents, nodes, first)
+        self.release(first + np.flatnonzero(np.diff(nodes.dep_ptr) == 0))
+        if self.joining:
+            self._settle()
+        return first
+
+    def release(self, ids: np.ndarray) -> None:
+        """*ids* are ready now (or at their release time): each joins after its latency."""
+        if not len(ids):
+            return
+        assert self.nodes is not None
+        start = np.maximum(self.now, self.nodes.release_s[ids])
+        self.start[ids] = start
+        latency = self.nodes.latency_s[ids]
+        if self.rules.arrivals_by_latency:
+            order = np.argsort(latency, kind="stable")
+            ids, start, latency = ids[order], start[order], latency[order]
+        if self.rules.join_at_release:
+            now = latency == 0
+            if now.any():
+                self.joining.append(ids[now])
+                ids, start, latency = ids[~now], start[~now], latency[~now]
+        arrive = start + latency
+        for value in np.unique(arrive):
+            self.seq += 1
+            heapq.heappush(self.arrivals, (float(value), self.seq, ids[arrive == value]))
+
+    def next_time(self) -> float:
+        """When the next event happens (inf when nothing is left to happen)."""
+        next_arrival = self.arrivals[0][0] if self.arrivals else float("inf")
+        return min(next_arrival, self.now + self.net.time_to_next_completion())
+
+    def run_until(self, t: float) -> None:
+        """Handle every event at or before *t*, then move the clock to *t*."""
+        while self.n_done < len(self) and self.next_time() <= t:
+            self.step()
+        if t > self.now:
+            self.net.advance(t - self.now)
+            self.now = t
+
+    def run(self) -> bool:
+        """Handle every event; whether every node finished (False: the loop stalled)."""
+        while self.n_done < len(self):
+            if not self.step():
+                return False
+        return True
+
+    def step(self) -> bool:
+        """Move to the next arrival or completion, whichever is first, and handle it; False
+        (and nothing done) when nothing is left to happen."""
+        net = self.net
+        next_arrival = self.arrivals[0][0] if self.arrivals else float("inf")
+        dt = net.time_to_next_completion()
+        if next_arrival == float("inf") and dt == float("inf"):
+            return False
+        if next_arrival <= self.now + dt:
+            net.advance(next_arrival - self.now)
+            self.now = next_arrival
+            batch = []
+            while self.arrivals and self.arrivals[0][0] == next_arrival:
+                batch.append(heapq.heappop(self.arrivals)[2])
+            self._join(np.concatenate(batch))
+        elif self.rules.step_by_clock:
+            t = self.now + dt
+            net.advance(t - self.now)
+            self.now = t
+        else:
+            net.advance(dt)
+            self.now += dt
+        done = net.pop_completed(TIME_RTOL * max(abs(self.now), 1e-12), self.now)
+        if len(done):
+            self.complete(done)
+        self._settle()
+        return True
+
+    def _settle(self) -> None:
+        """Join the nodes released with no latency (:attr:`Rules.join_at_release`), then
+        solve the rates the changes touched."""
+        while self.joining:
+            ids = np.concatenate(self.joining)
+            self.joining.clear()
+            self._join(ids)
+        self.n_events += self.net.update_rates()
+
+    def _join(self, ids: np.ndarray) -> None:
+        """Nodes arrive in the network; those that cross no link are done on arrival."""
+        assert self.nodes is not None
+        empty = self.nodes.link_ptr[ids + 1] == self.nodes.link_ptr[ids]
+        if empty.any():
+            self.complete(ids[empty])
+        if (~empty).any():
+            self.net.add(ids[~empty], self.now)
+
+    def complete(self, done: np.ndarray) -> None:
+        """*done* finish now: their dependents that wait for nothing else are released."""
+        self.finish[done] = self.now
+        self.n_done += len(done)
+        self.done_log.append(done)
+        children = gather(*self.dependents, done)
+        np.subtract.at(self.waiting, children, 1)
+        self.release(np.unique(children[self.waiting[children] == 0]))
+
+    def absorb(self, other: Loop) -> int:
+        """Take over *other* (a loop at the same time, on links this one's flows have not
+        met): its nodes, their state and its link counts. Returns the offset of its nodes."""
+        assert other.nodes is not None and other.now == self.now and not other.joining
+        offset = len(self)
+        self.nodes = other.nodes if self.nodes is None else self.nodes.then(other.nodes)
+        self.net.extend(self.nodes)
+        self.net.remaining[offset:] = other.net.remaining
+        self.net.delivered[offset:] = other.net.delivered
+        self.net.take_counts(other.net, self.now)
+        self.waiting = np.concatenate([self.waiting, other.waiting])
+        self.start, self.finish = np.concatenate([self.start, other.start]), np.concatenate([self.finish, other.finish])
+        self.dependents = _append_dependents(self.dependents, other.nodes, offset)
+        self.n_done += other.n_done
+        for t, _, ids in other.arrivals:
+            self.seq += 1
+            heapq.heappush(self.arrivals, (t, self.seq, ids + offset))
+        if len(other.net.active):
+            self.net.add(other.net.active + offset, self.now)
+            self.n_events += self.net.update_rates()
+        return offset
+
+    def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time (so far) per directed link of the fabric."""
+        return self.net.global_counts(self.now)
