@@ -116,7 +116,7 @@ def cases(draw):
 
 
 def run_by(loop, routes, capacity, pairs, nbytes, deps):
-    """run_flows by the compiled kernel (at every size) or by the simpy loop."""
+    """run_flows by the compiled kernel (at every size) or by the reference loop (flow_loop.Loop)."""
     saved = event_loop.KERNEL_MIN_FLOWS, event_loop.use_kernel
     try:
         event_loop.KERNEL_MIN_FLOWS = 0
@@ -126,7 +126,7 @@ def run_by(loop, routes, capacity, pairs, nbytes, deps):
         event_loop.KERNEL_MIN_FLOWS, event_loop.use_kernel = saved
 
 
-@pytest.mark.parametrize("loop", ["kernel", "simpy"])
+@pytest.mark.parametrize("loop", ["kernel", "reference"])
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(case=cases())
 def test_event_loop_equals_the_reference(loop, case):
@@ -148,21 +148,21 @@ def assert_same_run(fast, plain):
 
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(case=cases())
-def test_kernel_and_simpy_loop_agree(case):
+def test_kernel_and_reference_loop_agree(case):
     """The compiled kernel (lazy: bytes settled when a rate changes, components walked over
-    per-link flow lists) gives the simpy loop's run to float rounding (measured: 2e-13)."""
+    per-link flow lists) gives the reference loop's run to float rounding (measured: 2e-13)."""
     if compiled_kernel() is None:
         pytest.skip("numba is not installed")
     topo, routes, pairs, nbytes, deps = case
     fast = run_by("kernel", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
-    plain = run_by("simpy", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
+    plain = run_by("reference", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
     assert_same_run(fast, plain)
 
 
 @pytest.mark.parametrize("first_slots", [1 << 20, 4])
 @pytest.mark.parametrize("op, alg", [("all_to_all", "pairwise"), ("all_reduce", "ring"),
                                      ("all_reduce", "rabenseifner")])
-def test_kernel_and_simpy_loop_agree_on_a_larger_contended_run(op, alg, first_slots, monkeypatch):
+def test_kernel_and_reference_loop_agree_on_a_larger_contended_run(op, alg, first_slots, monkeypatch):
     """Hundreds of flows in flight over a shared uplink, bytes scaled at random (every flow
     finishes at its own time): slots are freed and reused (and, with a soft limit of 4,
     compacted at almost every join), the heaps grow, components span many flows."""
@@ -179,6 +179,6 @@ def test_kernel_and_simpy_loop_agree_on_a_larger_contended_run(op, alg, first_sl
     deps = rendezvous_dependencies(flows.src, flows.dst, flows.step, flows.lane)
     pairs = routes.index(flows.src, flows.dst)
     fast = run_by("kernel", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
-    plain = run_by("simpy", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
+    plain = run_by("reference", routes, topo.links.bandwidth_Bps, pairs, nbytes, deps)
     assert_same_run(fast, plain)
     assert fast.delivered == pytest.approx(nbytes, rel=1e-9)
