@@ -2,13 +2,19 @@
 
 The CLI turns an :class:`AtpsimError` into one line on stderr and exit code 2, so every
 message names where the bad value came from (file and key path) and what was expected.
+
+The library speaks in its own parameters, never in command-line flags: an error about an
+argument names it as its *param* (``devices``), and a message that mentions one marks it with
+:func:`param` (`` `devices` ``). A Python caller reads those names; ``atpsim.commands`` holds
+the one table from parameter names to flags and shows each as the flag (``--devices``).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 #: The exit statuses of every command, as ``atpsim --help`` lists them.
@@ -25,35 +31,63 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_FAILED, "ran, but some sweep points failed or a validation missed its tolerance"),
     (EXIT_BAD_INPUT, "bad input: a file, key or option (also a request over a size limit)"),
     (EXIT_INTERNAL, "internal error (a bug; ATPSIM_TRACEBACK=1 shows the traceback)"),
-    (EXIT_WORKER_DIED, "a worker process died (killed or out of memory); --resume continues"),
+    (EXIT_WORKER_DIED, "a worker process died (killed or out of memory); `resume=True` continues"),
     (EXIT_OUT_OF_MEMORY, "this machine ran out of memory"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); `run --resume` continues"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); `resume=True` continues"),
 )
+
+#: A mention of a library parameter in a message: `` `name` `` or `` `name=value` `` (:func:`param`).
+PARAM_MENTION = re.compile(r"`([a-z_][a-z0-9_]*)(?:=([^`]*))?`")
+
+
+def param(name: str, value: object = None) -> str:
+    """The library parameter *name* (with *value*, when the advice is to give that value) as
+    a message mentions it: `` `devices` ``, `` `resume=True` ``, `` `engine='auto'` ``.
+    A command shows it as its flag (``--devices``, ``--resume``, ``--engine auto``)."""
+    return f"`{name}`" if value is None else f"`{name}={value!r}`"
+
+
+def show_params(text: str, flag: Callable[[str, str | None], str | None]) -> str:
+    """*text* with each :func:`param` mention replaced by ``flag(name, value)`` (the value's
+    repr, or None), left as it is where *flag* answers None."""
+
+    def shown(match: re.Match[str]) -> str:
+        return flag(match[1], match[2]) or match[0]
+
+    return PARAM_MENTION.sub(shown, text)
 
 
 class AtpsimError(Exception):
     """Bad input: a *source* (file or argument), a *key* path inside it, and what was *expected*.
 
-    *exit_code* is the command's exit status for it: 2 (bad input) unless a subclass says
-    otherwise.
+    *param* names the library parameter the error is about (``devices``) where it is one; it
+    is then the *key* as well, and a command shows it as its flag. *exit_code* is the
+    command's exit status for it: 2 (bad input) unless a subclass says otherwise.
     """
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, *, source: str | None = None, key: str | None = None):
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None,
+                 param: str | None = None):  # fmt: skip
         self.message = message
         self.source = source
-        self.key = key
+        self.key = key if key is not None else param
+        self.param = param
         super().__init__(self.format())
 
-    def format(self) -> str:
-        """One line: ``source: key: message`` with the parts that are known."""
+    def format(self, flag: Callable[[str, str | None], str | None] | None = None) -> str:
+        """One line: ``source: key: message`` with the parts that are known; with *flag*
+        (``flag(name, value)``, a command's), the parameters it knows shown as it says."""
         parts = [p for p in (self.source, self.key) if p]
-        return ": ".join([*parts, self.message])
+        if flag is None:
+            return ": ".join([*parts, self.message])
+        key = flag(self.param, None) if self.param is not None and self.key == self.param else None
+        parts = [p for p in (self.source and show_params(self.source, flag), key or self.key) if p]
+        return ": ".join([*parts, show_params(self.message, flag)])
 
     def with_source(self, source: str) -> AtpsimError:
         """Return a copy that names *source* (e.g. the scenario file) when none was set."""
-        return type(self)(self.message, source=self.source or source, key=self.key)
+        return type(self)(self.message, source=self.source or source, key=self.key, param=self.param)
 
 
 class ScenarioError(AtpsimError):
@@ -131,6 +165,20 @@ def limit_from_env(name: str, default: int, error_type: type[AtpsimError] = Size
     if value < 1:
         raise error_type(f"expected an integer >= 1, got {text!r}", key=name)
     return value
+
+
+#: Share of this machine's physical memory one process may take when no cap is given.
+MEMORY_SHARE = 0.8
+
+
+def machine_memory_bytes() -> int | None:
+    """The memory one process may use unless told otherwise, bytes: :data:`MEMORY_SHARE` of
+    this machine's physical memory; None where that is not known. The one default of every
+    memory cap (the reference engine's budget, the commands' data limit)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * MEMORY_SHARE)
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def source_date_epoch() -> int | None:

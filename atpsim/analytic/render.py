@@ -44,8 +44,13 @@ def _group_dict(group: HcmGroup) -> dict[str, Any]:
     }
 
 
-def format_hcm(hcm: HierarchicalCommMatrix) -> str:
-    """A readable listing of the matrix, one block per layer."""
+#: What a shortened list of values says after it by default: where to find them all.
+ALL_VALUES = " (hcm_to_dict has all)"
+
+
+def format_hcm(hcm: HierarchicalCommMatrix, all_values: str = ALL_VALUES) -> str:
+    """A readable listing of the matrix, one block per layer; a list of values cut short
+    ends with *all_values* (where the caller's reader finds them all)."""
     lines = [
         f"Hierarchical communication matrix of {hcm.topology_name} ({hcm.n_gpus} GPUs); "
         "bandwidths in GB/s per direction"
@@ -53,11 +58,11 @@ def format_hcm(hcm: HierarchicalCommMatrix) -> str:
     if not hcm.layers:
         lines.append("  (a single GPU: no layers)")
     for layer in hcm.layers:
-        lines.extend(_layer_lines(layer))
+        lines.extend(_layer_lines(layer, all_values))
     return "\n".join(lines)
 
 
-def _layer_lines(layer: HcmLayer) -> list[str]:
+def _layer_lines(layer: HcmLayer, all_values: str) -> list[str]:
     sizes = "/".join(map(str, layer.ranks_per_group))
     lines = [""]
     for members in _identical_groups(layer.groups):
@@ -72,7 +77,7 @@ def _layer_lines(layer: HcmLayer) -> list[str]:
         lines.append(head)
         lines.append(f"  ranks: {group.formed_by}")
         lines.append("    " + _ranks_text(group))
-        lines.extend(_matrix_lines(group))
+        lines.extend(_matrix_lines(group, all_values))
     return lines
 
 
@@ -99,14 +104,14 @@ def _identical_groups(groups: tuple[HcmGroup, ...]) -> list[list[int]]:
     return list(bunches.values())
 
 
-def _matrix_lines(group: HcmGroup) -> list[str]:
+def _matrix_lines(group: HcmGroup, all_values: str) -> list[str]:
     p2p = group.p2p_matrix_Bps() / 1e9
     bandwidth = group.group_bandwidths_Bps() / 1e9
     n = group.n_ranks
     off_diagonal = p2p[~np.eye(n, dtype=bool)]
     if n > MAX_PRINTED_RANKS or (n > 2 and np.ptp(off_diagonal) == 0):
-        lines = ["  P2P: " + _value_summary(off_diagonal, "pairs")]
-        return [*lines, "  group bandwidth: " + _value_summary(bandwidth, "ranks")]
+        lines = ["  P2P: " + _value_summary(off_diagonal, "pairs", all_values)]
+        return [*lines, "  group bandwidth: " + _value_summary(bandwidth, "ranks", all_values)]
     width = max(7, *(len(_gb(v)) + 2 for v in p2p.ravel()))
     lines = ["  P2P:", "    " + " " * 4 + "".join(f"{j:>{width}}" for j in range(n))]
     for i in range(n):
@@ -117,12 +122,12 @@ def _matrix_lines(group: HcmGroup) -> list[str]:
     return lines
 
 
-def _value_summary(values: np.ndarray, what: str) -> str:
+def _value_summary(values: np.ndarray, what: str, all_values: str) -> str:
     distinct, counts = np.unique(values.round(6), return_counts=True)
     if len(distinct) == 1:
         return f"{_gb(distinct[0])} for all {len(values)} {what}"
     parts = [f"{_gb(v)} ({c} {what})" for v, c in zip(distinct[::-1], counts[::-1], strict=True)]
-    return ", ".join(parts[:6]) + (", ..." if len(parts) > 6 else "") + " (--json for all)"
+    return ", ".join(parts[:6]) + (", ..." if len(parts) > 6 else "") + all_values
 
 
 def _gb(value: float) -> str:

@@ -118,6 +118,9 @@ _EXPORTS: dict[str, str] = {
     "EXIT_CODES": "errors",
     "describe_os_error": "errors",
     "source_date_epoch": "errors",
+    "MEMORY_SHARE": "errors",
+    "machine_memory_bytes": "errors",
+    "show_params": "errors",
 }
 
 __all__ = [
@@ -129,6 +132,7 @@ __all__ = [
     "Comparison",
     "DeviceMesh",
     "EXIT_CODES",
+    "MEMORY_SHARE",
     "FolderFit",
     "JobCandidate",
     "SearchResult",
@@ -162,6 +166,7 @@ __all__ = [
     "bus_factor",
     "collective",
     "describe_os_error",
+    "machine_memory_bytes",
     "draw_topology",
     "expand_sweep",
     "factorizations",
@@ -196,6 +201,7 @@ __all__ = [
     "simulate_job_point",
     "simulate_point",
     "source_date_epoch",
+    "show_params",
     "topology_for",
     "topology_summary",
     "validate",
@@ -234,12 +240,15 @@ if TYPE_CHECKING:
     from atpsim.api.collective_sweep import CollectiveRow, CollectiveSweep, collective
     from atpsim.api.errors import (
         EXIT_CODES,
+        MEMORY_SHARE,
         AtpsimError,
         OutputLockedError,
         SimulationError,
         SizeLimitError,
         WorkerDiedError,
         describe_os_error,
+        machine_memory_bytes,
+        show_params,
         source_date_epoch,
     )
     from atpsim.api.harness import (

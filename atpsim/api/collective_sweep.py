@@ -30,7 +30,7 @@ from atpsim.collectives.nccl import check_nccl_algorithm
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import load_profile
 from atpsim.engine.nccl import run_nccl
-from atpsim.errors import AtpsimError, SimulationError, did_you_mean
+from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
@@ -105,11 +105,11 @@ def parse_groups(text: str, n_available: int) -> tuple[list[list[int]], str]:
         return [list(range(n_available))], f"all ({n_available} GPUs)"
     match = _MESH.match(text)
     if not match:
-        raise SimulationError(f"expected 'all', 'dim1:D1xD2' or 'dim2:D1xD2', got {text!r}", key="--groups")
+        raise SimulationError(f"expected 'all', 'dim1:D1xD2' or 'dim2:D1xD2', got {text!r}", param="groups")
     dim, d1, d2 = (int(x) for x in match.groups())
     if d1 * d2 > n_available:
         raise SimulationError(
-            f"DeviceMesh({d1}, {d2}) needs {d1 * d2} GPUs, only {n_available} available", key="--groups"
+            f"DeviceMesh({d1}, {d2}) needs {d1 * d2} GPUs, only {n_available} available", param="groups"
         )
     groups = DeviceMesh(d1, d2).groups(dim)
     return groups, f"{len(groups)} x {len(groups[0])} (dimension {dim} of DeviceMesh({d1}, {d2}))"
@@ -135,6 +135,7 @@ def collective(
     channels: int | None = None,
     uncertainty: int | None = None,
     seed: int = 0,
+    memory_bytes: int | None = None,
 ) -> CollectiveSweep:
     """Simulate *op* by *algorithm* (default ``auto``: what NCCL's tuner picks; ``ring`` is
     NCCL's channel rings, one per NIC; ``ring-rank-order`` one ring in rank order) with
@@ -147,7 +148,8 @@ def collective(
     dimension D of DeviceMesh(D1, D2)); *engine* is ``"auto"`` (every exact shortcut that
     applies), ``"reference"`` (the plain event run) or ``"longest-path"`` (an error where
     that solver is not exact). *uncertainty* = N adds N draws of the fitted parameters from
-    *seed* (module docstring; about N + 1 times the cost).
+    *seed* (module docstring; about N + 1 times the cost). A ``reference`` run that would
+    need more than *memory_bytes* (default: 80% of this machine's memory) is refused.
 
     >>> import atpsim
     >>> sweep = atpsim.collective("ib-cluster:4x8", "all_reduce", "1 GiB")
@@ -156,23 +158,23 @@ def collective(
     """
     algorithm = algorithm or "auto"
     check_nccl_algorithm(op, algorithm)
-    check_protocol(protocol, key="--protocol")
+    check_protocol(protocol)
     if channels is not None:
-        check_channels(channels, key="--channels")
+        check_channels(channels)
     if dtype not in DTYPE_BYTES:
-        raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", key="--dtype")
+        raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", param="dtype")
     spec = topology if isinstance(topology, str) else dict(topology)
     draws = None if uncertainty is None else Draws(uncertainty, seed)
-    topo = load_topology(spec, n_gpus=devices or mesh_size(groups), source="--topology")
+    topo = load_topology(spec, n_gpus=devices or mesh_size(groups), source=param("topology"))
     if draws is not None:
         _sources(spec, devices or mesh_size(groups))
     if devices is not None and not 1 <= devices <= topo.n_gpus:
-        raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", key="--devices")
+        raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", param="devices")
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
     p = len(group_list[0])
     overhead_s = 0.0 if protocol != "none" else \
         load_profile(topo.meta.get("hardware", "a100-sxm4-80gb")).collective_overhead_s
-    call = _Call(op, algorithm, protocol, channels, engine, overhead_s)
+    call = _Call(op, algorithm, protocol, channels, engine, overhead_s, memory_bytes)
     rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
                  for size in buffer_sizes(sizes))  # fmt: skip
     drawn = None
@@ -199,7 +201,7 @@ def _draws(spec: str | dict[str, Any], n_gpus: int | None, draws: Draws, call: _
     from atpsim.calibrate.uncertainty.apply import ParameterDraw, drawn_topology
 
     sources = _sources(spec, n_gpus)
-    topologies = [drawn_topology(spec, n_gpus, ParameterDraw(draws, i), "--topology")
+    topologies = [drawn_topology(spec, n_gpus, ParameterDraw(draws, i), param("topology"))
                   for i in draws.indices()]  # fmt: skip
     intervals = []
     for row in rows:
@@ -220,16 +222,17 @@ def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
         else:
             found = [int(parse_bytes(s)) for s in sizes]
     except AtpsimError as error:
-        raise AtpsimError(error.message, key="--bytes") from None
+        raise AtpsimError(error.message, param="sizes") from None
     if any(size < 0 for size in found):
-        raise AtpsimError(f"expected sizes >= 0 bytes, got {sizes!r}", key="--bytes")
+        raise AtpsimError(f"expected sizes >= 0 bytes, got {sizes!r}", param="sizes")
     return found
 
 
 @dataclass(frozen=True)
 class _Call:
     """What every row of a sweep runs: *op* by *algorithm* with *protocol* on *channels*
-    through *engine*, plus the profile's per-call *overhead_s*."""
+    through *engine* (a reference run capped at *memory_bytes*), plus the profile's per-call
+    *overhead_s*."""
 
     op: str
     algorithm: str
@@ -237,12 +240,13 @@ class _Call:
     channels: int | None
     engine: str
     overhead_s: float
+    memory_bytes: int | None = None
 
 
 def _row(topo: Topology, call: _Call, groups: list[list[int]], size: int,
          element_bytes: int) -> CollectiveRow:
     ran = run_nccl(topo, call.op, call.algorithm, groups, float(size), protocol=call.protocol,
-                   channels=call.channels, engine=call.engine)
+                   channels=call.channels, engine=call.engine, memory_bytes=call.memory_bytes)
     p = len(groups[0])
     moved = ran.time_s > 0
     time_s = ran.time_s + (call.overhead_s if moved else 0.0)

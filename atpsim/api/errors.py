@@ -5,22 +5,28 @@ from __future__ import annotations
 
 from atpsim.errors import (
     EXIT_CODES,
+    MEMORY_SHARE,
     AtpsimError,
     OutputLockedError,
     SimulationError,
     SizeLimitError,
     WorkerDiedError,
     describe_os_error,
+    machine_memory_bytes,
+    show_params,
     source_date_epoch,
 )
 
 __all__ = [
     "EXIT_CODES",
+    "MEMORY_SHARE",
     "AtpsimError",
     "OutputLockedError",
     "SimulationError",
     "SizeLimitError",
     "WorkerDiedError",
     "describe_os_error",
+    "machine_memory_bytes",
+    "show_params",
     "source_date_epoch",
 ]

@@ -47,7 +47,7 @@ def write_job_links(topology: str | Mapping[str, object], config: JobConfig, pat
     the links busiest first."""
     target = Path(path)
     if not target.resolve().parent.is_dir():
-        raise SimulationError(f"no folder to write the link table into: {target.parent}", key="--links")
+        raise SimulationError(f"no folder to write the link table into: {target.parent}", param="path")
     topo, profile = load_machine(topology, config.layout.size, hardware)
     prediction = run_job(topo, profile, config, links=True)
     uses = link_uses(topo, prediction)

@@ -27,7 +27,7 @@ import pandas as pd
 from atpsim.api.point import topology_for
 from atpsim.compute.hardware import hardware_profile
 from atpsim.engine.step.run import simulate_des_step
-from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.errors import AtpsimError, did_you_mean, param
 from atpsim.report.trace import write_chrome_trace
 from atpsim.results.schema import POINT_COLUMNS
 from atpsim.scenario.point import SweepPoint
@@ -61,11 +61,11 @@ def parse_selector(text: str) -> tuple[dict[str, str], bool]:
         column = column.strip()
         if not sep or not column or not value.strip():
             raise AtpsimError(f"expected COLUMN=VALUE or 'best' in {text!r}, got {part!r}",
-                              key="--trace")  # fmt: skip
+                              param="trace")  # fmt: skip
         if column not in POINT_COLUMNS:
             raise AtpsimError(f"unknown column {column!r} in {text!r}; one of "
                               f"{', '.join(POINT_COLUMNS)}{did_you_mean(column, POINT_COLUMNS)}",
-                              key="--trace")  # fmt: skip
+                              param="trace")  # fmt: skip
         conditions[column] = value.strip()
     return conditions, best
 
@@ -77,18 +77,18 @@ def select_trace_points(points: Sequence[Any], selectors: Sequence[str], is_job:
         return []
     if is_job:
         raise AtpsimError("traces are written for step scenarios; a job scenario has no "
-                          "per-rank step timeline", key="--trace")  # fmt: skip
+                          "per-rank step timeline", param="trace")  # fmt: skip
     columns = [p.columns(i) for i, p in enumerate(points)]
     selections = []
     for text in selectors:
         conditions, best = parse_selector(text)
         matched = [i for i, c in enumerate(columns) if _matches(c, conditions)]
         if not matched:
-            raise AtpsimError(f"{text!r} matches no point of the sweep", key="--trace")
+            raise AtpsimError(f"{text!r} matches no point of the sweep", param="trace")
         traceable = tuple(i for i in matched if columns[i]["mode"] == "des")
         if not traceable:
             raise AtpsimError(f"{text!r} matches only analytic points (a timeline needs mode "
-                              "des)", key="--trace")  # fmt: skip
+                              "des)", param="trace")  # fmt: skip
         selections.append(TraceSelection(text, traceable, best))
     _warn_many(selections, points)
     return selections
@@ -102,9 +102,9 @@ def _warn_many(selections: Sequence[TraceSelection], points: Sequence[Any]) -> N
     chosen = {i for s in selections if not s.best for i in s.indices}
     if len(chosen) > MANY_TRACES:
         seconds = sweep_seconds([points[i] for i in chosen])
-        log.warning("--trace selects %d points: each is simulated once more after the sweep for "
+        log.warning("%s selects %d points: each is simulated once more after the sweep for "
                     "its timeline (roughly %s); add conditions or 'best' to write fewer",
-                    len(chosen), format_duration(seconds))  # fmt: skip
+                    param("trace"), len(chosen), format_duration(seconds))  # fmt: skip
 
 
 def _matches(columns: dict[str, Any], conditions: dict[str, str]) -> bool:
@@ -132,7 +132,7 @@ def write_point_traces(out: Path, frame: pd.DataFrame, points: Sequence[Any],
     for selection in selections:
         ran = [i for i in selection.indices if i in ok]
         if not ran:
-            log.warning("--trace %r: none of its points ran; no trace written", selection.text)
+            log.warning("%s %r: none of its points ran; no trace written", param("trace"), selection.text)
         elif selection.best:
             chosen[min(ran, key=lambda i: (ok[i], i))] = None
         else:

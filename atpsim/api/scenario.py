@@ -22,7 +22,7 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
 from atpsim.api.point_trace import select_trace_points, write_point_traces
 from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
@@ -152,17 +152,17 @@ def _copy_scenario(path: Path, copy: Path) -> None:
 
 
 def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:
-    """The parameter draws of a run: *n* (``--uncertainty``) and *seed* where given, else the
+    """The parameter draws of a run: *n* (``uncertainty``) and *seed* where given, else the
     scenario's ``uncertainty`` key; None for none. A job scenario takes none."""
     own = scenario.uncertainty
     if n is None and own is None:
         if seed is not None:
-            raise AtpsimError("a seed draws nothing without --uncertainty N (or the scenario's "
-                              "uncertainty key)", key="--seed")  # fmt: skip
+            raise AtpsimError(f"a seed draws nothing without {param('uncertainty')} N (or the "
+                              "scenario's uncertainty key)", param="seed")  # fmt: skip
         return None
     if scenario.is_job:
         raise AtpsimError("parameter draws are for step scenarios; a job scenario takes none",
-                          key="--uncertainty")  # fmt: skip
+                          param="uncertainty")  # fmt: skip
     base_seed = own.seed if own is not None else 0
     return Draws(n if n is not None else own.draws if own is not None else 0,
                  base_seed if seed is None else seed)  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from atpsim.analytic.hcm import HierarchicalCommMatrix
-from atpsim.errors import TopologyError
+from atpsim.errors import TopologyError, param
 from atpsim.topology.graph import Topology
 from atpsim.topology.registry import Builder
 from atpsim.topology.summary import RouteSummary, TopologySummary
@@ -39,17 +39,18 @@ def load_topology(spec: TopologySpec | Topology, devices: int | None = None) -> 
     if devices is not None and topology.n_gpus != devices:
         raise TopologyError(
             f"{topology.name} has {topology.n_gpus} GPUs, fixed by its name or size; leave "
-            f"--devices out, or name a builder without a size (e.g. 'torus') or a scalable "
-            f"preset (e.g. 'ic5'), got {devices}",
-            key="--devices",
+            f"{param('devices')} out, or name a builder without a size (e.g. 'torus') or a "
+            f"scalable preset (e.g. 'ic5'), got {devices}",
+            param="devices",
         )
     return topology
 
 
-def check_devices(devices: int | None, key: str = "--devices") -> None:
-    """*devices* is None (the topology's own size) or a GPU count >= 1."""
+def check_devices(devices: int | None, key: str | None = None) -> None:
+    """*devices* is None (the topology's own size) or a GPU count >= 1 (an error at *key*,
+    else about the *devices* parameter)."""
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
-        raise TopologyError(f"expected a GPU count >= 1, got {devices!r}", key=key)
+        raise TopologyError(f"expected a GPU count >= 1, got {devices!r}", key=key, param="devices")
 
 
 def topology_summary(spec: TopologySpec | Topology, devices: int | None = None) -> TopologySummary:
@@ -74,11 +75,12 @@ def hcm(spec: TopologySpec | Topology, devices: int | None = None) -> Hierarchic
     return derive_hcm(load_topology(spec, devices))
 
 
-def format_hcm(matrix: HierarchicalCommMatrix) -> str:
-    """The matrix as text: per layer its ranks, the P2P matrix and group bandwidth (GB/s)."""
+def format_hcm(matrix: HierarchicalCommMatrix, all_values: str = " (hcm_as_dict has all)") -> str:
+    """The matrix as text: per layer its ranks, the P2P matrix and group bandwidth (GB/s); a
+    list of values cut short ends with *all_values*."""
     from atpsim.analytic.render import format_hcm as render
 
-    return render(matrix)
+    return render(matrix, all_values)
 
 
 def hcm_as_dict(matrix: HierarchicalCommMatrix) -> dict[str, Any]:

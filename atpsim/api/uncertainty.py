@@ -80,14 +80,15 @@ def point_sources(point: SweepPoint) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def require_sources(sources: tuple[str, ...], what: str, key: str = "--uncertainty") -> None:
-    """The refusal of a request for draws of something with no fitted parameter."""
+def require_sources(sources: tuple[str, ...], what: str, key: str | None = None) -> None:
+    """The refusal (at *key*, else about the *uncertainty* parameter) of a request for draws
+    of something with no fitted parameter."""
     if not sources:
         raise AtpsimError(
             f"{what} has no fitted parameter with a recorded uncertainty (spec-sheet numbers "
             "are taken as exact), so every draw would be the point estimate; leave out the "
             "draws, or use a calibrated preset, a profile with a fitted GEMM curve or an "
-            "`atpsim validate` fit", key=key,
+            "`atpsim validate` fit", key=key, param="uncertainty",
         )  # fmt: skip
 
 

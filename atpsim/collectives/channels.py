@@ -118,13 +118,13 @@ def _ends(layout: GroupLayout, members: list[int], nics: list[str], rail: int) -
 MAX_CHANNELS = 64
 
 
-def check_channels(channels: int, key: str = "channels") -> int:
+def check_channels(channels: int, key: str | None = None) -> int:
     """*channels* as an int from 1 to :data:`MAX_CHANNELS`; a SimulationError naming the bad
-    value (at *key*) otherwise."""
+    value (at *key*, else about the *channels* parameter) otherwise."""
     if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) \
             or not 1 <= channels <= MAX_CHANNELS:  # fmt: skip
         raise SimulationError(f"expected a channel count >= 1 and <= {MAX_CHANNELS} (NCCL's "
-                              f"MAXCHANNELS), got {channels!r}", key=key)  # fmt: skip
+                              f"MAXCHANNELS), got {channels!r}", key=key, param="channels")  # fmt: skip
     return int(channels)
 
 

@@ -121,13 +121,14 @@ def runs_nccl(topology: Topology) -> bool:
     return topology.meta.get("builder") in NCCL_BUILDERS or "nccl" in topology.meta
 
 
-def check_protocol(protocol: str, key: str = "protocol") -> str:
-    """*protocol* if valid; a SimulationError (at *key*) naming the choices otherwise."""
+def check_protocol(protocol: str, key: str | None = None) -> str:
+    """*protocol* if valid; a SimulationError (at *key*, else about the *protocol* parameter)
+    naming the choices otherwise."""
     if protocol not in PROTOCOL_CHOICES:
         hint = did_you_mean(protocol, PROTOCOL_CHOICES)
         raise SimulationError(f"unknown protocol {protocol!r}{hint}"
                               if hint.startswith(" (") else f"unknown protocol {protocol!r}"
-                              f"; expected one of {', '.join(PROTOCOL_CHOICES)}", key=key)
+                              f"; expected one of {', '.join(PROTOCOL_CHOICES)}", key=key, param="protocol")
     return protocol
 
 

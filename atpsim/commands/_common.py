@@ -3,10 +3,15 @@
 Bad input (an :class:`AtpsimError`, an unreadable or undecodable file, a folder where a file
 belongs) exits 2; running out of memory exits 5; anything else is a bug and exits 3 with one
 line (``ATPSIM_TRACEBACK=1`` re-raises it for the traceback). ``atpsim --help`` lists the codes.
+
+The library names its own parameters in errors and warnings (``devices``, `` `resume=True` ``);
+:data:`FLAGS` and :func:`flag` show each as the command's flag (``--devices``, ``--resume``).
+Limits set in the environment (``ATPSIM_MAX_MEMORY``) are read here, once, and passed down.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import gc
@@ -18,7 +23,15 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from atpsim.api import EXIT_CODES, AtpsimError, describe_os_error, source_date_epoch
+from atpsim.api import (
+    EXIT_CODES,
+    MEMORY_SHARE,
+    AtpsimError,
+    describe_os_error,
+    machine_memory_bytes,
+    show_params,
+    source_date_epoch,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,8 +42,42 @@ EXIT_INTERRUPTED = 130
 
 
 MEMORY_ENV = "ATPSIM_MAX_MEMORY"
-#: The share of this machine's RAM one atpsim process may use unless ATPSIM_MAX_MEMORY says.
-MEMORY_SHARE = 0.8
+
+#: The flag of each library parameter that is not the command's option of the same name,
+#: for every command ("") and per command; an environment variable for a limit.
+FLAGS: dict[str, dict[str, str]] = {
+    "": {"out_dir": "-o", "uncertainty": "--uncertainty", "memory_bytes": MEMORY_ENV},
+    "plan": {"path": "--links"},
+}
+
+
+def flag(name: str, value: str | None = None) -> str | None:
+    """How the running command's user spells the library parameter *name* (with *value*, the
+    repr of the value the library advises): its flag (``--engine auto``; a flag alone for
+    ``True``), an environment variable, or None where the command has no such option."""
+    ctx = click.get_current_context(silent=True)
+    command = ctx.command if ctx is not None else None
+    table = {**FLAGS[""], **FLAGS.get(command.name or "" if command else "", {})}
+    spelled = table.get(name)
+    if spelled is not None and not spelled.startswith("-"):
+        return spelled
+    options = [p for p in (command.params if command else []) if isinstance(p, click.Option)]
+    if spelled is None or not any(spelled in p.opts for p in options):
+        spelled = next((max(p.opts, key=len) for p in options if p.name == name), None)
+    if spelled is None or value is None:
+        return spelled
+    try:
+        shown = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return None
+    return spelled if shown is True else f"{spelled} {shown}"
+
+
+class FlagFormatter(logging.Formatter):
+    """A log formatter that shows the library parameters a record names as flags."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return show_params(super().format(record), flag)
 
 
 def exit_codes_help() -> str:
@@ -43,17 +90,21 @@ def exit_codes_help() -> str:
         f"a process stops with exit 5 past {MEMORY_ENV} bytes of memory (default "
         f"{MEMORY_SHARE:.0%} of this machine's RAM), before the machine itself runs out."
     )
-    return "Exit status:\n\n\b\n" + "\n".join(lines) + "\n\n" + limits
+    return "Exit status:\n\n\b\n" + show_params("\n".join(lines), _help_flag) + "\n\n" + limits
+
+
+def _help_flag(name: str, value: str | None) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def cap_memory() -> int | None:
-    """Lower this process's soft data limit to ``ATPSIM_MAX_MEMORY`` bytes (default 80% of
-    RAM), so an oversized request fails with MemoryError (one line, exit 5) rather than
-    waking the kernel's OOM killer. Returns the cap, or None where it cannot be set."""
+    """Lower this process's soft data limit to :func:`memory_cap` bytes, so an oversized
+    request fails with MemoryError (one line, exit 5) rather than waking the kernel's OOM
+    killer. Returns the cap, or None where it cannot be set."""
     try:
         import resource
 
-        cap = _memory_cap()
+        cap = memory_cap()
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
         if cap is None or (hard != resource.RLIM_INFINITY and cap > hard):
             return None
@@ -66,12 +117,15 @@ def cap_memory() -> int | None:
 
 def _memory_cap_or_none() -> int | None:
     try:
-        return _memory_cap()
+        return memory_cap()
     except AtpsimError:
         return None
 
 
-def _memory_cap() -> int | None:
+def memory_cap() -> int | None:
+    """The memory this process may use, bytes: ``ATPSIM_MAX_MEMORY`` where set (the one
+    place it is read; at least 256 MiB, else an AtpsimError naming it), else the library's
+    default (:func:`atpsim.api.machine_memory_bytes`); None where neither is known."""
     text = os.environ.get(MEMORY_ENV)
     if text:
         try:
@@ -81,11 +135,7 @@ def _memory_cap() -> int | None:
         if value < 2**28:
             raise AtpsimError(f"expected a byte count >= 268435456 (256 MiB), got {text!r}", key=MEMORY_ENV)
         return value
-    try:
-        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-    return int(pages * page_size * MEMORY_SHARE)
+    return machine_memory_bytes()
 
 
 def check_environment() -> None:
@@ -94,7 +144,7 @@ def check_environment() -> None:
     try:
         source_date_epoch()
     except AtpsimError as error:
-        _fail(f"error: {error.format()}", EXIT_BAD_INPUT)
+        _fail(f"error: {error.format(flag)}", EXIT_BAD_INPUT)
 
 
 def clean_errors(fn: F) -> F:
@@ -111,7 +161,7 @@ def clean_errors(fn: F) -> F:
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except AtpsimError as error:
-            _fail(f"error: {error.format()}", error.exit_code)
+            _fail(f"error: {error.format(flag)}", error.exit_code)
         except BrokenPipeError:
             reader_gone()
         except (OSError, UnicodeError) as error:
@@ -150,7 +200,7 @@ def warnings_to_stderr() -> Iterator[None]:
     """While the block runs, atpsim's warnings print as ``atpsim: warning: ...`` lines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("atpsim: warning: %(message)s"))
+    handler.setFormatter(FlagFormatter("atpsim: warning: %(message)s"))
     logger = logging.getLogger("atpsim")
     logger.addHandler(handler)
     try:

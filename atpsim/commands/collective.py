@@ -10,7 +10,7 @@ from dataclasses import asdict
 import click
 
 from atpsim.api import CollectiveSweep, collective
-from atpsim.commands._common import clean_errors, given, refuse_unused
+from atpsim.commands._common import clean_errors, given, memory_cap, refuse_unused
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
 HEADER = ["topology", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
@@ -50,7 +50,7 @@ def command(topology: str, op: str, algorithm: str | None, protocol: str, channe
     refuse_unused(given("as_csv") if as_json else [], "with --json (give one of them)")
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
                        dtype=dtype, engine=engine, protocol=protocol, channels=channels,
-                       uncertainty=draws, seed=seed)  # fmt: skip
+                       uncertainty=draws, seed=seed, memory_bytes=memory_cap())  # fmt: skip
     if as_json:
         data = asdict(sweep)
         if sweep.uncertainty is None:

@@ -27,4 +27,4 @@ def command(topology: str, devices: int | None, as_json: bool) -> None:
     GB/s per direction. TOPOLOGY is a preset (ic1..ic6), a builder spec ('torus:4x4',
     'ib-cluster:4x4') or a custom YAML file, as in `atpsim topo show`."""
     matrix = hcm(topology, devices)
-    click.echo(json.dumps(hcm_as_dict(matrix)) if as_json else format_hcm(matrix))
+    click.echo(json.dumps(hcm_as_dict(matrix)) if as_json else format_hcm(matrix, " (--json for all)"))

@@ -12,8 +12,8 @@ import click
 from rich.console import Console
 from rich.logging import RichHandler
 
-from atpsim.api import AtpsimError, RunSummary, SweepInterrupted, run_scenario
-from atpsim.commands._common import clean_errors
+from atpsim.api import AtpsimError, RunSummary, SweepInterrupted, run_scenario, show_params
+from atpsim.commands._common import FlagFormatter, clean_errors, flag
 
 EXIT_FAILED_POINTS = 1
 EXIT_INTERRUPTED = 130
@@ -115,7 +115,7 @@ def command(
                 seed=seed,
             )
         except SweepInterrupted as stop:
-            click.echo(f"atpsim: {stop.message()}", err=True)
+            click.echo(f"atpsim: {show_params(stop.message(), flag)}", err=True)
             sys.exit(EXIT_INTERRUPTED)
     _finish(summary)
 
@@ -149,9 +149,10 @@ def logging_to(console: Console) -> Iterator[None]:
     handler: logging.Handler
     if console.is_terminal:
         handler = RichHandler(console=console, show_time=False, show_path=False, markup=False)
+        handler.setFormatter(FlagFormatter())
     else:
         handler = logging.StreamHandler(console.file)
-        handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
+        handler.setFormatter(FlagFormatter("%(levelname)-8s %(message)s"))
     logger, level = logging.getLogger("atpsim"), logging.getLogger("atpsim").level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -12,8 +12,15 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from atpsim.api import AtpsimError, SearchResult, SweepInterrupted, run_search, search_space
-from atpsim.commands._common import clean_errors
+from atpsim.api import (
+    AtpsimError,
+    SearchResult,
+    SweepInterrupted,
+    run_search,
+    search_space,
+    show_params,
+)
+from atpsim.commands._common import clean_errors, flag
 from atpsim.commands.run import EXIT_FAILED_POINTS, EXIT_INTERRUPTED, LOCAL_WORKERS, logging_to
 
 #: Columns of the printed table: (results column, header).
@@ -107,7 +114,7 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
                             scheduler=scheduler, resume=resume, fresh=fresh,
                             progress=not no_progress, console=console, announce=click.echo)  # fmt: skip
         except SweepInterrupted as stop:
-            click.echo(f"atpsim: {stop.message()}", err=True)
+            click.echo(f"atpsim: {show_params(stop.message(), flag)}", err=True)
             sys.exit(EXIT_INTERRUPTED)
     _print(result, top)
 

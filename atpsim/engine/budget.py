@@ -15,18 +15,13 @@ about 350 bytes a flow), rounded up to 400 to cover longer routes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from atpsim.collectives.registry import pattern
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, machine_memory_bytes, param
 
 #: Peak memory per flow of a plain reference run, bytes (module docstring).
 BYTES_PER_REFERENCE_FLOW = 400
-#: The environment variable that caps a process's memory (set by the commands; bytes).
-MEMORY_ENV = "ATPSIM_MAX_MEMORY"
-#: Share of physical memory a run may take when no cap is set.
-MEMORY_SHARE = 0.8
 
 
 def reference_flows(op: str, algorithm: str, groups: Sequence[Sequence[int]], nbytes: float) -> int:
@@ -43,30 +38,18 @@ def _pattern_flows(op: str, algorithm: str, p: int, nbytes: float) -> int:
 
 
 def check_reference_budget(op: str, algorithm: str, groups: Sequence[Sequence[int]],
-                           nbytes: float) -> None:
-    """Refuse (AtpsimError at ``--engine``, exit 2) a reference run whose flows would need
-    more memory than this process may use (:func:`memory_limit_bytes`)."""
-    limit = memory_limit_bytes()
+                           nbytes: float, memory_bytes: int | None = None) -> None:
+    """Refuse (AtpsimError about the *engine* parameter, exit 2) a reference run whose flows
+    would need more than *memory_bytes* (default :func:`~atpsim.errors.machine_memory_bytes`)."""
+    limit = machine_memory_bytes() if memory_bytes is None else memory_bytes
     flows = reference_flows(op, algorithm, groups, nbytes)
     need = flows * BYTES_PER_REFERENCE_FLOW
     if limit is not None and need > limit:
         raise AtpsimError(
             f"the plain reference run of {op} by {algorithm.split('@')[0]} is {flows:,} flows, about "
-            f"{need / 1e9:.1f} GB, over this process's {limit / 1e9:.1f} GB; use --engine auto "
-            f"(the same answer through exact shortcuts) or raise {MEMORY_ENV} (bytes)",
-            key="--engine",
+            f"{need / 1e9:.1f} GB, over this process's {limit / 1e9:.1f} GB; use "
+            f"{param('engine', 'auto')} (the same answer through exact shortcuts) or raise "
+            f"{param('memory_bytes')} (bytes)",
+            param="engine",
         )
 
-
-def memory_limit_bytes() -> int | None:
-    """The memory this process may use: ``ATPSIM_MAX_MEMORY`` when set to a number, else
-    :data:`MEMORY_SHARE` of physical memory; None where neither is known."""
-    text = os.environ.get(MEMORY_ENV, "")
-    try:
-        return int(float(text))
-    except ValueError:
-        pass
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * MEMORY_SHARE)
-    except (AttributeError, ValueError, OSError):
-        return None

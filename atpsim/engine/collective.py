@@ -55,9 +55,12 @@ def run_collective(
     nbytes: float,
     *,
     engine: str = "auto",
+    memory_bytes: int | None = None,
 ) -> CollectiveResult:
     """Simulate *op* by *algorithm* on every group of *groups* at once, *nbytes* per rank
-    (nccl-tests' buffer convention); *engine* is one of :data:`ENGINES` (module docstring)."""
+    (nccl-tests' buffer convention); *engine* is one of :data:`ENGINES` (module docstring).
+    A ``reference`` run that would need more than *memory_bytes* is refused before it starts
+    (:func:`~atpsim.engine.budget.check_reference_budget`; default: the machine's share)."""
     memo = _MEMO.setdefault(topology, OrderedDict())
     key = (op, algorithm, tuple(map(tuple, groups)), nbytes, engine)
     try:
@@ -71,7 +74,7 @@ def run_collective(
     checked = check_groups(groups, topology.n_gpus)
     if not nbytes >= 0:
         raise SimulationError(f"expected a buffer size >= 0 bytes, got {nbytes!r}")
-    result = _run(topology, op, algorithm, checked, float(nbytes), engine)
+    result = _run(topology, op, algorithm, checked, float(nbytes), engine, memory_bytes)
     memo[(op, algorithm, checked, float(nbytes), engine)] = result
     memo[key] = result
     while len(memo) > MEMO_ENTRIES:
@@ -80,7 +83,7 @@ def run_collective(
 
 
 def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, ...], ...],
-         nbytes: float, engine: str) -> CollectiveResult:
+         nbytes: float, engine: str, memory_bytes: int | None) -> CollectiveResult:
     n_links = len(topology.links)
     busy = [i for i, g in enumerate(groups) if len(g) > 1]
     if nbytes == 0 or not busy:
@@ -88,7 +91,7 @@ def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, .
     members = [groups[i] for i in busy]
     solvers = ENGINES[engine]
     if solvers is None:
-        check_reference_budget(op, algorithm, members, nbytes)
+        check_reference_budget(op, algorithm, members, nbytes, memory_bytes)
         result = solve_reference(topology, op, algorithm, members, nbytes)
     else:
         result = _replicated(topology, op, algorithm, members, nbytes, solvers)

@@ -47,24 +47,25 @@ class NcclCall:
 
 def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
              nbytes: float, *, protocol: str = "auto", channels: int | None = None,
-             engine: str = "auto", prune: bool = True) -> NcclCall:
+             engine: str = "auto", prune: bool = True, memory_bytes: int | None = None) -> NcclCall:
     """*op* by *algorithm* (:func:`~atpsim.collectives.nccl.nccl_algorithm_names`) with
     *protocol* (LL, LL128, Simple, ``auto`` or ``none``: bare links) on *channels* channels
     (default: one per NIC rail) on every group of *groups* at once, *nbytes* per rank; the
     fastest candidate (:meth:`~atpsim.collectives.nccl.NcclPlanner.candidates`) where
     *algorithm* or *protocol* is ``auto`` (NCCL's tuner, by this model). With *prune* (the
     default), candidates that a lower bound shows cannot win are not simulated
-    (:func:`_fastest`, exact); ``prune=False`` simulates every one (the plain path)."""
+    (:func:`_fastest`, exact); ``prune=False`` simulates every one (the plain path).
+    *memory_bytes* caps a ``reference`` run (:func:`~atpsim.engine.collective.run_collective`)."""
     planner = NcclPlanner(topology, op, groups, channels)
     candidates = planner.candidates(algorithm, protocol)
     if len(candidates) == 1 or not prune or engine == "longest-path":
-        calls = [_nccl_call(planner, c, float(nbytes), engine) for c in candidates]
+        calls = [_nccl_call(planner, c, float(nbytes), engine, memory_bytes) for c in candidates]
         return min(calls, key=lambda c: c.time_s)
-    return _fastest(planner, candidates, float(nbytes), engine)
+    return _fastest(planner, candidates, float(nbytes), engine, memory_bytes)
 
 
 def _fastest(planner: NcclPlanner, candidates: list[Candidate], nbytes: float,
-             engine: str) -> NcclCall:
+             engine: str, memory_bytes: int | None) -> NcclCall:
     """The first fastest of *candidates*, as ``min`` over all of them would pick, simulating
     only those that can win: in ascending order of a lower bound of each one's time
     (:meth:`~atpsim.collectives.nccl.NcclPlanner.lower_bound_s`), stopping at the first bound
@@ -81,7 +82,7 @@ def _fastest(planner: NcclPlanner, candidates: list[Candidate], nbytes: float,
         limit_s = math.inf if best is None else best[0] - planner.fixed_s(candidate)
         try:
             with horizon(limit_s):
-                call = _nccl_call(planner, candidate, nbytes, engine)
+                call = _nccl_call(planner, candidate, nbytes, engine, memory_bytes)
         except PastHorizon:
             continue
         if best is None or (call.time_s, index) < best[:2]:
@@ -90,19 +91,21 @@ def _fastest(planner: NcclPlanner, candidates: list[Candidate], nbytes: float,
     return best[2]
 
 
-def _nccl_call(planner: NcclPlanner, candidate: Candidate, nbytes: float, engine: str) -> NcclCall:
+def _nccl_call(planner: NcclPlanner, candidate: Candidate, nbytes: float, engine: str,
+               memory_bytes: int | None) -> NcclCall:
     """*candidate* timed by the engine on the links at its protocol's efficiency, plus its
     fixed latency on every group that moves bytes."""
     topology, op, groups = planner.topology, planner.op, planner.groups
     plan, protocol = candidate.plan, candidate.protocol
     profile = topology_profile(topology)
     if protocol == "none":
-        result = run_collective(topology, op, plan.schedule, groups, nbytes, engine=engine)
+        result = run_collective(topology, op, plan.schedule, groups, nbytes, engine=engine,
+                                memory_bytes=memory_bytes)
         return NcclCall(result.time_s, result.time_s, 0.0, plan.algorithm, "none", plan.channels,
                         result.path, result.n_flows, result.group_time_s, result.link_bytes,
                         plan.schedule)
     result = run_collective(effective_topology(topology, protocol, profile), op, plan.schedule,
-                            groups, nbytes, engine=engine)
+                            groups, nbytes, engine=engine, memory_bytes=memory_bytes)
     if result.time_s == 0:
         return NcclCall(0.0, 0.0, 0.0, plan.algorithm, protocol, plan.channels, result.path, 0,
                         result.group_time_s, result.link_bytes, plan.schedule)

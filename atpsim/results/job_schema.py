@@ -63,7 +63,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _c("pipeline_bubble_s", "float", "s", "critical stage idle in the pipeline"),
     _c("other_s", "float", "s", "optimizer step, ZeRO gather, waiting inside a pass"),
     _c("max_link_utilization", "float", "", "busiest directed link's busy time / iteration time"),
-    _c("busiest_link", "string", "", "that link, src->dst (atpsim plan --links: every link)"),
+    _c("busiest_link", "string", "", "that link, src->dst (write_job_links: every link)"),
     _c("alone_iteration_time_s", "float", "s", "iteration time without the neighbour job"),
     _c("slowdown", "float", "", "iteration time with the neighbour / alone"),
     _c("neighbour_slowdown", "float", "", "the neighbour job's iteration time with this one / alone"),

@@ -188,7 +188,7 @@ def _remote_client(address: str) -> Iterator[Client]:
         raise AtpsimError(
             f"cannot reach a Dask scheduler at {address!r} ({_reason(error)}); expected "
             f"'{LOCAL}' or the address of a running `dask scheduler`, e.g. tcp://host:8786",
-            key="--scheduler",
+            param="scheduler",
         ) from None
     with client:
         log.info("simulating on the Dask cluster at %s", address)
@@ -207,7 +207,7 @@ def _check_address(address: str) -> None:
         raise AtpsimError(
             f"expected '{LOCAL}' or a scheduler address such as tcp://host:8786, got "
             f"{address!r} ({_reason(error)})",
-            key="--scheduler",
+            param="scheduler",
         ) from None
 
 

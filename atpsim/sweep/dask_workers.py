@@ -69,11 +69,11 @@ def check_answers(answers: dict[str, Any], version: str) -> None:
             raise AtpsimError(
                 f"the Dask worker at {worker} cannot import atpsim ({reason}); install atpsim "
                 f"{version} on every worker",
-                key="--scheduler",
+                param="scheduler",
             )
         if answer != version:
             raise AtpsimError(
                 f"the Dask worker at {worker} runs atpsim {answer}, this driver {version}; "
                 "install the same version on every worker",
-                key="--scheduler",
+                param="scheduler",
             )

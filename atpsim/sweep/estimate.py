@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from atpsim.errors import param
+
 DES_BASE_S = 0.02
 DES_PER_GPU_CHUNK_S = 4e-4
 ANALYTIC_BASE_S = 0.01
@@ -44,7 +46,7 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-RESUME_HINT = "Ctrl-C keeps the finished points and --resume continues"
+RESUME_HINT = f"Ctrl-C keeps the finished points and {param('resume', True)} continues"
 
 
 def long_sweep_warning(

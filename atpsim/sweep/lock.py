@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from atpsim.errors import OutputLockedError
+from atpsim.errors import OutputLockedError, param
 
 LOCK_FILE = ".atpsim.lock"
 
@@ -55,7 +55,7 @@ def _acquire(path: Path, out: Path) -> int:
             who = f"pid {holder}" if holder else "another process"
             raise OutputLockedError(
                 f"another atpsim run ({who}) is writing this folder; wait for it to finish or "
-                "choose another --out",
+                f"choose another {param('out_dir')}",
                 source=str(out),
             ) from None
         if _same_file(fd, path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, param
 
 #: The copy each command keeps beside its results.
 COPIES = {"run": "scenario.yaml", "search": "search.yaml"}
@@ -34,7 +34,8 @@ def check_owner(out: Path, command: str, name: str, fresh: bool) -> None:
         if other != command or held != name:
             what = f"the results of {other} {held!r}" if held else f"the results of an {other}"
             raise AtpsimError(f"{out} holds {what}; expected an empty folder or one of {command} "
-                              f"{name!r} (give another -o, or --fresh to replace them)", key="-o")
+                              f"{name!r} (give another {param('out_dir')}, or {param('fresh', True)} to replace "
+                              "them)", param="out_dir")
 
 
 def _name_in(path: Path) -> str:

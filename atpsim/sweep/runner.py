@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from atpsim.errors import AtpsimError, WorkerDiedError
+from atpsim.errors import AtpsimError, WorkerDiedError, param
 from atpsim.results.io import (
     PARTIAL_CSV,
     RESULTS_CSV,
@@ -68,7 +68,7 @@ class SweepInterrupted(KeyboardInterrupt):
     def message(self) -> str:
         return (
             f"interrupted: {self.kept} of {self.total} points kept in {self.partial_path}; "
-            "rerun with --resume to continue"
+            f"rerun with {param('resume', True)} to continue"
         )
 
 
@@ -126,7 +126,7 @@ def stream_sweep(
     except (BrokenProcessPool, WorkerLost):
         raise WorkerDiedError(
             f"a worker process died (killed, out of memory?) with {_kept(out, index)} of "
-            f"{index.unique} points kept in {partial}; rerun with --resume (and fewer jobs)"
+            f"{index.unique} points kept in {partial}; rerun with {param('resume', True)} (and fewer jobs)"
         ) from None
     except AtpsimError as error:  # from the executor: a cluster that cannot run the points
         raise _with_kept(error, _kept(out, index), index.unique, partial) from None
@@ -154,7 +154,7 @@ def check_jobs(jobs: int, scheduler: str | None = None) -> None:
         raise AtpsimError(
             f"expected at most {limit} worker processes ({JOBS_PER_CPU} per CPU; this machine "
             f"has {cpus}), got {jobs}: more only share the CPUs, each holding 80-300 MB",
-            key="--jobs",
+            param="jobs",
         )
 
 
@@ -166,8 +166,8 @@ def _set_aside(partial: Path, fresh: bool) -> None:
     if not fresh:
         rows = max(sum(1 for _ in partial.open(encoding="utf-8", errors="replace")) - 1, 0)
         raise AtpsimError(
-            f"holds {rows} rows of an interrupted run; rerun with --resume to keep them, or "
-            "with --fresh to set them aside and start over",
+            f"holds {rows} rows of an interrupted run; rerun with {param('resume', True)} to keep "
+            f"them, or with {param('fresh', True)} to set them aside and start over",
             source=str(partial),
         )
     discarded = partial.with_name(DISCARDED_CSV)
@@ -217,8 +217,8 @@ def _with_kept(error: AtpsimError, kept: int, total: int, partial: Path) -> Atps
     """*error*, saying what is kept and how to go on when points were saved."""
     if not kept:
         return error
-    note = f"; {kept} of {total} points kept in {partial}: rerun with --resume once fixed"
-    return type(error)(error.message + note, source=error.source, key=error.key)
+    note = f"; {kept} of {total} points kept in {partial}: rerun with {param('resume', True)} once fixed"
+    return type(error)(error.message + note, source=error.source, key=error.key, param=error.param)
 
 
 def _todo(points: Iterable[Point], todo: bytearray) -> Iterator[tuple[int, Point]]:

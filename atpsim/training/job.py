@@ -47,7 +47,7 @@ from atpsim.engine.step.job import JobTimeline, simulate_iteration
 from atpsim.engine.step.job_graph import JobTasks, OpBuilder, build_job_graph, job_timeline
 from atpsim.engine.step.job_ops import ProgramOps, pass_delays
 from atpsim.engine.step.run import comm_spec, compute_timer
-from atpsim.errors import SimulationError
+from atpsim.errors import SimulationError, param
 from atpsim.parallel.atp import adam_bytes_per_param, params_per_rank
 from atpsim.parallel.head import head_flops, head_params_per_rank
 from atpsim.parallel.job_memory import JobMemory, job_memory_per_rank
@@ -259,9 +259,9 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
                     "iteration is %s tasks on the joint network (up to about %.0f s and %.1f GB); "
-                    "network: isolated (plan --network isolated) times each call alone", layout.tp,
+                    "network: isolated (%s) times each call alone", layout.tp,
                     layout.pp, layout.dp, f"{len(graph):,}", len(graph) * SECONDS_PER_TASK,
-                    len(graph) * BYTES_PER_TASK / 1e9)  # fmt: skip
+                    len(graph) * BYTES_PER_TASK / 1e9, param("network", "isolated"))  # fmt: skip
     return JointJob(graph, tasks, machine, costs, isolated)
 
 

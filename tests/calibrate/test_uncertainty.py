@@ -78,7 +78,7 @@ def test_draws_are_seeded_per_fit_nested_and_validated():
     assert not np.array_equal(a.normals("paper-fit", 7, 5), a.normals("nccl:a100", 7, 5))
     assert not np.array_equal(a.normals("paper-fit", 7, 5), Draws(8, 4).normals("paper-fit", 7, 5))
     for bad in (0, -2, True, 2.5):
-        with pytest.raises(AtpsimError, match="--uncertainty"):
+        with pytest.raises(AtpsimError, match="uncertainty"):
             Draws(bad)  # type: ignore[arg-type]
     with pytest.raises(AtpsimError, match="seed"):
         Draws(4, seed=-1)

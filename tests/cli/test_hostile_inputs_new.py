@@ -330,7 +330,7 @@ def test_tracing_many_points_is_announced(caplog):
     select_trace_points(points, ["best"], is_job=False)
     assert "simulated once more" not in caplog.text
     select_trace_points(points, ["model=M2"], is_job=False)
-    assert f"--trace selects {MANY_TRACES + 1} points" in caplog.text
+    assert f"`trace` selects {MANY_TRACES + 1} points" in caplog.text  # --trace on the CLI
 
 
 @pytest.mark.parametrize("extra, named", [

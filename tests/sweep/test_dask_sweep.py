@@ -84,7 +84,7 @@ def test_a_point_that_always_kills_its_worker_stops_the_sweep_with_a_resume_hint
     monkeypatch.setenv("KILL_MARKER", str(tmp_path / "killed"))
     monkeypatch.setenv("KILL_ALWAYS", "1")
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with pytest.raises(WorkerDiedError, match="a worker process died .* rerun with --resume"):
+        with pytest.raises(WorkerDiedError, match="a worker process died .* rerun with `resume=True`"):
             run_sweep(make_points(), tmp_path, jobs=2, scheduler="local",
                       simulate=killing_simulate, progress=False)  # fmt: skip
     run_sweep(make_points(), tmp_path, resume=True, simulate=fake_simulate, progress=False)
@@ -107,7 +107,7 @@ def test_interrupt_then_resume_equals_one_clean_run(tmp_path, monkeypatch, in_pr
     with pytest.raises(SweepInterrupted) as info:
         run_sweep(points, out, scheduler=in_process_cluster, simulate=fake_simulate,
                   progress=False)  # fmt: skip
-    assert info.value.kept == 5 and "rerun with --resume" in info.value.message()
+    assert info.value.kept == 5 and "rerun with `resume=True`" in info.value.message()
 
     monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "counter"))
     monkeypatch.setenv("FAKE_STOP_AFTER", "1000")

@@ -110,6 +110,6 @@ def test_a_worker_with_another_version_is_named():
     with pytest.raises(AtpsimError) as info:
         WorkerCheck(client)  # type: ignore[arg-type]
     assert info.value.format() == (
-        f"--scheduler: the Dask worker at tcp://a:1 runs atpsim 0.0.9, this driver {__version__}; "
+        f"scheduler: the Dask worker at tcp://a:1 runs atpsim 0.0.9, this driver {__version__}; "
         "install the same version on every worker"
     )

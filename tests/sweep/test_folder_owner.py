@@ -31,7 +31,7 @@ def test_only_the_same_command_and_scenario_reuse_a_folder(tmp_path, copy, comma
     if refused:
         with pytest.raises(AtpsimError, match="holds the results of") as info:
             check_owner(out, command, name, fresh=False)
-        assert info.value.key == "-o" and "--fresh" in info.value.message
+        assert info.value.param == "out_dir" and "`fresh=True`" in info.value.message
     else:
         check_owner(out, command, name, fresh=False)
     check_owner(out, command, name, fresh=True)

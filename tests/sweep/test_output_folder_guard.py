@@ -63,7 +63,7 @@ def _interrupted_run(folder: Path) -> bytes:
 
 def test_a_rerun_without_resume_refuses_to_drop_partial_rows(tmp_path):
     saved = _interrupted_run(tmp_path)
-    with pytest.raises(AtpsimError, match="--resume .* --fresh"):
+    with pytest.raises(AtpsimError, match="`resume=True` .* `fresh=True`"):
         run_sweep(make_points(), tmp_path, simulate=fake_simulate, progress=False)
     assert (tmp_path / PARTIAL_CSV).read_bytes() == saved
 

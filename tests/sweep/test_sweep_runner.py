@@ -89,7 +89,7 @@ def test_interrupt_then_resume_equals_one_clean_run(tmp_path, monkeypatch, jobs)
         run_sweep(points, out, jobs=jobs, simulate=interrupting_simulate, progress=False)
     kept = read_rows(out / "results.partial.csv")
     assert info.value.kept == len(kept) >= (5 if jobs == 1 else 0)
-    assert "rerun with --resume" in str(info.value)
+    assert "rerun with `resume=True`" in str(info.value)
     assert not (out / "results.csv").exists()
 
     monkeypatch.setenv("FAKE_STOP_AFTER", "1000")
@@ -118,7 +118,7 @@ def test_resume_ignores_rows_of_other_points(tmp_path, caplog):
 
 
 def test_a_dead_worker_stops_the_sweep_with_a_resume_hint(tmp_path):
-    with pytest.raises(SimulationError, match="a worker process died .* rerun with --resume"):
+    with pytest.raises(SimulationError, match="a worker process died .* rerun with `resume=True`"):
         run_sweep(make_points(), tmp_path, jobs=2, simulate=crashing_simulate, progress=False)
     run_sweep(make_points(), tmp_path, resume=True, simulate=fake_simulate, progress=False)
     assert (tmp_path / "results.csv").read_bytes() == clean_run(tmp_path, make_points())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atpsim.calibrate.measurements.samples import CollectiveSample
-from atpsim.errors import AtpsimError, read_text
+from atpsim.errors import AtpsimError, param, read_text
 
 _RANK_LINE = re.compile(r"^#\s*Rank\s+\d+\s")
 _HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
@@ -229,12 +229,12 @@ def nccl_samples(
     if placement not in PLACEMENTS:
         raise AtpsimError(f"expected a placement in {list(PLACEMENTS)}, got {placement!r}")
     if n_ranks is not None and (isinstance(n_ranks, bool) or n_ranks < 2):
-        raise AtpsimError(f"expected a rank count >= 2, got {n_ranks!r}", key="--ranks")
+        raise AtpsimError(f"expected a rank count >= 2, got {n_ranks!r}", param="ranks")
     if n_ranks is not None and log.n_ranks is not None and n_ranks != log.n_ranks:
         raise AtpsimError(
-            f"the log says {log.n_ranks} ranks ran; --ranks {n_ranks} disagrees (leave it out)",
+            f"the log says {log.n_ranks} ranks ran; {param('ranks', n_ranks)} disagrees (leave it out)",
             source=log.source,
-            key="--ranks",
+            param="ranks",
         )
     ranks = n_ranks if n_ranks is not None else log.n_ranks
     if not ranks or ranks < 2:

@@ -55,7 +55,7 @@ from atpsim.calibrate.trace.mapping import MatchedOp, TraceMapping, layer_progra
 from atpsim.calibrate.trace.reader import KinetoTrace
 from atpsim.compute.hardware import HardwareProfile, load_profile
 from atpsim.compute.timing import compute_time_s, memory_op_class
-from atpsim.errors import AtpsimError, read_text
+from atpsim.errors import AtpsimError, param, read_text
 from atpsim.program import CommOp, ComputeOp
 from atpsim.topology.custom import build_custom
 from atpsim.topology.spec import load_topology
@@ -129,7 +129,7 @@ def compare_trace(
     if not mapping.matched or (traced_gemms and not any(e.kind == "gemm" for e in mapping.matched)):
         what = "GEMMs" if mapping.matched else "ops"
         raise AtpsimError(f"none of the trace's {what} matches the program of {layer.describe()}: "
-                          "it profiled another layer (wrong --layer?)", source=str(trace.path))  # fmt: skip
+                          f"it profiled another layer (wrong {param('layer')}?)", source=str(trace.path))  # fmt: skip
     if fitted is not None:
         predictor, source = _from_folder(Path(fitted), layer), f"check against {fitted}"
     else:
@@ -164,8 +164,8 @@ def _from_folder(folder: Path, layer: TracedLayer) -> _Predictor:
     topology_path, profile_path = fitted_paths(folder)
     summary = folder / FITTED / SUMMARY_FILE
     if not (topology_path.is_file() and profile_path.is_file() and summary.is_file()):
-        raise AtpsimError(f"no fit in {folder / FITTED}/ (run `atpsim validate --fit-only "
-                          f"{folder}` first)", key="--fitted")  # fmt: skip
+        raise AtpsimError(f"no fit in {folder / FITTED}/ (fit the measurements in {folder} "
+                          "first)", param="fitted")  # fmt: skip
     link = _fitted_link(summary)
     share = cpu_share(layer.machine, layer.mesh.size)
     return _Predictor(
@@ -184,7 +184,7 @@ def _fitted_link(summary: Path) -> tuple[float, float] | None:
     except yaml.YAMLError as error:
         raise AtpsimError(f"invalid YAML ({getattr(error, 'problem', error)})", source=str(summary)) from None
     if not isinstance(data, dict):
-        raise AtpsimError("expected a mapping (as `atpsim validate --fit-only` writes it)",
+        raise AtpsimError("expected a mapping (as a fit of the folder writes it)",
                           source=str(summary))  # fmt: skip
     link = data.get("link")
     if link is None:
@@ -207,7 +207,7 @@ def _fit_trace(mapping: TraceMapping, layer: TracedLayer, path: Path) -> _Predic
              for op in e.ops if isinstance(op, ComputeOp)]  # fmt: skip
     if len(gemms) < 2:
         raise AtpsimError(f"fewer than two of the trace's GEMMs match {layer.describe()}'s: nothing "
-                          "to fit (check --layer, or give --fitted DIR)", source=str(path))  # fmt: skip
+                          f"to fit (check {param('layer')}, or give {param('fitted', 'DIR')})", source=str(path))  # fmt: skip
     base = base_profile(f"fitted-{layer.describe()}", layer.machine, layer.mesh.size)
     profile_fit = fit_profile(gemms, base)
     memory = _memory_samples(mapping)

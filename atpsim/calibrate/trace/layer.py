@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.errors import AtpsimError, did_you_mean, param
 from atpsim.parallel.mesh import DeviceMesh
 
 #: The trace's top-level key that describes the profiled layer.
@@ -35,6 +35,10 @@ class TracedLayer:
                 f"-c{self.chunks}")  # fmt: skip
 
 
+#: What a layer text must say when the trace does not (:func:`traced_layer`).
+LAYER_TEXT = "hidden=H,heads=A,batch=B,seq=S,mesh=D1xD2,chunks=C"
+
+
 def parse_layer_text(text: str) -> dict[str, Any]:
     """``"hidden=256,mesh=1x2"`` -> ``{"hidden": 256, "d1": 1, "d2": 2}``; errors name the key."""
     values: dict[str, Any] = {}
@@ -43,18 +47,18 @@ def parse_layer_text(text: str) -> dict[str, Any]:
         key = key.strip()
         if not sep or key not in _KEYS:
             raise AtpsimError(f"expected KEY=VALUE with KEY one of {', '.join(_KEYS)}, got "
-                              f"{part!r}{did_you_mean(key, _KEYS)}", key="--layer")  # fmt: skip
+                              f"{part!r}{did_you_mean(key, _KEYS)}", param="layer")  # fmt: skip
         alias = ("d1", "d2") if key == "mesh" else (key,)  # mesh=D1xD2 sets d1 and d2
         if any(name in values for name in alias):
-            raise AtpsimError(f"{key} given twice (or with mesh) in {text!r}", key="--layer")
+            raise AtpsimError(f"{key} given twice (or with mesh) in {text!r}", param="layer")
         if key == "mesh":
             d1, x, d2 = value.lower().partition("x")
             if not (x and d1.strip().isdigit() and d2.strip().isdigit() and int(d1) * int(d2) > 0):
-                raise AtpsimError(f"mesh must be D1xD2 (each >= 1), e.g. 1x2, got {value!r}", key="--layer")
+                raise AtpsimError(f"mesh must be D1xD2 (each >= 1), e.g. 1x2, got {value!r}", param="layer")
             values["d1"], values["d2"] = int(d1), int(d2)
         elif key in _INT_KEYS:
             if not value.strip().isdigit() or int(value) < 1:
-                raise AtpsimError(f"{key} must be a positive integer, got {value!r}", key="--layer")
+                raise AtpsimError(f"{key} must be a positive integer, got {value!r}", param="layer")
             values[key] = int(value)
         else:
             values[key] = value.strip()
@@ -72,16 +76,16 @@ def traced_layer(metadata: dict[str, Any], text: str | None = None) -> TracedLay
     if missing:
         raise AtpsimError(
             f"the trace does not say which layer it profiled (no {METADATA_KEY!r} entry with "
-            f"{', '.join(missing)}): give --layer hidden=H,heads=A,batch=B,seq=S,mesh=D1xD2,"
-            "chunks=C", key="--layer")  # fmt: skip
+            f"{', '.join(missing)}): give {param('layer', LAYER_TEXT)}", param="layer")  # fmt: skip
     for key in _INT_KEYS:
         value = values.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise AtpsimError(f"{METADATA_KEY}.{key}: expected a whole number >= 1, got {value!r} "
-                              "(--layer KEY=VALUE overrides it)")  # fmt: skip
+                              f"({param('layer', 'KEY=VALUE')} overrides it)")  # fmt: skip
     if values["batch"] % values.get("chunks", 1):
         raise AtpsimError(f"chunks ({values.get('chunks')}) must divide the batch ({values['batch']})",
-                          key="--layer" if given else METADATA_KEY)  # fmt: skip
+                          key=None if given else METADATA_KEY,
+                          param="layer" if given else None)  # fmt: skip
     machine = values.get("machine") if isinstance(values.get("machine"), dict) else {}
     try:
         model = ModelConfig("traced", values["hidden"], values["heads"], layers=1,
@@ -90,5 +94,6 @@ def traced_layer(metadata: dict[str, Any], text: str | None = None) -> TracedLay
                             ffn_mult=int(values.get("ffn_mult", 4)))  # fmt: skip
         mesh = DeviceMesh(values["d1"], values["d2"])
     except AtpsimError as error:
-        raise AtpsimError(error.message, key="--layer" if given else METADATA_KEY) from None
+        raise AtpsimError(error.message, key=None if given else METADATA_KEY,
+                          param="layer" if given else None) from None
     return TracedLayer(model, mesh, int(values.get("chunks", 1)), dict(machine or {}))

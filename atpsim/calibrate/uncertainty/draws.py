@@ -49,15 +49,15 @@ class Draws:
         return range(1, self.n + 1)
 
 
-def check_draws(n: object, seed: object = 0, key: str = "--uncertainty") -> None:
+def check_draws(n: object, seed: object = 0, key: str | None = None) -> None:
     """A clear error unless *n* is a whole number of draws in 1..MAX_DRAWS and *seed* in
     0..MAX_SEED."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DRAWS:
         raise AtpsimError(f"expected a number of parameter draws from 1 to {MAX_DRAWS}, got {n!r}",
-                          key=key)  # fmt: skip
+                          key=key, param="uncertainty")  # fmt: skip
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise AtpsimError(f"expected a seed from 0 to 2^63 - 1, got {seed!r}",
-                          key="--seed" if key == "--uncertainty" else key)  # fmt: skip
+                          key=key, param="seed")  # fmt: skip
 
 
 @lru_cache(maxsize=256)

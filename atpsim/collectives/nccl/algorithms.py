@@ -34,13 +34,13 @@ def nccl_algorithm_names(op: str) -> list[str]:
     return sorted(set(own) | set(algorithm_names(op)))
 
 
-def check_nccl_algorithm(op: str, algorithm: str, key: str = "--algorithm") -> None:
-    """A SimulationError (at *key*) naming the nearest valid name when NCCL's planning does
+def check_nccl_algorithm(op: str, algorithm: str, key: str | None = None) -> None:
+    """A SimulationError (at *key*, else about the *algorithm* parameter) naming the nearest valid name when NCCL's planning does
     not take *algorithm* for *op*."""
     if algorithm not in nccl_algorithm_names(op):
         valid = nccl_algorithm_names(op)
         raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
-                              f"{did_you_mean(algorithm, valid)}", key=key)
+                              f"{did_you_mean(algorithm, valid)}", key=key, param="algorithm")
 
 
 def auto_algorithms(topology: Topology, op: str, groups: Sequence[Sequence[int]]) -> tuple[str, ...]:
@@ -64,7 +64,7 @@ def check_nvls(topology: Topology, groups: Sequence[Sequence[int]]) -> None:
     """NVLS needs an NVSwitch with NVLink SHARP (H100 and later) and each group on one node."""
     if not has_nvls(topology):
         raise SimulationError(f"NVLS needs an NVSwitch with NVLink SHARP (H100 or later); "
-                              f"{topology.name} has none", key="--algorithm")
+                              f"{topology.name} has none", param="algorithm")
     if not one_node_each(topology, groups):
         raise SimulationError("NVLS reduces inside one NVSwitch node; a group spans nodes",
-                              key="--algorithm")
+                              param="algorithm")
