@@ -27,9 +27,10 @@ from atpsim.api.uncertainty import Draws, PointDraws, point_draws, point_sources
 from atpsim.calibrate.uncertainty.summary import RankingConfidence, ranking_confidence
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import AtpsimError, SimulationError
-from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep.estimate import long_sweep_warning
+from atpsim.training.layouts import tp_meshes
 
 #: Eq. 2's calibrated B1, B2 per mesh (d1, d2), bytes/s.
 log = logging.getLogger(__name__)
@@ -135,11 +136,10 @@ def plan(
     profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
     label = topology_label(topology)
     candidates = []
-    for mesh in _meshes_splitting(config, n):
-        placed = DeviceMesh(mesh.d1, mesh.d2, placement)
+    for mesh in _meshes_splitting(config, n, placement):
         calibrated = None if chosen is None else chosen.get((mesh.d1, mesh.d2))
         for chunk in chunks:
-            point = SweepPoint("plan", topology, label, n, profile, config, placed, chunk, algorithm, "des")
+            point = SweepPoint("plan", topology, label, n, profile, config, mesh, chunk, algorithm, "des")
             candidates.append((point, calibrated))
     sources = _uncertainty_sources(candidates[0][0], draws)
     runs = 2 + (draws.n if draws else 0)
@@ -154,11 +154,12 @@ def plan(
     return Plan(label, n, config, profile, algorithm, tuple(entries), note, confidence, draws)
 
 
-def _meshes_splitting(config: ModelConfig, n: int) -> list[DeviceMesh]:
-    """The DeviceMesh(d1, d2) of *n* GPUs whose dimensions both divide the hidden size (a
-    warning names how many others were skipped; none at all is a SimulationError)."""
-    every = factorizations(n)
-    meshes = [m for m in every if not (config.hidden % m.d1 or config.hidden % m.d2)]
+def _meshes_splitting(config: ModelConfig, n: int, placement: str = "row-major") -> list[DeviceMesh]:
+    """The DeviceMesh(d1, d2) of all *n* GPUs at *placement* whose dimensions both divide the
+    hidden size (:func:`~atpsim.training.layouts.tp_meshes`; a warning names how many others
+    were skipped; none at all is a SimulationError)."""
+    every = tp_meshes(n, sizes=(n,))
+    meshes = tp_meshes(n, sizes=(n,), split_hidden=config.hidden, placements=(placement,))
     if not meshes:
         raise SimulationError(f"no DeviceMesh of {n} GPUs splits model.hidden ({config.hidden}): "
                               f"each dimension must divide it", key="--devices")

@@ -43,7 +43,7 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env
-from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
 from atpsim.results.job_schema import JOB_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
@@ -58,7 +58,7 @@ from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 from atpsim.training.config import JobConfig
-from atpsim.training.layouts import job_layouts, layer_divisors, prune_reason, tp_meshes
+from atpsim.training.layouts import candidates, job_layouts, layer_divisors, tp_meshes
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +127,9 @@ def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
                 capacity = hardware_profile(hardware).memory_capacity_bytes
                 for model_entry, (_, devices, _) in _models_by_size(part, sized):
                     fields = _point_fields(part, entry, hardware, model_entry, devices)
-                    for config in _configs(part, fields["model"], devices, max_tp, fields["vocab"]):
-                        yield prune_reason(config, capacity) or _point(fields, config)
+                    configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
+                    for config in candidates(configs, capacity):
+                        yield config if isinstance(config, str) else _point(fields, config)
 
 
 def _models_by_size(part: Scenario, sized: list[Any]) -> Iterator[tuple[ModelEntry, Any]]:
@@ -150,9 +151,8 @@ def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, voca
     """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
     par = part.parallelism
     meshes, depths, micro_batches, axes = _axes(part, model, devices, max_tp, vocab)
-    for config in job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes):
-        if par.dp is None or config.layout.dp in par.dp:
-            yield replace(config, sequence_parallel=config.sequence_parallel and _mesh_of(config).d2 == 1)
+    for config in job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes, dps=par.dp):
+        yield replace(config, sequence_parallel=config.sequence_parallel and _mesh_of(config).d2 == 1)
 
 
 def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
@@ -209,18 +209,17 @@ def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
 
 
 def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:
-    """The TP meshes of the space on *devices* GPUs, each at every placement: the listed ones
-    and, for ``all`` / ``atp-opt``, every factorization of each ``tp.size``; without ``tp``,
-    every mesh of 1 to *max_tp* GPUs dividing the devices."""
+    """The TP meshes of the space on *devices* GPUs (:func:`~atpsim.training.layouts.tp_meshes`),
+    each at every placement: the listed ones and, for ``all`` / ``atp-opt``, every
+    factorization of each ``tp.size`` dividing the devices; without ``tp``, every mesh of 1 to
+    *max_tp* GPUs dividing them. Those that split the hidden size unevenly stay, to be pruned
+    and counted (a job scenario leaves them out)."""
     par = part.parallelism
     if "tp" not in par.model_fields_set:
-        base = tp_meshes(devices, max_tp)
-    else:
-        base = [DeviceMesh(c.d1, c.d2) for c in par.tp.meshes if c.kind == "size"]
-        if any(c.kind in ("all", "opt") for c in par.tp.meshes):
-            base += [m for size in par.tp.size if devices % size == 0 for m in factorizations(size)]
-    unique = dict.fromkeys((m.d1, m.d2) for m in base)
-    return [DeviceMesh(d1, d2, placement) for d1, d2 in unique for placement in par.placement]
+        return tp_meshes(devices, max_tp, placements=par.placement)
+    listed = [DeviceMesh(c.d1, c.d2) for c in par.tp.meshes if c.kind == "size"]
+    sizes = par.tp.size if any(c.kind in ("all", "opt") for c in par.tp.meshes) else ()
+    return tp_meshes(devices, sizes=sizes, listed=listed, placements=par.placement)
 
 
 def _mesh_of(config: JobConfig) -> DeviceMesh:

@@ -1,6 +1,16 @@
-"""`plan_job`: search TP mesh x PP x DP x micro-batch x chunks for a model on a machine.
+"""The layouts of a job, one enumerator for every caller, and `plan_job`, which searches them.
 
-Every layout of *devices* GPUs whose TP mesh fits inside a node-sized group (``max_tp``), whose
+:func:`tp_meshes` gives the TP meshes of a device count and :func:`layout_grid` the whole-job
+layouts (TP mesh x PP x DP x micro-batch x global batch x the other axes: schedule, chunks,
+...): the step planner (:func:`atpsim.api.planner.plan`), the job planner (:func:`plan_job`),
+the search (:mod:`atpsim.api.search`) and job scenarios (:mod:`atpsim.scenario.job_sweep`)
+all walk them; where they differ on purpose it is a named argument (which meshes split the
+hidden size, which data-parallel degrees a TP x PP takes) or a step of their own
+(:func:`candidates` prunes for the search and the job planner; a job scenario refuses a
+layout that cannot run, naming its key, and prunes nothing).
+
+`plan_job` searches TP mesh x PP x DP x micro-batch x chunks for a model on a machine. Every
+layout of *devices* GPUs whose TP mesh fits inside a node-sized group (``max_tp``), whose
 pipeline depth divides the layers and whose data-parallel degree and micro-batch divide the
 global batch is a candidate. Candidates are pruned before any simulation: by divisibility (the
 heads and hidden size over the mesh, the layers over the stages) and by memory (the busiest
@@ -10,10 +20,10 @@ The rest are simulated (:func:`atpsim.training.job.run_job`) and ranked by itera
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError
@@ -83,11 +93,11 @@ def plan_job(
     pruned = {"divisibility": 0, "memory": 0}
     results = []
     axes = {"chunks": tuple(chunk_counts), **{name: (value,) for name, value in options.items()}}
-    meshes = tp_meshes(devices, max_tp)
-    for config in job_layouts(config_model, devices, meshes, depths, micro_batches, (global_batch,), axes):
-        reason = prune_reason(config, profile.memory_capacity_bytes)
-        if reason:
-            pruned[reason] += 1
+    layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
+                          (global_batch,), axes)  # fmt: skip
+    for config in candidates(layouts, profile.memory_capacity_bytes):
+        if isinstance(config, str):
+            pruned[config] += 1
             continue
         results.append(JobCandidate(config, run_job(topo, profile, config, network=network)))
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
@@ -99,29 +109,93 @@ def layer_divisors(model: ModelConfig) -> list[int]:
     return [p for p in range(1, model.layers + 1) if model.layers % p == 0]
 
 
-def tp_meshes(devices: int, max_tp: int) -> list[DeviceMesh]:
-    """Every DeviceMesh(d1, d2) of at most *max_tp* GPUs whose size divides *devices*."""
-    sizes = [t for t in range(1, min(max_tp, devices) + 1) if devices % t == 0]
-    return [mesh for size in sizes for mesh in factorizations(size)]
+def tp_meshes(devices: int, max_tp: int | None = None, *, sizes: Sequence[int] | None = None,
+              listed: Sequence[DeviceMesh] = (), split_hidden: int | None = None,
+              placements: Sequence[str] = ("row-major",)) -> list[DeviceMesh]:  # fmt: skip
+    """The TP meshes of *devices* GPUs, the one enumerator of the step and job planners, the
+    search and job scenarios: the *listed* meshes as given, then every factorization
+    DeviceMesh(d1, d2), (t, 1) down to (1, t), of each group size t of *sizes* that divides the
+    devices (None: each t of 1 to *max_tp*, default all, that does); Megatron-LM's 1D TP is
+    (t, 1). *split_hidden*, a hidden size, keeps only the meshes whose d1 and d2 both divide it
+    (the step planner and a job scenario; the job planner and the search keep the others to
+    prune and count them, :func:`prune_reason`). Each (d1, d2) once, first place first, at
+    each of *placements* in turn."""
+    if sizes is None:
+        sizes = range(1, min(devices if max_tp is None else max_tp, devices) + 1)
+    meshes = [*listed, *(m for size in sizes if devices % size == 0 for m in factorizations(size))]
+    if split_hidden is not None:
+        meshes = [m for m in meshes if not (split_hidden % m.d1 or split_hidden % m.d2)]
+    unique = dict.fromkeys((m.d1, m.d2) for m in meshes)
+    return [DeviceMesh(d1, d2, placement) for d1, d2 in unique for placement in placements]
+
+
+#: The data-parallel degrees of a TP mesh x a pipeline depth (:func:`layout_grid`).
+DpsOf = Callable[[DeviceMesh, int], Sequence[int]]
+
+
+def auto_dps(devices: int, dps: Sequence[int] | None = None) -> DpsOf:
+    """The data-parallel degree that fills *devices* GPUs with a TP mesh x pp stages, if it is
+    one of *dps* (None: any); none where the stages do not divide the devices (the search and
+    the job planner skip such a mesh x depth, where a job scenario refuses it)."""
+
+    def dps_of(mesh: DeviceMesh, pp: int) -> Sequence[int]:
+        stages = mesh.size * pp
+        dp = devices // stages
+        return [dp] if devices % stages == 0 and (dps is None or dp in dps) else []
+
+    return dps_of
+
+
+class Layout(NamedTuple):
+    """One whole-job layout of :func:`layout_grid`: TP mesh x pp x dp, the micro-batch and
+    global batch, and a value of each other axis (axis name -> value)."""
+
+    mesh: DeviceMesh
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    fields: dict[str, Any]
+
+
+def layout_grid(meshes: Sequence[DeviceMesh], depths: Sequence[int], dps_of: DpsOf,
+                micro_batches: Sequence[int], global_batches: Sequence[int],
+                axes: Mapping[str, Sequence[Any]]) -> Iterator[Layout]:  # fmt: skip
+    """The whole-job layouts, the one walk of the job planner, the search and job scenarios,
+    outermost first: each TP mesh of *meshes* x each depth of *depths* x each
+    data-parallel degree *dps_of* gives them (:func:`auto_dps`, or a job scenario's listed
+    ones, checked) x micro-batch x global batch x the product of *axes*, in their order.
+    Virtual stages above 1 go only with the interleaved schedule (others are not layouts)."""
+    for mesh, pp in product(meshes, depths):
+        for dp in dps_of(mesh, pp):
+            for mb, gb, *values in product(micro_batches, global_batches, *axes.values()):
+                fields = dict(zip(axes, values, strict=True))
+                if fields.get("virtual_stages", 1) > 1 and fields.get("schedule") != INTERLEAVED:
+                    continue
+                yield Layout(mesh, pp, dp, mb, gb, fields)
 
 
 def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], depths: Sequence[int],
                 micro_batches: Sequence[int], global_batches: Sequence[int],
-                axes: Mapping[str, Sequence[Any]] | None = None) -> Iterator[JobConfig]:
-    """Every layout of *model* on *devices* GPUs: each TP mesh of *meshes* x each depth of
-    *depths* whose TP x PP divides the devices (the rest is DP) x micro-batch x global batch x
-    the product of *axes* (JobConfig fields -> values). Virtual stages above 1 go only with
-    the interleaved schedule (others are not layouts)."""
-    axes = axes or {}
-    for mesh in meshes:
-        for pp in [p for p in depths if devices % (mesh.size * p) == 0]:
-            dp = devices // (mesh.size * pp)
-            for mb, gb, *values in product(micro_batches, global_batches, *axes.values()):
-                fields = dict(zip(axes, values, strict=True))
-                order = [fields.pop("order")] if "order" in fields else []
-                if fields.get("virtual_stages", 1) > 1 and fields.get("schedule") != INTERLEAVED:
-                    continue
-                yield JobConfig(model, ParallelLayout(mesh, pp, dp, *order), mb, gb, **fields)
+                axes: Mapping[str, Sequence[Any]] | None = None, *,
+                dps: Sequence[int] | None = None) -> Iterator[JobConfig]:  # fmt: skip
+    """Every layout of *model* on *devices* GPUs as a JobConfig (:func:`layout_grid`): the
+    depths whose TP x PP divides the devices (the rest is DP, one of *dps* if given); *axes*
+    are JobConfig fields -> values, ``order`` the layout's."""
+    for layout in layout_grid(meshes, depths, auto_dps(devices, dps), micro_batches, global_batches, axes or {}):
+        fields = dict(layout.fields)
+        order = [fields.pop("order")] if "order" in fields else []
+        parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order)
+        yield JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
+
+
+def candidates(configs: Iterable[JobConfig], capacity_bytes: float) -> Iterator[JobConfig | str]:
+    """Each of *configs*, or the reason it is pruned (:func:`prune_reason`): what the search
+    and the job planner simulate and count. A job scenario prunes nothing: it refuses a
+    layout that cannot run and runs one that :func:`prune_reason` would skip (a TP mesh that
+    splits the heads unevenly, a rank past the memory)."""
+    for config in configs:
+        yield prune_reason(config, capacity_bytes) or config
 
 
 #: The one schedule that takes virtual stages above 1.
