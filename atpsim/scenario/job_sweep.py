@@ -18,20 +18,20 @@ them, a global batch that micro-batch x dp does not divide, and so on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import product
 from typing import Any
 
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig, model_preset
 from atpsim.errors import AtpsimError
 from atpsim.parallel.job_memory import check_slots
-from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.entries import ModelEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
 from atpsim.scenario.topologies import scenario_error, sized_topologies
+from atpsim.training import layouts
 
-INTERLEAVED = "interleaved-1f1b"
+INTERLEAVED = layouts.INTERLEAVED
 
 
 def expand_job_sweep(scenario: Scenario) -> list[JobPoint]:
@@ -95,25 +95,25 @@ def _check_model(part: Scenario, model: ModelConfig) -> None:
 
 
 def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMesh]:
-    """The TP meshes of ``parallelism.tp`` for *model* on *devices* GPUs: the listed ones
-    (checked), then, for ``all`` / ``atp-opt``, every factorization of each ``tp.size`` whose
-    d1 and d2 divide the hidden size."""
+    """The TP meshes of ``parallelism.tp`` for *model* on *devices* GPUs
+    (:func:`atpsim.training.layouts.tp_meshes`): the listed ones (checked), then, for ``all`` /
+    ``atp-opt``, every factorization of each ``tp.size`` (checked to divide the devices) whose
+    d1 and d2 divide the hidden size; a search keeps the others to prune and count them."""
     tp = part.parallelism.tp
-    meshes: list[DeviceMesh] = []
-    for k, choice in enumerate(tp.meshes):
-        if choice.kind == "size":
-            meshes.append(_listed_mesh(part, DeviceMesh(choice.d1, choice.d2), devices, model, k))
+    listed = [_listed_mesh(part, DeviceMesh(choice.d1, choice.d2), devices, model, k)
+              for k, choice in enumerate(tp.meshes) if choice.kind == "size"]  # fmt: skip
+    sizes: tuple[int, ...] = ()
     if any(choice.kind in ("all", "opt") for choice in tp.meshes):
         for j, size in enumerate(tp.size):
             if devices % size:
                 message = f"a TP group of {size} GPUs does not divide the {devices} devices"
                 raise scenario_error(part, message, "parallelism", "tp", "size", j)
-            meshes += [m for m in factorizations(size) if not (model.hidden % m.d1 or model.hidden % m.d2)]
+        sizes = tuple(tp.size)
+    meshes = layouts.tp_meshes(devices, sizes=sizes, listed=listed, split_hidden=model.hidden)
     if not meshes:
         message = f"no TP mesh of these sizes divides model.hidden = {model.hidden} (model {model.name!r})"
         raise scenario_error(part, message, "parallelism", "tp")
-    unique = dict.fromkeys((m.d1, m.d2) for m in meshes)
-    return [DeviceMesh(d1, d2) for d1, d2 in unique]
+    return meshes
 
 
 def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelConfig, k: int
@@ -149,42 +149,56 @@ def _dps(part: Scenario, devices: int, mesh: DeviceMesh, pp: int) -> list[int]:
 
 
 def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices: int
-             ) -> Iterator[JobPoint]:
+             ) -> Iterator[JobPoint]:  # fmt: skip
+    """The points of the part's whole-job layouts (:func:`atpsim.training.layouts.layout_grid`,
+    in the module docstring's axis order), each checked before it is made."""
     par = part.parallelism
-    for mesh, pp in product(tp_meshes(part, devices, model), par.pp):
+
+    def dps_of(mesh: DeviceMesh, pp: int) -> list[int]:
         _check_vocab(part, fields["vocab"], mesh)
-        for dp, mb, gb in product(_dps(part, devices, mesh, pp), par.micro_batch, par.global_batch):
-            _check_batch(part, mb, gb, dp)
-            for schedule, virtual in product(par.schedule, par.virtual_stages):
-                if virtual > 1 and schedule != INTERLEAVED:
-                    continue
-                _check_interleaved(part, schedule, gb // (mb * dp), pp)
-                too_large = check_slots(pp, virtual, gb, mb)
-                if too_large:
-                    raise scenario_error(part, too_large, "parallelism", "global_batch", par.global_batch.index(gb))
-                yield from _options(part, fields, mesh, pp, dp, mb, gb, schedule, virtual)
+        return _dps(part, devices, mesh, pp)
+
+    axes = {"schedule": par.schedule, "virtual_stages": par.virtual_stages,
+            "sequence_parallel": par.sequence_parallel, "recompute": par.recompute, "zero": par.zero,
+            "placement": par.placement, "chunks": part.chunks, "algorithm": part.algorithm,
+            "network": par.network, "perturb": par.perturb}  # fmt: skip
+    meshes = tp_meshes(part, devices, model)
+    for layout in layouts.layout_grid(meshes, par.pp, dps_of, par.micro_batch, par.global_batch, axes):
+        _check_layout(part, layout)
+        point = _point(part, fields, layout)
+        if point is not None:
+            yield point
 
 
-def _options(part: Scenario, fields: dict[str, Any], mesh: DeviceMesh, pp: int, dp: int,
-             mb: int, gb: int, schedule: str, virtual: int) -> Iterator[JobPoint]:
-    """The points of one layout: sequence parallelism, recomputation, ZeRO, placement,
-    chunks and algorithm."""
-    par = part.parallelism
-    for sp, recompute, zero, placement, chunks, algorithm, network, perturb in product(
-        par.sequence_parallel, par.recompute, par.zero, par.placement, part.chunks, part.algorithm,
-        par.network, par.perturb,
-    ):
-        if network == "isolated" and (perturb.canonical() or par.neighbour is not None):
-            continue  # a perturbation or a neighbour needs the joint network
-        if mb % chunks:
-            message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
-            raise scenario_error(part, message, "chunks", part.chunks.index(chunks))
-        yield JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, placement), pp=pp, dp=dp,
-                       micro_batch=mb, global_batch=gb, schedule=schedule, virtual_stages=virtual,
-                       chunks=chunks, algorithm=algorithm, sequence_parallel=sp and mesh.d2 == 1,
-                       recompute=recompute, zero=zero, order=par.order, network=network,
-                       perturb=perturb.canonical(),
-                       neighbour=par.neighbour.canonical() if par.neighbour else ())  # fmt: skip
+def _check_layout(part: Scenario, layout: layouts.Layout) -> None:
+    """The batch over micro-batches and replicas, the interleaved schedule's micro-batches over
+    its stages and the iteration's size (each a ScenarioError naming its key)."""
+    mb, gb, schedule = layout.micro_batch, layout.global_batch, layout.fields["schedule"]
+    _check_batch(part, mb, gb, layout.dp)
+    _check_interleaved(part, schedule, gb // (mb * layout.dp), layout.pp)
+    too_large = check_slots(layout.pp, layout.fields["virtual_stages"], gb, mb)
+    if too_large:
+        raise scenario_error(part, too_large, "parallelism", "global_batch", part.parallelism.global_batch.index(gb))
+
+
+def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> JobPoint | None:
+    """The point of one layout, or None for an isolated network's where a perturbation or a
+    neighbour needs the joint one; chunks that split the micro-batch unevenly are refused."""
+    par, values, mesh, mb = part.parallelism, layout.fields, layout.mesh, layout.micro_batch
+    perturb, chunks = values["perturb"], values["chunks"]
+    if values["network"] == "isolated" and (perturb.canonical() or par.neighbour is not None):
+        return None
+    if mb % chunks:
+        message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
+        raise scenario_error(part, message, "chunks", part.chunks.index(chunks))
+    return JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, values["placement"]), pp=layout.pp,
+                    dp=layout.dp, micro_batch=mb, global_batch=layout.global_batch,
+                    schedule=values["schedule"], virtual_stages=values["virtual_stages"],
+                    chunks=chunks, algorithm=values["algorithm"],
+                    sequence_parallel=values["sequence_parallel"] and mesh.d2 == 1,
+                    recompute=values["recompute"], zero=values["zero"], order=par.order,
+                    network=values["network"], perturb=perturb.canonical(),
+                    neighbour=par.neighbour.canonical() if par.neighbour else ())  # fmt: skip
 
 
 def _check_network(part: Scenario) -> None:
