@@ -26,7 +26,7 @@ from atpsim.api.step import DEFAULT_HARDWARE, StepPrediction
 from atpsim.api.uncertainty import Draws, PointDraws, point_draws, point_sources, require_sources
 from atpsim.calibrate.uncertainty.summary import RankingConfidence, ranking_confidence
 from atpsim.compute.models import ModelConfig, model_preset
-from atpsim.errors import AtpsimError, SimulationError
+from atpsim.errors import AtpsimError, SimulationError, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep.estimate import long_sweep_warning
@@ -124,14 +124,14 @@ def plan(
     _check_plan_options(devices, chunks)
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     check_nccl_algorithm("all_reduce", algorithm)
-    config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "--model")
+    config = model if isinstance(model, ModelConfig) else _keyed(model_preset, model, "model")
     uneven = [c for c in chunks if config.batch % c]
     if uneven:  # before the size warning: such a plan never runs
         raise SimulationError(f"expected chunk counts that divide {config.name}'s batch "
-                              f"({config.batch}), got {uneven[0]}", key="--chunks")  # fmt: skip
+                              f"({config.batch}), got {uneven[0]}", param="chunks")  # fmt: skip
     _check_names(hardware, placement)
     chosen = _calibration(calibration, topology)
-    topo = load_topology(topology, n_gpus=devices, source=f"--topology {topology}")
+    topo = load_topology(topology, n_gpus=devices, source=param("topology", topology))
     n = devices or topo.n_gpus
     profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
     label = topology_label(topology)
@@ -143,7 +143,7 @@ def plan(
             candidates.append((point, calibrated))
     sources = _uncertainty_sources(candidates[0][0], draws)
     runs = 2 + (draws.n if draws else 0)
-    warning = long_sweep_warning([p for p, _ in candidates] * runs, 1, "plan", "fewer --devices or --chunks shorten it")
+    warning = long_sweep_warning([p for p, _ in candidates] * runs, 1, "plan", f"fewer {param('devices')} or {param('chunks')} shorten it")
     if warning:
         log.warning(warning)
     entries = [_entry(point, chosen is None or calibrated is not None, calibrated, draws, sources)
@@ -162,7 +162,7 @@ def _meshes_splitting(config: ModelConfig, n: int, placement: str = "row-major")
     meshes = tp_meshes(n, sizes=(n,), split_hidden=config.hidden, placements=(placement,))
     if not meshes:
         raise SimulationError(f"no DeviceMesh of {n} GPUs splits model.hidden ({config.hidden}): "
-                              f"each dimension must divide it", key="--devices")
+                              f"each dimension must divide it", param="devices")
     if len(meshes) < len(every):
         log.warning("skipping %d of the %d meshes of %d GPUs: a dimension does not divide "
                     "model.hidden (%d)", len(every) - len(meshes), len(every), n, config.hidden)
@@ -176,7 +176,7 @@ def _calibration_note(calibration: str, calibrated: bool, topology: object, labe
     if topology == "ic1":
         return "paper's calibrated B1, B2 (Section 5.3)"
     note = f"IC1's calibrated B1, B2 (paper Section 5.3) applied to {label}, another machine"
-    log.warning("--calibration %s: %s; 'auto' derives them from %s", calibration, note, label)
+    log.warning("%s: %s; 'auto' derives them from %s", param("calibration", calibration), note, label)
     return note
 
 
@@ -199,11 +199,11 @@ def _confidence(entries: Sequence[PlanEntry]) -> RankingConfidence:
 
 
 def _keyed(fn: Any, value: Any, key: str) -> Any:
-    """*fn(value)*, its error naming the option *key*."""
+    """*fn(value)*, its error naming the parameter *key*."""
     try:
         return fn(value)
     except AtpsimError as error:
-        raise SimulationError(error.message, key=key) from None
+        raise SimulationError(error.message, param=key) from None
 
 
 def _check_names(hardware: str | None, placement: str) -> None:
@@ -213,17 +213,17 @@ def _check_names(hardware: str | None, placement: str) -> None:
 
     if hardware is not None and hardware not in profile_names() and not hardware.endswith((".yaml", ".yml")):
         raise SimulationError(f"unknown hardware profile {hardware!r}{did_you_mean(hardware, profile_names())}",
-                              key="--hardware")  # fmt: skip
+                              param="hardware")  # fmt: skip
     if placement not in placement_names():
         raise SimulationError(f"unknown placement {placement!r}{did_you_mean(placement, placement_names())}",
-                              key="--placement")  # fmt: skip
+                              param="placement")  # fmt: skip
 
 
 def _check_plan_options(devices: int | None, chunks: Sequence[int]) -> None:
     if devices is not None and (isinstance(devices, bool) or devices < 1):
-        raise SimulationError(f"expected a GPU count >= 1, got {devices!r}", key="--devices")
+        raise SimulationError(f"expected a GPU count >= 1, got {devices!r}", param="devices")
     if not chunks or any(isinstance(c, bool) or c < 1 for c in chunks):
-        raise SimulationError(f"expected chunk counts >= 1, got {list(chunks)!r}", key="--chunks")
+        raise SimulationError(f"expected chunk counts >= 1, got {list(chunks)!r}", param="chunks")
 
 
 def _entry(point: SweepPoint, with_analytic: bool, calibrated: Mapping[str, float] | None,
@@ -242,7 +242,7 @@ def _calibration(name: str, topology: str | Mapping[str, Any]) -> Calibration | 
     from atpsim.analytic.model import PAPER_IC1_CALIBRATION
 
     if name not in CALIBRATIONS:
-        raise SimulationError(f"expected one of {list(CALIBRATIONS)}, got {name!r}", key="--calibration")
+        raise SimulationError(f"expected one of {list(CALIBRATIONS)}, got {name!r}", param="calibration")
     if name == "paper-ic1" or (name == "auto" and topology == "ic1"):
         return PAPER_IC1_CALIBRATION
     return None

@@ -42,7 +42,7 @@ from rich.console import Console
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
-from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env
+from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
 from atpsim.results.job_schema import JOB_SCHEMA
@@ -107,7 +107,7 @@ def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
                             "layouts as a scenario to report or check them", source=source, key=unused[0])  # fmt: skip
     if not space.is_job:
         raise ScenarioError("a search space is a whole job's: expected the global batch "
-                            "(--global-batch)", source=source, key="parallelism.global_batch")  # fmt: skip
+                            f"({param('global_batch')})", source=source, key="parallelism.global_batch")  # fmt: skip
     return space
 
 
@@ -203,7 +203,7 @@ def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
             f"the space makes {size:,} candidate layouts (TP meshes x pipeline depths x "
             f"micro-batches x global batches x the other lists), more than the {limit:,} a "
             f"search looks at (pruning alone checks about {PRUNED_PER_S:,} a second): give fewer values "
-            f"(--pp, --micro-batch, --max-tp, ...) or set {MAX_LAYOUTS_ENV}={size}",
+            f"({param('pp')}, {param('micro_batch')}, {param('max_tp')}, ...) or set {MAX_LAYOUTS_ENV}={size}",
             source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
     return size
 

@@ -47,7 +47,7 @@ MEMORY_ENV = "ATPSIM_MAX_MEMORY"
 #: for every command ("") and per command; an environment variable for a limit.
 FLAGS: dict[str, dict[str, str]] = {
     "": {"out_dir": "-o", "uncertainty": "--uncertainty", "memory_bytes": MEMORY_ENV},
-    "plan": {"path": "--links"},
+    "plan": {"path": "--links", "model": "--model"},
 }
 
 

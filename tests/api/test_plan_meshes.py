@@ -24,4 +24,4 @@ def test_no_mesh_left_is_an_error_naming_devices():
     odd = ModelConfig("odd", hidden=7, heads=1, layers=1, batch=1, seq=8)
     with pytest.raises(SimulationError, match="no DeviceMesh of 4 GPUs splits model.hidden") as error:
         plan("ic5", odd, devices=4, chunks=(1,))
-    assert error.value.key == "--devices"
+    assert error.value.key == "devices"
