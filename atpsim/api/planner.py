@@ -21,20 +21,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from atpsim.analytic.model import PAPER_IC1_CALIBRATION
 from atpsim.api.point import simulate_point
 from atpsim.api.step import DEFAULT_HARDWARE, StepPrediction
 from atpsim.api.uncertainty import Draws, PointDraws, point_draws, point_sources, require_sources
 from atpsim.calibrate.uncertainty.summary import RankingConfidence, ranking_confidence
+from atpsim.collectives.nccl import check_nccl_algorithm
+from atpsim.compute.hardware import profile_names
 from atpsim.compute.models import ModelConfig, model_preset
-from atpsim.errors import AtpsimError, SimulationError, param
-from atpsim.parallel.mesh import DeviceMesh
+from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
+from atpsim.parallel.mesh import DeviceMesh, placement_names
 from atpsim.scenario.point import SweepPoint
 from atpsim.sweep.estimate import long_sweep_warning
+from atpsim.topology.spec import load_topology, topology_label
 from atpsim.training.layouts import tp_meshes
 
-#: Eq. 2's calibrated B1, B2 per mesh (d1, d2), bytes/s.
 log = logging.getLogger(__name__)
 
+#: Eq. 2's calibrated B1, B2 per mesh (d1, d2), bytes/s.
 Calibration = Mapping[tuple[int, int], Mapping[str, float]]
 CALIBRATIONS = ("auto", "none", "paper-ic1")
 
@@ -54,7 +58,6 @@ class PlanEntry:
 @dataclass(frozen=True)
 class Plan:
     """Candidates fastest first by simulated step time, and each mode's choice of mesh."""
-
     topology_label: str
     n_devices: int
     model: ModelConfig
@@ -118,8 +121,6 @@ def plan(
     >>> (best.mesh.d1, best.mesh.d2)
     (2, 4)
     """
-    from atpsim.collectives.nccl import check_nccl_algorithm
-    from atpsim.topology.spec import load_topology, topology_label
 
     _check_plan_options(devices, chunks)
     draws = None if uncertainty is None else Draws(uncertainty, seed)
@@ -207,10 +208,6 @@ def _keyed(fn: Any, value: Any, key: str) -> Any:
 
 
 def _check_names(hardware: str | None, placement: str) -> None:
-    from atpsim.compute.hardware import profile_names
-    from atpsim.errors import did_you_mean
-    from atpsim.parallel.mesh import placement_names
-
     if hardware is not None and hardware not in profile_names() and not hardware.endswith((".yaml", ".yml")):
         raise SimulationError(f"unknown hardware profile {hardware!r}{did_you_mean(hardware, profile_names())}",
                               param="hardware")  # fmt: skip
@@ -239,8 +236,6 @@ def _entry(point: SweepPoint, with_analytic: bool, calibrated: Mapping[str, floa
 
 def _calibration(name: str, topology: str | Mapping[str, Any]) -> Calibration | None:
     """Eq. 2's calibrated bandwidths the name asks for, or None to derive them."""
-    from atpsim.analytic.model import PAPER_IC1_CALIBRATION
-
     if name not in CALIBRATIONS:
         raise SimulationError(f"expected one of {list(CALIBRATIONS)}, got {name!r}", param="calibration")
     if name == "paper-ic1" or (name == "auto" and topology == "ic1"):
