@@ -57,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, did_you_mean
 
 _GEMM_MODELS = ("curve", "table")
 
@@ -163,8 +163,6 @@ def _read_profile_text(name_or_path: str) -> tuple[str, str]:
         return path.read_text(), str(path)
     names = profile_names()
     if name_or_path not in names:
-        from atpsim.errors import did_you_mean
-
         raise AtpsimError(
             f"unknown hardware profile {name_or_path!r}{did_you_mean(name_or_path, names)}"
         )
@@ -306,8 +304,6 @@ def _mapping(value: Any, key: str) -> dict[str, Any]:
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], prefix: str) -> None:
-    from atpsim.errors import did_you_mean
-
     for key in table:
         if key not in allowed:
             raise AtpsimError(f"unknown key{did_you_mean(key, allowed)}", key=f"{prefix}{key}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, did_you_mean
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
 
@@ -115,8 +115,6 @@ def preset_names() -> list[str]:
 def model_preset(name: str) -> ModelConfig:
     """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...) or
     a Megatron-LM GPT model (``megatron-1t``, ...)."""
-    from atpsim.errors import did_you_mean
-
     presets = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS}
     if name not in presets:
         raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, presets)}")

@@ -36,8 +36,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from atpsim.collectives.closed_form import collective_time_s
 from atpsim.collectives.nccl import nccl_algorithm_names
+from atpsim.collectives.protocols import runs_nccl
+from atpsim.collectives.registry import algorithm_names, pattern
+from atpsim.engine.collective import run_collective
 from atpsim.engine.nccl import run_nccl
+from atpsim.engine.reductions.replicate import local_pairs
+from atpsim.engine.routes import route_pairs
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
 
@@ -50,8 +56,6 @@ def charges_call_cost(backend: str, topology: Topology) -> bool:
     """Whether *backend*'s times on *topology* already hold a call's fixed cost, so the step
     simulator does not add the hardware profile's ``collective_overhead_s`` on top: the
     ``nccl`` backend on a machine NCCL runs on (NCCL's latency model is that cost)."""
-    from atpsim.collectives.protocols import runs_nccl
-
     return backend == "nccl" and runs_nccl(topology)
 
 
@@ -78,8 +82,6 @@ def get_backend(name: str) -> CollectiveTimer:
 def event_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
                 nbytes: float) -> tuple[float, ...]:
     """Group times from the link-level engine (engine ``auto``)."""
-    from atpsim.engine.collective import run_collective
-
     return run_collective(topology, op, algorithm, groups, nbytes).group_time_s
 
 
@@ -87,9 +89,6 @@ def nccl_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Seq
                nbytes: float) -> tuple[float, ...]:
     """Group times of the call as NCCL runs it (module docstring), protocol ``auto``; the
     ``event`` backend's where NCCL does not run."""
-    from atpsim.collectives.protocols import runs_nccl
-    from atpsim.collectives.registry import algorithm_names
-
     if not runs_nccl(topology):
         return event_times(topology, op, algorithm if algorithm in algorithm_names(op) else "ring",
                            groups, nbytes)
@@ -100,8 +99,6 @@ def nccl_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Seq
 def closed_form_times(topology: Topology, op: str, algorithm: str,
                       groups: Sequence[Sequence[int]], nbytes: float) -> tuple[float, ...]:
     """Group times from the closed forms, on each group's worst path (module docstring)."""
-    from atpsim.collectives.closed_form import collective_time_s
-
     times = []
     for group in groups:
         bandwidth_Bps, latency_s = _worst_path(topology, op, algorithm, group, nbytes)
@@ -113,10 +110,6 @@ def _worst_path(topology: Topology, op: str, algorithm: str, group: Sequence[int
                 nbytes: float) -> tuple[float, float]:
     """(lowest bottleneck bandwidth in bytes/s, highest path latency in s) over the pairs the
     algorithm's pattern uses in *group*; ``(inf, 0)`` for a group with no transfer."""
-    from atpsim.collectives.registry import pattern
-    from atpsim.engine.reductions.replicate import local_pairs
-    from atpsim.engine.routes import route_pairs
-
     if len(group) < 2:
         return float("inf"), 0.0
     src, dst = local_pairs(pattern(op, algorithm, len(group), float(nbytes)))

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, did_you_mean
 
 Dtype = Literal["string", "int", "float", "bool"]
 
@@ -110,8 +110,6 @@ class ResultsSchema:
 
     def column(self, name: str) -> Column:
         """The declared :class:`Column` called *name*."""
-        from atpsim.errors import did_you_mean
-
         by_name = {c.name: c for c in self.columns}
         if name not in by_name:
             raise ResultsError(f"unknown results column {name!r}{did_you_mean(name, by_name)}")

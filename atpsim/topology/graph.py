@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from atpsim.errors import TopologyError
-
-if TYPE_CHECKING:
-    from atpsim.topology.routing import Router
+from atpsim.topology.routing import Router, ShortestPathRouter
 
 NODE_KINDS = frozenset(
     {
@@ -68,8 +66,6 @@ class Topology:
         description: str = "",
         meta: dict[str, Any] | None = None,
     ):
-        from atpsim.topology.routing import ShortestPathRouter
-
         _validate_graph(name, graph)
         self.name = name
         self.graph = graph

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from atpsim.errors import AtpsimError, read_text
+from atpsim.errors import AtpsimError, did_you_mean, read_text
 
 TOLERANCE_FILE = "tolerance.yaml"
 TOLERANCE_KEY = "median_abs_error"
@@ -63,8 +63,6 @@ def _tolerance(value: object, path: Path) -> float:
 
 
 def _statistic(data: dict, path: Path) -> str:
-    from atpsim.errors import did_you_mean
-
     for key in data:
         if key not in (TOLERANCE_KEY, "statistic"):
             raise AtpsimError(

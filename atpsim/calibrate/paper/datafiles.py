@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from atpsim.calibrate.paper import parameters as params
+from atpsim.calibrate.paper.fit import group_rms
 from atpsim.calibrate.paper.record import write_record
 from atpsim.errors import AtpsimError
 
@@ -57,8 +58,6 @@ def _block_span(text: str, block: str | None) -> tuple[int, int]:
 
 def preset_lines(result: FitResult) -> list[tuple[str, str, str, str]]:
     """(preset, key, value text, comment) of every preset line the fit writes."""
-    from atpsim.calibrate.paper.fit import group_rms
-
     values = result.fit.values
     lines = []
     for p in params.PARAMETERS:

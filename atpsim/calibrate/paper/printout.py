@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from atpsim.calibrate.paper import parameters as params
+from atpsim.calibrate.paper.fit import group_rms
 from atpsim.calibrate.paper.table3 import PAPER_OPTIMAL_MESH, TOPOLOGIES, CellPrediction
 
 GB = 1e9
@@ -52,8 +53,6 @@ def parameter_lines(values) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def residual_lines(result) -> list[str]:  # type: ignore[no-untyped-def]
-    from atpsim.calibrate.paper.fit import group_rms
-
     fit = result.fit
     lines = ["Fit set (Baseline cells, TFLOP/s per GPU, 2^40 unit):", *cell_lines(fit.cells)]
     lines.append(

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from atpsim.calibrate.paper import parameters as params
+
 if TYPE_CHECKING:
     from atpsim.calibrate.paper.fit import FitResult
     from atpsim.calibrate.paper.table3 import CellPrediction
@@ -53,8 +55,6 @@ def _cell_entry(c: CellPrediction) -> dict[str, Any]:
 
 def record_data(result: FitResult) -> dict[str, Any]:
     """The fit as plain data: parameters, measured constants, predictions, errors."""
-    from atpsim.calibrate.paper import parameters as params
-
     fit = result.fit
     measured = params.measured_collective()
     return {

@@ -18,9 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from atpsim.analytic.model import PAPER_IC1_CALIBRATION
+from atpsim.compute.hardware import load_profile
 from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.engine.collective import run_collective
+from atpsim.engine.step.run import simulate_des_step
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.topology.graph import Topology
+from atpsim.topology.presets import build_preset
 
 SOURCE = (
     "ATP paper (Cheng et al.), Table 3, Section 5.2: TFLOP/s per GPU (2^40 unit), 8 GPUs, "
@@ -153,8 +157,6 @@ def candidate_meshes(n_gpus: int = N_GPUS) -> list[DeviceMesh]:
 
 def cell_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topology:
     """Preset *name* (8 GPUs; ic4 resized to 2 nodes) with parameter *overrides*."""
-    from atpsim.topology.presets import build_preset
-
     return build_preset(name, dict(overrides or {}), n_gpus=N_GPUS)
 
 
@@ -168,9 +170,6 @@ def simulate_cell(
 ) -> CellPrediction:
     """Simulate *cell* on every candidate mesh (the step simulator's default: collectives as
     NCCL runs them, its tuner's algorithm) and keep the best. *topology* defaults to the preset, *profile* to the preset's hardware profile."""
-    from atpsim.compute.hardware import load_profile
-    from atpsim.engine.step.run import simulate_des_step
-
     topology = topology or cell_topology(cell.topology)
     profile = profile or load_profile(topology.meta.get("hardware", "a100-sxm4-80gb"))
     model = model_preset(cell.model)
@@ -187,8 +186,6 @@ def simulate_bandwidths(
 ) -> dict[str, float]:
     """The all-reduce algorithm bandwidth (message bytes / time, fp16 bytes/s) the event
     engine gives each of IC1's calibrated mesh dimensions on *topology*, all groups at once."""
-    from atpsim.engine.collective import run_collective
-
     result = {}
     for target in targets or bandwidth_targets():
         groups = target.mesh.groups(target.dim)

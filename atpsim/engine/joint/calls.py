@@ -39,6 +39,7 @@ from atpsim.collectives.registry import algorithm_names, build_schedule
 from atpsim.collectives.schedule import Schedule
 from atpsim.engine.collective import run_collective
 from atpsim.engine.nccl import run_nccl
+from atpsim.engine.routes import route_pairs
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 
@@ -117,8 +118,6 @@ class CallPlan:
     @cached_property
     def group_links(self) -> list[np.ndarray]:
         """The directed links each group's transfers cross (sorted link ids)."""
-        from atpsim.engine.routes import route_pairs
-
         n = self.topology.n_gpus
         if not self.moves_bytes:
             return [np.zeros(0, dtype=np.int64) for _ in self.spec.groups]

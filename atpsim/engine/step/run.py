@@ -17,9 +17,11 @@ from typing import Protocol
 
 import numpy as np
 
+from atpsim.collectives.registry import algorithm_names
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
-from atpsim.engine.backends import charges_call_cost, get_backend
+from atpsim.compute.timing import compute_time_s
+from atpsim.engine.backends import charges_call_cost, event_times, get_backend, nccl_times
 from atpsim.engine.joint.calls import CallSpec, plan_call
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
 from atpsim.parallel.schemes import TPPlan, build_tp_program
@@ -99,8 +101,9 @@ def _on_one_network(timeline: StepTimeline, topology: Topology, grid: GroupSourc
                     rank_scale: np.ndarray | None) -> StepTimeline:
     """*timeline* where the list schedule is the joint network's answer, else the step run
     on the joint network (:mod:`atpsim.engine.step.joint_step`)."""
+    # lazy: the joint network (and scipy) load only when a step runs on one network
     from atpsim.engine.joint.network import JointNetwork
-    from atpsim.engine.step.joint_step import joint_step, list_is_exact
+    from atpsim.engine.step.joint_step import joint_step, list_is_exact  # lazy: as above
 
     calls = step_calls(grid, algorithm, overhead_s, backend, ranks)
     network = JointNetwork(topology)
@@ -146,8 +149,6 @@ def layer_overhead_s(profile: HardwareProfile) -> float:
 def compute_timer(profile: HardwareProfile, dtype: str) -> Callable[[ComputeOp], float]:
     """``timer(op)``: the seconds compute op *op* takes on *profile* in *dtype*
     (:func:`~atpsim.compute.timing.compute_time_s`), once per distinct op."""
-    from atpsim.compute.timing import compute_time_s
-
     @cache
     def timer(op: ComputeOp) -> float:
         return float(compute_time_s(op, profile, dtype))
@@ -189,8 +190,6 @@ def _plans_time(backend: str) -> bool:
     """Whether *backend* is the registered ``nccl`` or ``event`` timer, whose times a call's
     plan holds (:func:`atpsim.engine.joint.calls.plan_call`: the same numbers, planned once
     for the step simulator and the joint network alike)."""
-    from atpsim.engine.backends import event_times, nccl_times
-
     return get_backend(backend) is {"nccl": nccl_times, "event": event_times}.get(backend)
 
 
@@ -199,8 +198,6 @@ def comm_spec(op: CommOp, groups: list[list[int]], algorithm: str, backend: str 
     """The collective call *op* issues on *groups* as the step simulator runs it: the
     algorithm (:data:`_FALLBACK_ALGORITHM` where the registry lacks it; the NCCL backend
     chooses its own), each group rotated to start at ``op.root``, *overhead_s* per call."""
-    from atpsim.collectives.registry import algorithm_names
-
     rotated = tuple(tuple(g[op.root:] + g[: op.root]) for g in groups)
     chosen = algorithm if backend == "nccl" or algorithm in algorithm_names(op.collective) \
         else _FALLBACK_ALGORITHM
