@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     """The public API's names (:data:`atpsim.api.__all__`), imported when first asked for."""
+    # lazy: every ``import atpsim.<part>`` runs this file, which must not load the top layer
     import atpsim.api as api
 
     if name in api.__all__:
@@ -28,6 +29,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    import atpsim.api as api
+    import atpsim.api as api  # lazy: as in __getattr__
 
     return sorted([*globals(), *api.__all__])

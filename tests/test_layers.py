@@ -207,12 +207,6 @@ def test_a_flag_in_a_library_string_is_caught(tmp_path):
 #: each one defers a cost (matplotlib, dask, scipy, the engine) or breaks a circle, and says so.
 MAX_LOCAL_IMPORTS = 40
 
-#: Files whose local imports are not checked yet, each with its reason.
-LOCAL_IMPORTS_PENDING = {
-    # TODO(issue 22): hoist planner's local imports or give each a `lazy:` reason.
-    "api/planner.py",
-}
-
 
 def local_imports(path: pathlib.Path) -> list[tuple[int, str]]:
     """(line, module) of every import of an ``atpsim`` module inside a function of *path*."""
@@ -244,11 +238,9 @@ def test_local_imports_are_few_and_explained():
     """Package modules are imported at the top of a file unless importing them there would
     cost every caller (a plot library, a cluster client, a solver) or close a circle: at most
     :data:`MAX_LOCAL_IMPORTS` such imports, each with a ``# lazy: why`` comment."""
-    checked = [p for p in package_files()
-               if str(p.relative_to(PACKAGE)) not in LOCAL_IMPORTS_PENDING]  # fmt: skip
     count = sum(len(local_imports(p)) for p in package_files())
     assert count <= MAX_LOCAL_IMPORTS
-    unexplained = {str(p.relative_to(PACKAGE)): unexplained_imports(p) for p in checked}
+    unexplained = {str(p.relative_to(PACKAGE)): unexplained_imports(p) for p in package_files()}
     assert {name: lines for name, lines in unexplained.items() if lines} == {}
 
 

@@ -62,7 +62,8 @@ def validate(folder: str | Path, *, refit: bool = False) -> Validation:
     when ``fitted/`` is missing), predict its measured layers with the event simulator (the
     layers are never fitted), compare against ``tolerance.yaml`` and write
     ``validation_report.{csv,md,png}`` into *folder*."""
-    from atpsim.report.calibration import write_validation_report  # matplotlib: only here
+    # lazy: matplotlib only when the validation report is drawn
+    from atpsim.report.calibration import write_validation_report
 
     comparison = compare_folder(folder, refit=refit)
     return Validation(comparison, tuple(write_validation_report(comparison)))

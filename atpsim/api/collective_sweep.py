@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from atpsim.calibrate.uncertainty.apply import ParameterDraw, drawn_topology
 from atpsim.calibrate.uncertainty.draws import Draws
 from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.collectives.channels import check_channels
@@ -187,6 +188,7 @@ def collective(
 
 def _sources(spec: str | dict[str, Any], n_gpus: int | None) -> tuple[str, ...]:
     """The fits a draw of topology *spec* perturbs; refused when there are none."""
+    # lazy: api.uncertainty loads the step simulator, which a plain sweep does not need
     from atpsim.api.uncertainty import require_sources, topology_sources
 
     sources = tuple(topology_sources(spec, n_gpus))
@@ -198,8 +200,6 @@ def _draws(spec: str | dict[str, Any], n_gpus: int | None, draws: Draws, call: _
            groups: list[list[int]], rows: tuple[CollectiveRow, ...],
            element_bytes: int) -> CollectiveUncertainty:  # fmt: skip
     """Every row's size again on each drawn topology (the same draws for every size)."""
-    from atpsim.calibrate.uncertainty.apply import ParameterDraw, drawn_topology
-
     sources = _sources(spec, n_gpus)
     topologies = [drawn_topology(spec, n_gpus, ParameterDraw(draws, i), param("topology"))
                   for i in draws.indices()]  # fmt: skip

@@ -12,11 +12,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from atpsim.api.point import hardware_profile, simulate_point, topology_for
 from atpsim.compute.hardware import DEFAULT_HARDWARE
 from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.engine.step.run import simulate_des_step
 from atpsim.errors import SimulationError
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.report.trace import write_chrome_trace
 from atpsim.scenario.point import SweepPoint
+from atpsim.topology.spec import load_topology, topology_label
 
 MODES = ("des", "analytic")
 
@@ -81,8 +85,6 @@ def simulate(
     point = step_point(topology, model, mesh, chunks, devices=devices, algorithm=algorithm,
                        hardware=hardware, placement=placement, mode=mode,
                        calibration=calibration)  # fmt: skip
-    from atpsim.api.point import simulate_point
-
     return StepPrediction.from_row(point, simulate_point(point))
 
 
@@ -100,8 +102,6 @@ def step_point(
     calibration: Mapping[str, float] | None = None,
 ) -> SweepPoint:
     """The :class:`SweepPoint` that :func:`simulate` runs (checked: mode, chunks, mesh size)."""
-    from atpsim.topology.spec import load_topology, topology_label
-
     if mode not in MODES:
         raise SimulationError(f"expected mode 'des' or 'analytic', got {mode!r}", key="mode")
     if chunks < 1:
@@ -137,10 +137,6 @@ def write_trace(
 ) -> Path:
     """Simulate one step as :func:`simulate` does (mode ``des``) and write its per-rank
     timeline to *path* as a Chrome/Perfetto trace (JSON); returns the path written."""
-    from atpsim.api.point import hardware_profile, topology_for
-    from atpsim.engine.step.run import simulate_des_step
-    from atpsim.report.trace import write_chrome_trace
-
     point = step_point(topology, model, mesh, chunks, algorithm=algorithm, hardware=hardware,
                        placement=placement)  # fmt: skip
     result = simulate_des_step(topology_for(point), hardware_profile(point.hardware), point.model,

@@ -13,11 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from atpsim.analytic.hcm import HierarchicalCommMatrix
+from atpsim.analytic.hcm import HierarchicalCommMatrix, derive_hcm
+from atpsim.analytic.render import format_hcm as render_hcm
+from atpsim.analytic.render import hcm_to_dict
 from atpsim.errors import TopologyError, param
 from atpsim.topology.graph import Topology
-from atpsim.topology.registry import Builder
-from atpsim.topology.summary import RouteSummary, TopologySummary
+from atpsim.topology.presets import preset_info, preset_names
+from atpsim.topology.registry import Builder, builder_info, builder_names
+from atpsim.topology.spec import load_topology as load_spec
+from atpsim.topology.summary import RouteSummary, TopologySummary, describe_route, summarize
 from atpsim.units import format_bandwidth, format_time
 
 TopologySpec = str | Mapping[str, Any]
@@ -29,13 +33,11 @@ __all__ = ["Builder", "Topology", "builders", "draw_topology", "format_hcm", "hc
 def load_topology(spec: TopologySpec | Topology, devices: int | None = None) -> Topology:
     """The :class:`Topology` *spec* names, sized to *devices* GPUs where it leaves size open
     (a Topology passes through, so every function here takes either)."""
-    from atpsim.topology.spec import load_topology as load
-
     if isinstance(spec, Topology):
         return spec
     source = spec if isinstance(spec, str) else None
     check_devices(devices)
-    topology = load(spec if isinstance(spec, str) else dict(spec), n_gpus=devices, source=source)
+    topology = load_spec(spec if isinstance(spec, str) else dict(spec), n_gpus=devices, source=source)
     if devices is not None and topology.n_gpus != devices:
         raise TopologyError(
             f"{topology.name} has {topology.n_gpus} GPUs, fixed by its name or size; leave "
@@ -55,58 +57,45 @@ def check_devices(devices: int | None, key: str | None = None) -> None:
 
 def topology_summary(spec: TopologySpec | Topology, devices: int | None = None) -> TopologySummary:
     """GPUs, switches, links grouped by kind and bandwidth, the router and the wiring."""
-    from atpsim.topology.summary import summarize
-
     return summarize(load_topology(spec, devices))
 
 
 def route(spec: TopologySpec | Topology, src: int, dst: int, devices: int | None = None) -> RouteSummary:
     """The hops a transfer from GPU rank *src* to GPU rank *dst* crosses, with its latency
     (seconds) and bottleneck bandwidth (bytes/s)."""
-    from atpsim.topology.summary import describe_route
-
     return describe_route(load_topology(spec, devices), src, dst)
 
 
 def hcm(spec: TopologySpec | Topology, devices: int | None = None) -> HierarchicalCommMatrix:
     """The paper's hierarchical communication matrix (Section 3.4) derived from the graph."""
-    from atpsim.analytic.hcm import derive_hcm
-
     return derive_hcm(load_topology(spec, devices))
 
 
 def format_hcm(matrix: HierarchicalCommMatrix, all_values: str = " (hcm_as_dict has all)") -> str:
     """The matrix as text: per layer its ranks, the P2P matrix and group bandwidth (GB/s); a
     list of values cut short ends with *all_values*."""
-    from atpsim.analytic.render import format_hcm as render
-
-    return render(matrix, all_values)
+    return render_hcm(matrix, all_values)
 
 
 def hcm_as_dict(matrix: HierarchicalCommMatrix) -> dict[str, Any]:
     """The matrix as JSON-able data (bytes/s)."""
-    from atpsim.analytic.render import hcm_to_dict
-
     return hcm_to_dict(matrix)
 
 
 def presets() -> list[tuple[str, str]]:
     """Every topology preset's name and description."""
-    from atpsim.topology.presets import preset_info, preset_names
-
     return [(name, str(preset_info(name).get("description", ""))) for name in preset_names()]
 
 
 def builders() -> list[Builder]:
     """Every registered topology builder with its declared parameters (name, type, unit,
     default, description), as ``atpsim topo list`` prints them."""
-    from atpsim.topology.registry import builder_info, builder_names
-
     return [builder_info(name) for name in builder_names()]
 
 
 def draw_topology(topology: Topology, path: str | Path) -> str:
     """Draw *topology* to *path* (PNG); returns a note on what was left out, or ''."""
+    # lazy: matplotlib only when a figure is drawn
     from atpsim.report.topology_plot import draw_topology as draw
 
     return draw(topology, path) or ""

@@ -14,6 +14,7 @@ from atpsim.api import (
     JobPlan,
     Plan,
     PlanEntry,
+    load_topology,
     plan,
     plan_job,
     write_job_links,
@@ -177,8 +178,6 @@ def _ms(seconds: float) -> str:
 
 
 def _all_gpus(topology: str) -> int:
-    from atpsim.api import load_topology
-
     return load_topology(topology).n_gpus
 
 

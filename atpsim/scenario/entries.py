@@ -31,6 +31,8 @@ from atpsim.scenario.fields import (
     resolve_file,
     show,
 )
+from atpsim.topology.registry import builder_names
+from atpsim.topology.spec import topology_label
 
 _ATP = re.compile(r"^atp-(\d+)$")
 
@@ -107,8 +109,6 @@ class TopologyEntry(Frozen):
     def label(self) -> str:
         """A short name for tables: the mapping's ``label``, else the topology layer's label
         (spec string, preset, builder with its size, file stem)."""
-        from atpsim.topology.spec import topology_label
-
         if self.label_ is not None:
             return self.label_
         if self.spec is not None:
@@ -122,8 +122,6 @@ class TopologyEntry(Frozen):
 def _parse_spec_string(text: str) -> dict[str, Any]:
     """A spec string as a mapping: ``torus:8x8`` -> ``{"builder": "torus:8x8"}`` (the topology
     layer parses the size), any other name -> ``{"preset": name}`` (checked when built)."""
-    from atpsim.topology.registry import builder_names
-
     head = text.partition(":")[0]
     return {"builder": text} if head in builder_names() else {"preset": text}
 

@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from atpsim.collectives.nccl import nccl_algorithm_names
+from atpsim.compute.hardware import profile_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names
 from atpsim.units import parse_bandwidth_text, parse_time_text
@@ -32,7 +33,6 @@ T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
 DEFAULT_HARDWARE = "a100-sxm4-80gb"
-FALLBACK_HARDWARE = ("a100-sxm4-80gb", "h100-sxm")
 MODES = ("des", "analytic")
 OUTPUT_FORMATS = ("csv", "parquet")
 MESH_SIZE = re.compile(r"^(\d+)x(\d+)$")
@@ -73,11 +73,7 @@ def render_key(loc: Iterable[str | int], raw: Any = None) -> str:
 
 
 def hardware_names() -> list[str]:
-    """Hardware profile names (the compute layer's, or the two shipped profiles)."""
-    try:
-        from atpsim.compute.hardware import profile_names
-    except ImportError:
-        return sorted(FALLBACK_HARDWARE)
+    """Hardware profile names (the compute layer's)."""
     return sorted(profile_names())
 
 

@@ -118,6 +118,7 @@ def load_scenario(path: str | Path, *, expand: bool = True) -> Scenario:
     scenario._source = source
     scenario._raw = raw
     if expand:
+        # lazy: the sweep pulls in the engine (and scipy); the report layer reads sections only
         from atpsim.scenario.sweep import expand_sweep
 
         expand_sweep(scenario)

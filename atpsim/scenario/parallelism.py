@@ -43,6 +43,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
+from atpsim.errors import did_you_mean
+from atpsim.parallel import pipeline
 from atpsim.scenario.entries import MeshChoice, mesh_choice, meshes_value
 from atpsim.scenario.fields import (
     Frozen,
@@ -75,14 +77,10 @@ DEFAULT_TP_SIZE = 8
 
 def schedule_names() -> list[str]:
     """The pipeline schedules a scenario may name (the pipeline layer's and their aliases)."""
-    from atpsim.parallel.pipeline import schedule_names as registered
-
-    return sorted({*registered(), *SCHEDULE_ALIASES})
+    return sorted({*pipeline.schedule_names(), *SCHEDULE_ALIASES})
 
 
 def _schedule(value: str) -> str:
-    from atpsim.errors import did_you_mean
-
     names = schedule_names()
     if value not in names:
         raise invalid(f"unknown schedule {value!r}{did_you_mean(value, names)}")

@@ -238,7 +238,7 @@ def _results(
     """Rows of the *n_todo* points of *todo*: on the Dask cluster *scheduler* when one is
     given (dask is imported only then), else in *jobs* processes, or in this one."""
     if scheduler is not None and n_todo:
-        from atpsim.sweep.dask_executor import dask_results
+        from atpsim.sweep.dask_executor import dask_results  # lazy: dask only with a scheduler
 
         yield from dask_results(todo, n_todo, simulate, scheduler, workers=jobs)
         return

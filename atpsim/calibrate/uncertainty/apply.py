@@ -28,6 +28,8 @@ from atpsim.calibrate.uncertainty.record import FitUncertainty, ParameterSigma
 from atpsim.collectives.protocols import Profile, profile_from_dict, topology_profile, with_profile
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.topology.graph import Topology
+from atpsim.topology.presets import preset_info, preset_names
+from atpsim.topology.spec import load_topology
 from atpsim.units import parse_bandwidth_text, parse_time_text
 
 
@@ -62,8 +64,6 @@ def _drawn(record: FitUncertainty, draw: ParameterDraw, values: Mapping[str, flo
 
 def spec_kind(spec: str | Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """('preset' | 'file' | 'other', name or path, the spec's own parameters)."""
-    from atpsim.topology.presets import preset_names
-
     if isinstance(spec, Mapping):
         params = {str(k): v for k, v in spec.items() if k not in ("preset", "file", "label")}
         if "preset" in spec:
@@ -93,9 +93,6 @@ def drawn_topology(spec: str | Mapping[str, Any], n_gpus: int | None,
                    draw: ParameterDraw, source: str | None = None) -> Topology:
     """The topology *spec* names (sized to *n_gpus*) with draw *draw* of every fitted
     parameter it has: a preset's fitted link rates, a fitted star's link, its NCCL profile."""
-    from atpsim.topology.presets import preset_info
-    from atpsim.topology.spec import load_topology
-
     kind, name, params = spec_kind(spec)
     if kind == "preset" and (fitted := preset_targets(name, params)):
         record = fitted[0][0]
@@ -172,7 +169,7 @@ def drawn_nccl(topology: Topology, draw: ParameterDraw) -> Topology:
 def drawn_nccl_profile(name: str, record: FitUncertainty, draw: ParameterDraw) -> Profile:
     """NCCL profile *name* with *record*'s parameters drawn (a derived profile: the draw of
     the profile it derives from, derived again), named after its values."""
-    from atpsim.calibrate.fit.nccl_curve import derive
+    from atpsim.calibrate.fit.nccl_curve import derive  # lazy: it imports scipy.optimize
 
     origin = sources.nccl_derived_from(name) or name
     entry = dict(sources.nccl_entries()[origin])
