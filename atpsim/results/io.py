@@ -7,7 +7,7 @@ missing values as empty fields, ``\\n`` line ends, columns in schema order. The 
 therefore always give the same bytes.
 
 A table follows one :class:`~atpsim.results.schema.ResultsSchema`: the step table's by
-default, a job scenario's (:data:`~atpsim.results.job_schema.JOB_SCHEMA`) when its writer says
+default, a job scenario's (:data:`~atpsim.results.schema.JOB_SCHEMA`) when its writer says
 so; a reader tells them apart by the header (:func:`schema_for`).
 """
 
@@ -24,8 +24,13 @@ from typing import Any
 
 import pandas as pd
 
-from atpsim.results.job_schema import JOB_SCHEMA
-from atpsim.results.schema import STEP_SCHEMA, STEP_UNCERTAINTY_SCHEMA, ResultsError, ResultsSchema
+from atpsim.results.schema import (
+    JOB_SCHEMA,
+    STEP_SCHEMA,
+    STEP_UNCERTAINTY_SCHEMA,
+    ResultsError,
+    ResultsSchema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +38,16 @@ FLOAT_FORMAT = ".10g"
 RESULTS_CSV = "results.csv"
 RESULTS_PARQUET = "results.parquet"
 PARTIAL_CSV = "results.partial.csv"
-#: Every results schema; a header that both could read is the step table's.
-SCHEMAS: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA)
+#: Every table a header may be, in the order it is matched: one that several could read is the
+#: step table's.
+TABLES: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA)
 
 
 def schema_for(names: Iterable[str]) -> ResultsSchema:
     """The schema whose columns include every one of *names* (a header, a frame's columns);
     :class:`ResultsError` naming the first unknown column when none does."""
     names = list(names)
-    for schema in SCHEMAS:
+    for schema in TABLES:
         if set(names) <= set(schema.names):
             return schema
     unknown = [n for n in names if n not in STEP_SCHEMA.names]

@@ -1,16 +1,27 @@
-"""The one declared results schema: every column of a results table, its dtype and its unit.
+"""The one declared results schema: every column of a results table, its dtype and its unit,
+for each workload a scenario simulates (:data:`SCHEMAS`, by name).
 
-A results table has one row per sweep point. The first columns describe the point (filled by
-the sweep runner from :func:`atpsim.scenario.point.point_columns`, so a failed point still
-shows what it was); the rest are what :func:`atpsim.api.simulate_point` measured. Units follow
-the house style: seconds, bytes, bytes/s; TFLOP/s in SI (10^12) and, for comparisons with the
-paper, in its 2^40 unit. ``comm_over_delta`` is the communication time in units of the paper's
-Delta = 2·L·b·s·h / GroupBW (Section 3.5, Figure 12), empty where no GroupBW is defined.
+- ``step``: one training step of a tensor-parallel group per point (:data:`STEP_SCHEMA`).
+  The first columns describe the point (filled by the sweep runner from
+  :func:`atpsim.scenario.point.point_columns`, so a failed point still shows what it was); the
+  rest are what :func:`atpsim.api.simulate_point` measured. ``comm_over_delta`` is the
+  communication time in units of the paper's Delta = 2·L·b·s·h / GroupBW (Section 3.5,
+  Figure 12), empty where no GroupBW is defined. A scenario with parameter draws adds the
+  percentiles of :data:`UNCERTAINTY_COLUMNS` (:data:`STEP_UNCERTAINTY_SCHEMA`).
+- ``job``: one whole training iteration of a data x pipeline x tensor-parallel layout per
+  point (:data:`JOB_SCHEMA`, :func:`atpsim.training.job.run_job`). ``tp_scheme`` is
+  ``megatron-1d`` for Megatron-LM's 1D tensor parallelism (DeviceMesh(t, 1)) and ``atp-2d``
+  for an ATP mesh with d2 > 1 (the report compares the best of each). The times are those of
+  the critical pipeline stage and add up: compute + exposed TP + exposed DP + bubble + other =
+  iteration time. A layout whose busiest rank does not fit the GPU's memory is a row with
+  ``fits_memory`` false and empty times: it is not simulated (as :func:`atpsim.api.plan_job`
+  prunes it).
 
-Everything that reads or writes a table (:mod:`atpsim.results.io`, the sweep runner, the
-report) takes its column list, order and dtypes from a :class:`ResultsSchema`: this step
-table's :data:`STEP_SCHEMA` (:data:`COLUMNS`), or the whole-job table of a job scenario
-(:data:`atpsim.results.job_schema.JOB_SCHEMA`).
+Units follow the house style: seconds, bytes, bytes/s; TFLOP/s in SI (10^12) and, for
+comparisons with the paper, in its 2^40 unit. Everything that reads or writes a table
+(:mod:`atpsim.results.io`, the sweep runner, the report) takes its column list, order and
+dtypes from a :class:`ResultsSchema`, and tells the workloads apart by a table's columns
+(:func:`workload_of`).
 """
 
 from __future__ import annotations
@@ -108,6 +119,11 @@ class ResultsSchema:
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
+    @property
+    def workload(self) -> str:
+        """The workload whose points this table holds (:func:`workload_of` its columns)."""
+        return workload_of(self.names)
+
     def column(self, name: str) -> Column:
         """The declared :class:`Column` called *name*."""
         by_name = {c.name: c for c in self.columns}
@@ -149,6 +165,80 @@ STEP_SCHEMA = ResultsSchema(
 )  # fmt: skip
 
 
+#: Every column of a job table (one whole training iteration per point), in table order.
+JOB_COLUMNS: tuple[Column, ...] = (
+    _col("scenario", "string", "", "scenario name"),
+    _col("point_key", "string", "", "stable key of the sweep point (resume key)"),
+    _col("topology", "string", "", "topology label (preset or builder spec)"),
+    _col("hardware", "string", "", "hardware profile of the GPUs"),
+    _col("model", "string", "", "model name (a preset or the scenario's)"),
+    _col("hidden", "int", "", "hidden size h"),
+    _col("heads", "int", "", "attention heads"),
+    _col("layers", "int", "", "transformer layers L"),
+    _col("seq", "int", "tokens", "sequence length s"),
+    _col("vocab", "int", "tokens", "vocabulary (padded; 0: no embedding and LM head)"),
+    _col("dtype", "string", "", "tensor dtype"),
+    _col("n_devices", "int", "GPUs", "GPUs of the job (tp x pp x dp)"),
+    _col("tp_scheme", "string", "", "megatron-1d (mesh t x 1) or atp-2d (d2 > 1)"),
+    _col("d1", "int", "GPUs", "TP mesh dimension 1 of DeviceMesh(d1, d2)"),
+    _col("d2", "int", "GPUs", "TP mesh dimension 2 of DeviceMesh(d1, d2)"),
+    _col("tp_mesh", "string", "", "TP mesh as 'd1xd2'"),
+    _col("tp", "int", "GPUs", "tensor-parallel degree d1 x d2"),
+    _col("pp", "int", "", "pipeline stages"),
+    _col("dp", "int", "", "data-parallel replicas"),
+    _col("order", "string", "", "layout dimensions, innermost first (e.g. tp,pp,dp)"),
+    _col("placement", "string", "", "placement of TP mesh positions on GPU ranks"),
+    _col("micro_batch", "int", "samples", "samples per micro-batch"),
+    _col("global_batch", "int", "samples", "samples per iteration"),
+    _col("n_microbatches", "int", "", "micro-batches per replica per iteration"),
+    _col("schedule", "string", "", "pipeline schedule (gpipe, 1f1b, interleaved-1f1b)"),
+    _col("virtual_stages", "int", "", "model chunks per pipeline stage (interleaved)"),
+    _col("chunks", "int", "", "chunks of a micro-batch for TP compute/communication overlap"),
+    _col("algorithm", "string", "", "collective algorithm"),
+    _col("sequence_parallel", "bool", "", "Megatron-LM sequence parallelism (1D TP only)"),
+    _col("recompute", "string", "", "activation recomputation: none, selective or full"),
+    _col("zero", "int", "", "ZeRO stage (0 or 1)"),
+    _col("network", "string", "", "joint (calls in flight share links) or isolated (each alone)"),
+    _col("perturb", "string", "", "slow GPUs and links (parallelism.perturb; none)"),
+    _col("neighbour", "string", "", "a second job on the next GPUs of the fabric (none)"),
+    _col("iteration_time_s", "float", "s", "time of one training iteration"),
+    _col("samples_per_s", "float", "samples/s", "global batch / iteration time"),
+    _col("tflops_per_gpu", "float", "TFLOP/s (1e12)", "model FLOPs / iteration time / GPUs"),
+    _col("hardware_tflops_per_gpu", "float", "TFLOP/s (1e12)", "as above, recomputation counted"),
+    _col("mfu", "float", "", "model FLOPs utilization: tflops_per_gpu / peak"),
+    _col("compute_s", "float", "s", "compute on the critical stage"),
+    _col("exposed_tp_comm_s", "float", "s", "TP communication not hidden behind compute"),
+    _col("exposed_dp_comm_s", "float", "s", "gradient synchronization not hidden"),
+    _col("pipeline_bubble_s", "float", "s", "critical stage idle in the pipeline"),
+    _col("other_s", "float", "s", "optimizer step, ZeRO gather, waiting inside a pass"),
+    _col("max_link_utilization", "float", "", "busiest directed link's busy time / iteration time"),
+    _col("busiest_link", "string", "", "that link, src->dst (write_job_links: every link)"),
+    _col("alone_iteration_time_s", "float", "s", "iteration time without the neighbour job"),
+    _col("slowdown", "float", "", "iteration time with the neighbour / alone"),
+    _col("neighbour_slowdown", "float", "", "the neighbour job's iteration time with this one / alone"),
+    _col("memory_per_rank_bytes", "float", "B", "busiest rank's weights, optimizer, activations"),
+    _col("fits_memory", "bool", "", "memory_per_rank_bytes fits the GPU memory"),
+    _col("status", "string", "", "ok | failed"),
+    _col("error", "string", "", "error message of a failed point"),
+    _col("point_index", "int", "", "index of the point in the expanded sweep (row order)"),
+)
+
+#: Columns that describe a job point; the rest are results.
+JOB_POINT_COLUMNS: tuple[str, ...] = (
+    "scenario", "point_key", "topology", "hardware", "model", "hidden", "heads", "layers", "seq",
+    "vocab", "dtype", "n_devices", "tp_scheme", "d1", "d2", "tp_mesh", "tp", "pp", "dp", "order",
+    "placement", "micro_batch", "global_batch", "n_microbatches", "schedule", "virtual_stages",
+    "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "network", "perturb",
+    "neighbour", "point_index",
+)  # fmt: skip
+
+#: The table of one whole training iteration per point (a scenario with job keys).
+JOB_SCHEMA = ResultsSchema(
+    "job", JOB_COLUMNS, JOB_POINT_COLUMNS,
+    ("topology", "n_devices", "model", "tp_mesh", "pp", "dp", "micro_batch", "schedule"),
+)  # fmt: skip
+
+
 #: The columns a scenario that asks for parameter draws (``uncertainty: {draws: N}``,
 #: :mod:`atpsim.api.uncertainty`) adds after the step table's: percentiles over the N draws
 #: of the fitted parameters (the point estimate stays in step_time_s and tflops_per_gpu).
@@ -166,6 +256,17 @@ UNCERTAINTY_COLUMNS: tuple[Column, ...] = (
 STEP_UNCERTAINTY_SCHEMA = ResultsSchema(
     "step-uncertainty", COLUMNS + UNCERTAINTY_COLUMNS, POINT_COLUMNS, STEP_SCHEMA.describe
 )
+
+#: The workloads, by name: each one's table (a step table with parameter draws is a step's).
+SCHEMAS: dict[str, ResultsSchema] = {"step": STEP_SCHEMA, "job": JOB_SCHEMA}
+WORKLOADS: tuple[str, ...] = tuple(SCHEMAS)
+
+
+def workload_of(table: Any) -> str:
+    """The workload (``"step"`` or ``"job"``) of *table*, a frame or its column names: a job's
+    table is the one with the job schema's ``iteration_time_s``."""
+    columns = getattr(table, "columns", table)
+    return "job" if "iteration_time_s" in columns else "step"
 
 
 class ResultsError(AtpsimError):

@@ -8,7 +8,7 @@ from typing import Any
 from atpsim.report.build import build_report
 from atpsim.report.job_tables import best_rows, verdicts
 from atpsim.results.io import read_results, to_frame, write_results
-from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import JOB_SCHEMA
 
 SCENARIO = "name: made-up\ndescription: Rows made by hand.\n"
 

@@ -20,7 +20,7 @@ from atpsim.report import findings
 from atpsim.report.build import rebuild_report
 from atpsim.report.index import build_index, first_sentence
 from atpsim.results.io import to_frame, write_results
-from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import JOB_SCHEMA
 from atpsim.scenario.report import Reference
 
 ROOT = Path(__file__).resolve().parents[2]

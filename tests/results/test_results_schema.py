@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import math
+import pathlib
 
+import pandas as pd
 import pytest
 
+from atpsim.results.io import schema_for
 from atpsim.results.schema import (
     COLUMN_NAMES,
     COLUMNS,
+    JOB_SCHEMA,
     POINT_COLUMNS,
+    SCHEMAS,
+    STEP_SCHEMA,
+    STEP_UNCERTAINTY_SCHEMA,
+    WORKLOADS,
     ResultsError,
     column,
     describe_schema,
     normalize_row,
     pandas_dtypes,
+    workload_of,
 )
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 REQUIRED = (
     "scenario point_key topology n_devices model hidden heads layers batch seq dtype d1 d2 mesh "
@@ -72,3 +83,26 @@ def test_describe_schema_is_a_markdown_table():
     text = describe_schema()
     assert text.count("\n") == len(COLUMNS) + 1
     assert "| step_time_s | float | s |" in text
+
+
+def test_each_workload_has_one_schema_and_is_told_by_its_columns():
+    """``step`` and ``job`` tables are declared here side by side; a table is a job's exactly
+    when it has the job schema's ``iteration_time_s`` (a step table with draws is a step's)."""
+    assert tuple(SCHEMAS) == WORKLOADS == ("step", "job")
+    assert SCHEMAS["step"] is STEP_SCHEMA and SCHEMAS["job"] is JOB_SCHEMA
+    assert [s.workload for s in (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA)] == [
+        "step", "job", "step"]  # fmt: skip
+    assert workload_of(pd.DataFrame(columns=list(JOB_SCHEMA.names))) == "job"
+    assert workload_of(["status", "iteration_time_s"]) == "job"
+    assert workload_of(pd.DataFrame(columns=["status"])) == "step"
+
+
+def test_every_committed_table_has_the_workload_its_schema_says():
+    """The workload of each committed results.csv (by its header) is that of the schema that
+    reads it: the job reports are the job scenarios'."""
+    found = {}
+    for path in sorted((ROOT / "reports").glob("*/results.csv")):
+        header = pd.read_csv(path, nrows=0).columns.tolist()
+        found[path.parent.name] = workload_of(header)
+        assert schema_for(header).workload == found[path.parent.name], path
+    assert {"gpt-scale": "job", "joint-network": "job", "fig11": "step"}.items() <= found.items()
