@@ -1,5 +1,5 @@
-"""The report's figures (matplotlib, Agg backend; layout and saving in
-:mod:`atpsim.report.panels`).
+"""The step workload's figures (matplotlib, Agg backend; layout and saving in
+:mod:`atpsim.report.panels`; the job workload's is :mod:`atpsim.report.job_figures`).
 
 - :func:`atp_bars` (the paper's Figure 11): TFLOP/s per GPU by model, one bar per ATP-i; the
   bars are the simulated rows (des), and where the table also has analytic rows a black tick

@@ -4,8 +4,9 @@ figures and raw rows.
 
 Each finding is a small function of a :class:`Context` that returns a sentence, or None
 where it does not apply (a table without chunks has no chunk finding); :data:`STEP_FINDINGS`
-lists them in page order, and a new kind of report adds its own function there or passes its
-own list to :func:`findings`. Throughput is in the page's unit (*Context.unit*); "simulated"
+and :data:`JOB_FINDINGS` list each workload's in page order (its entry in
+:mod:`atpsim.report.workloads` names which), and a new kind of report adds its own function
+there or passes its own list to :func:`findings`. Throughput is in the page's unit (*Context.unit*); "simulated"
 rows are those of the event engine (mode des) where the table has them.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from atpsim.report import chunk_table, job_tables
+from atpsim.report import chunk_table, job_tables, tables
 from atpsim.report.claims import Verdict
 from atpsim.report.data import TFLOPS_COLUMNS, UNIT_NAMES, ok_rows, ordered, varying
 from atpsim.scenario.report import Reference
@@ -229,8 +230,15 @@ def _same_best(des: pd.DataFrame, analytic: pd.DataFrame, metric: str) -> tuple[
     return int((picks[0] == picks[1].reindex(picks[0].index)).sum()), len(picks[0])
 
 
+def uneven_heads(context: Context) -> str | None:
+    """The ATP rows whose attention heads do not divide over the mesh
+    (:func:`atpsim.report.tables.uneven_heads_note`)."""
+    return tables.uneven_heads_note(context.frame)
+
+
 STEP_FINDINGS: tuple[Finding, ...] = (
     points, claims, table3_errors, fastest, chunk_gains, least_communication, analytic_gap,
+    uneven_heads,
 )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""A job scenario's figure: where the iteration goes, for the best configuration of each TP
+"""The job workload's figure: where the iteration goes, for the best configuration of each TP
 scheme (:func:`atpsim.report.job_tables.best_rows`) at each GPU count.
 
 One panel per topology (columns) and model (rows, with the hardware and global batch when

@@ -1,5 +1,6 @@
-"""A job scenario's report tables and verdicts, from its results (job schema,
-:mod:`atpsim.results.job_schema`); the breakdown figure is :mod:`atpsim.report.job_figures`.
+"""The job workload's report tables and verdicts (its entry in :mod:`atpsim.report.workloads`),
+from its results (:data:`atpsim.results.schema.JOB_SCHEMA`); the breakdown figure is
+:mod:`atpsim.report.job_figures`, the step workload's tables :mod:`atpsim.report.tables`.
 
 A *comparison* is one (topology, hardware, model, devices, global batch): the layouts that
 answer the same question. In each, the best configuration of each TP scheme (Megatron-LM's 1D
@@ -43,11 +44,6 @@ HEADERS = {
     "isolated_s": "isolated [s]", "joint_s": "one network [s]", "change": "change",
     "dp_isolated_s": "exposed DP isolated [s]", "dp_joint_s": "exposed DP joint [s]",
 }  # fmt: skip
-
-
-def is_job_table(frame: pd.DataFrame) -> bool:
-    """Whether *frame* is a job scenario's table (it has the job schema's iteration time)."""
-    return "iteration_time_s" in frame.columns
 
 
 def best_rows(frame: pd.DataFrame) -> pd.DataFrame:

@@ -39,6 +39,7 @@ from atpsim.report.document import (
 from atpsim.report.pages import SCENARIO_COPY, write_pages
 from atpsim.report.panels import save_figure
 from atpsim.report.tables import fmt
+from atpsim.report.workloads import WORKLOADS
 from atpsim.results.io import RESULTS_CSV, schema_for
 from atpsim.scenario.loader import load_report_sections
 
@@ -84,11 +85,11 @@ def is_large(out_dir: Path) -> bool:
 
 
 def layout_of(columns: list[str]) -> Layout:
-    """The :class:`Layout` of a table with *columns* (a step or a whole-job table)."""
+    """The :class:`Layout` of a table with *columns*: its workload's time and front columns
+    (:data:`atpsim.report.workloads.WORKLOADS`), its schema's describing columns."""
     schema = schema_for(columns)
-    if "iteration_time_s" in schema.names:
-        return Layout("iteration_time_s", ("model", "global_batch"), schema.describe)
-    return Layout("step_time_s", ("model",), schema.describe)
+    shown = WORKLOADS[schema.workload]
+    return Layout(shown.time, shown.front_by, schema.describe)
 
 
 @dataclass

@@ -1,5 +1,7 @@
-"""The report's plain tables, built from a results frame into formatted :class:`Table` blocks
-(the Table 3 layout is :mod:`atpsim.report.chunk_table`).
+"""The step workload's plain tables (its entry in :mod:`atpsim.report.workloads`), built from a
+results frame into formatted :class:`Table` blocks (the Table 3 layout is
+:mod:`atpsim.report.chunk_table`; the job workload's tables :mod:`atpsim.report.job_tables`),
+and the cell format (:func:`fmt`) every report table shares.
 
 - :func:`all_rows`: every row, main columns with readable headers (the full table is
   results.csv).

@@ -9,9 +9,10 @@ import re
 from report_fakes import fig11_frame, fig12_frame, table3_frame
 
 from atpsim.analytic.model import closed_form_units
-from atpsim.report.build import auto_figures, build_report, rebuild_report
+from atpsim.report.build import build_report, rebuild_report
 from atpsim.report.chunk_table import chunk_table, reference_cells, reference_errors
 from atpsim.report.data import best_per_group
+from atpsim.report.sections import auto_figures
 from atpsim.results.io import read_results, write_results
 from atpsim.scenario.report import Reference
 
