@@ -1,6 +1,6 @@
 """One sweep point, simulated: scenario point -> topology -> program -> engine -> results row.
 
-Two modes, compared and never confused:
+Two modes (the ``mode`` methods of :mod:`atpsim.engine.methods`), compared and never confused:
 - ``des``: the ATP program runs on per-rank compute and communication streams; every
   collective is simulated link by link by the event engine (:mod:`atpsim.engine.step.run`).
 - ``analytic``: the paper's model: T_comm by Eq. 2 with B1, B2 from the hierarchical
@@ -27,6 +27,7 @@ from atpsim.analytic.model import t_comm_s as paper_t_comm_s
 from atpsim.compute.hardware import HardwareProfile, hardware_profile
 from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import compute_time_s
+from atpsim.engine.methods import ANALYTIC, find, names
 from atpsim.engine.step.run import layer_overhead_s, simulate_des_step
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import build_step_program
@@ -48,12 +49,12 @@ def simulate_point(point: SweepPoint) -> dict[str, Any]:
 def simulate_point_on(point: SweepPoint, topology: Topology, profile: HardwareProfile) -> dict[str, Any]:
     """Simulate *point* on *topology* with *profile* (its own, or a parameter draw of them:
     :mod:`atpsim.api.uncertainty`) and return its result columns."""
-    if point.mode == "des":
-        times = _des_times(point, topology, profile)
-    elif point.mode == "analytic":
-        times = _analytic_times(point, topology, profile)
-    else:
-        raise SimulationError(f"unknown mode {point.mode!r}; expected 'des' or 'analytic'")
+    method = find("mode", point.mode)
+    if method is None:
+        expected = " or ".join(map(repr, names("mode")))
+        raise SimulationError(f"unknown mode {point.mode!r}; expected {expected}")
+    simulate = _analytic_times if method.kind == ANALYTIC else _des_times
+    times = simulate(point, topology, profile)
     return {**times, **_derived_columns(point, topology, profile, times)}
 
 

@@ -16,23 +16,30 @@ numba) for large runs. The loop's :data:`~solvers.flow_loop.COLLECTIVE` and
 :data:`~solvers.flow_loop.JOINT` rules say how it batches events at one instant, the one
 place where the two callers below still differ.
 
+**How a point is simulated** is named in one registry, :mod:`methods`: a method per name a
+user types (a collective's ``engine``, a step's collective ``backend``, a job's ``network`` and
+pass ``granularity``, a point's ``mode``), each saying its kind (the plain run, exact
+shortcuts, each call alone, closed form, analytic model), its level, whether it is exact
+against the plain run, and what the code dispatches on; the entry points below look names up
+there and keep no table of their own.
+
 **One collective** (one call, every group at once): :func:`collective.run_collective`
-checks the request, memoizes it, and runs one of :data:`collective.ENGINES`:
+checks the request, memoizes it, and runs the ``engine`` method it names:
 
 - ``reference``: every flow in one run of the flow network (:func:`pipeline.solve_reference`);
 - ``auto``: exact reductions in front of the same network, each tested against the
   reference run: :mod:`~reductions.replicate` (identical link-disjoint clusters once),
   :mod:`~reductions.symmetry` (one flow per orbit of a rank shift), :mod:`~reductions.mirror`
   (one flow per orbit of a reflection: NCCL's double binary tree), then the solvers of
-  :data:`pipeline.SOLVERS`: :mod:`~solvers.longest_path` (one vectorized pass, exact when no
+  :data:`methods.SOLVERS`: :mod:`~solvers.longest_path` (one vectorized pass, exact when no
   link carries two flows at once) or :mod:`~reductions.periodic` + :mod:`~solvers.event`
   (the network on a prefix of a schedule declared as one step repeated, extended).
 
 :mod:`nccl` times a call as NCCL runs it: the candidates planned by
 :mod:`atpsim.collectives.nccl` (algorithm, protocol, channels), each a collective run, the
 fastest kept (:func:`~solvers.event_loop.horizon` stops a candidate once it surely loses).
-:mod:`backends`: the step level's collective timers by name (``event``: this engine;
-``closed-form``: each algorithm's closed form, the oracle).
+:mod:`backends`: the step level's collective timers, registered as ``backend`` methods
+(``nccl``; ``event``: this engine; ``closed-form``: each algorithm's closed form, the oracle).
 
 **Task graphs**: :mod:`step` list-schedules one step's program on every rank's compute and
 communication streams (:mod:`~step.scheduler`, :mod:`~step.run`); where calls of a step or an

@@ -27,12 +27,15 @@ registered (ASTRA-sim's analytical and congestion-aware network backends behind 
   worst). The bidirectional ring's form assumes its two directions use different links (a
   torus); on a switch they share each GPU's link and ``event`` gives the plain ring's time.
 
-:func:`register_backend` adds one; :func:`get_backend` fails with the valid names.
+:func:`register_backend` adds one, as a ``backend`` method of :mod:`atpsim.engine.methods`
+(the one registry of how things are simulated, where each backend's kind, exactness and
+traits are read); :func:`get_backend` fails with the valid names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -41,42 +44,62 @@ from atpsim.collectives.nccl import nccl_algorithm_names
 from atpsim.collectives.protocols import runs_nccl
 from atpsim.collectives.registry import algorithm_names, pattern
 from atpsim.engine.collective import run_collective
+from atpsim.engine.methods import (
+    CLOSED_FORM,
+    SHORTCUTS,
+    CollectiveTimer,
+    Method,
+    find,
+    names,
+    register,
+)
 from atpsim.engine.nccl import run_nccl
 from atpsim.engine.reductions.replicate import local_pairs
 from atpsim.engine.routes import route_pairs
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
 
-CollectiveTimer = Callable[[Topology, str, str, Sequence[Sequence[int]], float], tuple[float, ...]]
-
-_BACKENDS: dict[str, CollectiveTimer] = {}
-
 
 def charges_call_cost(backend: str, topology: Topology) -> bool:
     """Whether *backend*'s times on *topology* already hold a call's fixed cost, so the step
-    simulator does not add the hardware profile's ``collective_overhead_s`` on top: the
-    ``nccl`` backend on a machine NCCL runs on (NCCL's latency model is that cost)."""
-    return backend == "nccl" and runs_nccl(topology)
+    simulator does not add the hardware profile's ``collective_overhead_s`` on top: a backend
+    that runs calls as NCCL does (``nccl``), on a machine NCCL runs on (NCCL's latency model
+    is that cost). False for a name no backend has."""
+    method = find("backend", backend)
+    return method is not None and method.nccl and runs_nccl(topology)
 
 
-def register_backend(name: str, timer: CollectiveTimer) -> CollectiveTimer:
-    """Register *timer* as backend *name* (replacing one of that name); returns *timer*."""
-    _BACKENDS[name] = timer
+def register_backend(name: str, timer: CollectiveTimer, *, kind: str = CLOSED_FORM,
+                     exact: bool = False, what: str = "a registered timer",
+                     on_network: bool = False, nccl: bool = False) -> CollectiveTimer:
+    """Register *timer* as backend *name* (replacing one of that name, traits and all): a
+    ``backend`` method (:class:`~atpsim.engine.methods.Method`) of *kind*, *exact* or not,
+    whose calls are flows on the network (*on_network*) and run as NCCL runs them (*nccl*);
+    by default a timer of its own, like the closed forms. Returns *timer*."""
+    register(Method(name, "backend", kind, exact, what, timer=timer, on_network=on_network,
+                    nccl=nccl))
     return timer
 
 
 def backend_names() -> list[str]:
     """The registered backends, sorted."""
-    return sorted(_BACKENDS)
+    return sorted(names("backend"))
+
+
+def backend_method(name: str) -> Method:
+    """The ``backend`` method called *name*; a SimulationError naming the valid ones otherwise."""
+    method = find("backend", name)
+    if method is None or method.timer is None:
+        hint = did_you_mean(name, names("backend"))
+        valid = "" if hint.startswith(";") else f"; expected one of {backend_names()}"
+        raise SimulationError(f"unknown collective backend {name!r}{hint}{valid}")
+    return method
 
 
 def get_backend(name: str) -> CollectiveTimer:
-    """The backend called *name*; a SimulationError naming the valid ones otherwise."""
-    if name not in _BACKENDS:
-        hint = did_you_mean(name, _BACKENDS)
-        valid = "" if hint.startswith(";") else f"; expected one of {backend_names()}"
-        raise SimulationError(f"unknown collective backend {name!r}{hint}{valid}")
-    return _BACKENDS[name]
+    """The timer of the backend called *name*; a SimulationError naming the valid ones
+    otherwise."""
+    return cast(CollectiveTimer, backend_method(name).timer)
 
 
 def event_times(topology: Topology, op: str, algorithm: str, groups: Sequence[Sequence[int]],
@@ -121,6 +144,9 @@ def _worst_path(topology: Topology, op: str, algorithm: str, group: Sequence[int
     return float(routes.bottleneck_Bps.min()), float(routes.latency_s.max())
 
 
-register_backend("nccl", nccl_times)
-register_backend("event", event_times)
-register_backend("closed-form", closed_form_times)
+register_backend("nccl", nccl_times, kind=SHORTCUTS, exact=True, on_network=True, nccl=True,
+                 what="each call as NCCL runs it (channels, protocol, algorithm) on the engine")
+register_backend("event", event_times, kind=SHORTCUTS, exact=True, on_network=True,
+                 what="each call on the engine (engine 'auto')")
+register_backend("closed-form", closed_form_times,
+                 what="each algorithm's closed form on each group's worst path")

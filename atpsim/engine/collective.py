@@ -1,12 +1,12 @@
 """Run a collective on a topology: the one entry point of the link-level engine.
 
-``run_collective`` checks the request, memoizes the answer per topology and sends it down one
-of three engines:
+``run_collective`` checks the request, memoizes the answer per topology and sends it down the
+engine its name picks among the ``engine`` methods (:mod:`atpsim.engine.methods`):
 
 - ``auto``: the replication reduction splits the groups into clusters that share links and
   keeps one of each kind (:mod:`atpsim.engine.reductions.replicate`); each distinct cluster
-  goes through :func:`atpsim.engine.pipeline.solve` (symmetry, then the solvers in order:
-  longest-path, periodic + event-driven); the answers are copied back to the twins.
+  goes through :func:`atpsim.engine.pipeline.solve` (symmetry, then the method's solvers in
+  order: longest-path, periodic + event-driven); the answers are copied back to the twins.
 - ``reference``: every flow of every group in one event-driven run, no reduction
   (:func:`atpsim.engine.pipeline.solve_reference`). The shortcuts are exact; tests hold each
   to this.
@@ -28,19 +28,13 @@ import numpy as np
 
 from atpsim.collectives.registry import check_algorithm, check_groups, pattern
 from atpsim.engine.budget import check_reference_budget
-from atpsim.engine.pipeline import SOLVERS, Solver, solve_cluster, solve_reference
+from atpsim.engine.methods import PLAIN, Method, Solver, find, names
+from atpsim.engine.pipeline import solve_cluster, solve_reference
 from atpsim.engine.reductions.replicate import replicate
 from atpsim.engine.result import CollectiveResult
-from atpsim.engine.solvers.longest_path import LongestPath
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
 
-#: Engine name -> the solvers it tries (None: the reference run, no reduction).
-ENGINES: dict[str, tuple[Solver, ...] | None] = {
-    "auto": SOLVERS,
-    "reference": None,
-    "longest-path": (LongestPath(),),
-}
 #: Results kept per topology (least recently used dropped first); each holds per-link bytes.
 MEMO_ENTRIES = 1024
 
@@ -58,7 +52,7 @@ def run_collective(
     memory_bytes: int | None = None,
 ) -> CollectiveResult:
     """Simulate *op* by *algorithm* on every group of *groups* at once, *nbytes* per rank
-    (nccl-tests' buffer convention); *engine* is one of :data:`ENGINES` (module docstring).
+    (nccl-tests' buffer convention); *engine* names an ``engine`` method (module docstring).
     A ``reference`` run that would need more than *memory_bytes* is refused before it starts
     (:func:`~atpsim.engine.budget.check_reference_budget`; default: the machine's share)."""
     memo = _MEMO.setdefault(topology, OrderedDict())
@@ -68,13 +62,14 @@ def run_collective(
         return memo[key]
     except (KeyError, TypeError):
         pass
-    if engine not in ENGINES:
-        raise SimulationError(f"unknown engine {engine!r}{did_you_mean(engine, ENGINES)}")
+    method = find("engine", engine)
+    if method is None:
+        raise SimulationError(f"unknown engine {engine!r}{did_you_mean(engine, names('engine'))}")
     check_algorithm(op, algorithm)
     checked = check_groups(groups, topology.n_gpus)
     if not nbytes >= 0:
         raise SimulationError(f"expected a buffer size >= 0 bytes, got {nbytes!r}")
-    result = _run(topology, op, algorithm, checked, float(nbytes), engine, memory_bytes)
+    result = _run(topology, op, algorithm, checked, float(nbytes), method, memory_bytes)
     memo[(op, algorithm, checked, float(nbytes), engine)] = result
     memo[key] = result
     while len(memo) > MEMO_ENTRIES:
@@ -83,18 +78,17 @@ def run_collective(
 
 
 def _run(topology: Topology, op: str, algorithm: str, groups: tuple[tuple[int, ...], ...],
-         nbytes: float, engine: str, memory_bytes: int | None) -> CollectiveResult:
+         nbytes: float, method: Method, memory_bytes: int | None) -> CollectiveResult:
     n_links = len(topology.links)
     busy = [i for i, g in enumerate(groups) if len(g) > 1]
     if nbytes == 0 or not busy:
         return CollectiveResult.nothing(len(groups), n_links)
     members = [groups[i] for i in busy]
-    solvers = ENGINES[engine]
-    if solvers is None:
+    if method.kind == PLAIN:
         check_reference_budget(op, algorithm, members, nbytes, memory_bytes)
         result = solve_reference(topology, op, algorithm, members, nbytes)
     else:
-        result = _replicated(topology, op, algorithm, members, nbytes, solvers)
+        result = _replicated(topology, op, algorithm, members, nbytes, method.solvers)
     group_time = np.zeros(len(groups))
     group_time[busy] = result.group_time_s
     return CollectiveResult.of(group_time, result.n_flows, result.bytes_sent,

@@ -1,13 +1,10 @@
 """Time one cluster of groups: shrink the problem by symmetry where it holds, then ask the
 solvers in order until one is exact, and expand the answer.
 
-A solver is anything with a *name* and ``solve(problem) -> Solution | None`` (None: its answer
-would not be exact here). :data:`SOLVERS` is the order the auto engine tries them in:
-
-1. :class:`~atpsim.engine.solvers.longest_path.LongestPath`, one vectorized pass over the
-   steps, exact when no link carries two flows at once;
-2. :class:`~atpsim.engine.reductions.periodic.Periodic`, the event-driven max-min solver
-   behind the periodic extension of schedules declared as one step repeated; always exact.
+A solver (:class:`~atpsim.engine.methods.Solver`) is anything with a *name* and
+``solve(problem) -> Solution | None`` (None: its answer would not be exact here); which ones
+an engine tries, in which order, is the engine's method (:mod:`atpsim.engine.methods`; by
+default :data:`~atpsim.engine.methods.SOLVERS`, the ``auto`` engine's).
 
 :func:`solve_reference` is the plain run with no reduction: every flow of every group in one
 event-driven simulation. Every shortcut is tested against it.
@@ -16,35 +13,22 @@ event-driven simulation. Every shortcut is tested against it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 
 from atpsim.collectives.registry import build_schedule
 from atpsim.collectives.schedule import Schedule
+from atpsim.engine.methods import SOLVERS, Solver
 from atpsim.engine.problem import Problem, Solution
 from atpsim.engine.reductions.mirror import find_mirror
-from atpsim.engine.reductions.periodic import Periodic
 from atpsim.engine.reductions.symmetry import find_symmetry
 from atpsim.engine.result import CollectiveResult
 from atpsim.engine.routes import PairRoutes, pair_routes
 from atpsim.engine.solvers.event import EventDriven
-from atpsim.engine.solvers.longest_path import LongestPath
 from atpsim.topology.graph import Topology
 
 #: The path label of the plain run (:func:`solve_reference`).
 REFERENCE = "reference"
-
-
-class Solver(Protocol):
-    """Times a problem; answers None where its answer would not be exact."""
-
-    name: str
-
-    def solve(self, problem: Problem) -> Solution | None: ...
-
-
-SOLVERS: tuple[Solver, ...] = (LongestPath(), Periodic())
 
 
 def solve(problem: Problem, solvers: Sequence[Solver] = SOLVERS) -> Solution | None:

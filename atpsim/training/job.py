@@ -19,6 +19,8 @@ The stages are chained as for one step, one level up:
    otherwise (an ATP mesh whose dimension 2 crosses the NICs). ``network="isolated"``: the
    composition before issue 13, every call alone (:func:`atpsim.engine.step.job.
    simulate_iteration`). Where no two calls meet, both give the same numbers, bit for bit.
+   Both are ``network`` methods, and a pass's *granularity* a ``granularity`` method, of
+   :mod:`atpsim.engine.methods`.
 
 *perturb* (:class:`~atpsim.engine.joint.perturb.Perturbation`) slows chosen GPUs' compute and
 links' bandwidth (joint network only). *trace* is handed the iteration's run to write
@@ -43,6 +45,7 @@ from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphTimeline, TaskGraph
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.perturb import Perturbation
+from atpsim.engine.methods import ALONE, PLAIN, Method, find, names
 from atpsim.engine.step.job import JobTimeline, simulate_iteration
 from atpsim.engine.step.job_graph import JobTasks, OpBuilder, build_job_graph, job_timeline
 from atpsim.engine.step.job_ops import ProgramOps, pass_delays
@@ -85,8 +88,9 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "Pe
            "TraceWriter", "check_job", "job_memory", "load_machine", "run_job", "simulate_job",
            "stage_params_per_rank"]  # fmt: skip
 
-#: How the iteration's calls share the network: together (issue 13) or each alone.
-NETWORKS = ("joint", "isolated")
+#: How the iteration's calls share the network: together (issue 13) or each alone (the
+#: ``network`` methods of :mod:`atpsim.engine.methods`).
+NETWORKS = tuple(names("network"))
 
 #: ``write(topology, run)``: what is done with a traced iteration's run (its labelled tasks'
 #: times and link counts) on the *topology* as it ran, e.g. written as a Chrome trace.
@@ -177,11 +181,9 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
             links: bool = False, trace: TraceWriter | None = None) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile."""
-    if network not in NETWORKS:
-        raise SimulationError(f"unknown network {network!r}; expected one of {', '.join(NETWORKS)}",
-                              key="network")  # fmt: skip
+    method = _method("network", network)
     orders = stage_orders(config.schedule, config.shape)
-    if network == "isolated":
+    if method.kind == ALONE:
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
@@ -190,6 +192,16 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
     if trace is not None:
         trace(job.machine.topology, run)
     return joint_prediction(profile, config, job, run)
+
+
+def _method(choice: str, name: str) -> Method:
+    """The *choice* method called *name* (:mod:`atpsim.engine.methods`); a SimulationError
+    keyed by *choice* naming the valid ones otherwise."""
+    method = find(choice, name)
+    if method is None:
+        raise SimulationError(f"unknown {choice} {name!r}; expected one of {', '.join(names(choice))}",
+                              key=choice)  # fmt: skip
+    return method
 
 
 def joint_prediction(profile: HardwareProfile, config: JobConfig, job: JointJob,
@@ -240,6 +252,7 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
     nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
     ``passes`` where the traffic meets is a SimulationError)."""
+    grain = _method("granularity", granularity)
     programs = JobPrograms(config)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(perturb.apply(topology) if perturb else topology, topology)
@@ -247,9 +260,9 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
                                _optimizer_s(profile, config, s)) for s in range(config.layout.pp))
     tied = tied_call(comm, _head_bytes(config))
     costs = _replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
-    isolated = granularity != "tasks" and tp_isolated(machine, comm, programs.all(),
+    isolated = grain.kind != PLAIN and tp_isolated(machine, comm, programs.all(),
                                                       _other_calls(comm, stages, tied))  # fmt: skip
-    if granularity == "passes" and not isolated:
+    if grain.strict and not isolated:
         raise SimulationError("the passes' TP traffic meets other traffic; they cannot be single delays",
                               key="granularity")  # fmt: skip
     op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \

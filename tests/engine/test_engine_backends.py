@@ -6,7 +6,7 @@ import pytest
 from atpsim.collectives.registry import algorithm_names, op_names
 from atpsim.compute.hardware import load_profile
 from atpsim.compute.models import ModelConfig
-from atpsim.engine import backends
+from atpsim.engine import methods
 from atpsim.engine.backends import backend_names, get_backend, register_backend
 from atpsim.engine.collective import run_collective
 from atpsim.engine.step.run import simulate_des_step
@@ -67,7 +67,7 @@ def test_a_step_on_a_switch_is_the_same_with_either_backend(mesh):
 
 
 def test_a_registered_backend_times_the_step(monkeypatch):
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    monkeypatch.setattr(methods, "_METHODS", dict(methods._METHODS))
     register_backend("free", lambda topology, op, algorithm, groups, nbytes: (0.0,) * len(groups))
     result = simulate_des_step(star(4), load_profile("a100-sxm4-80gb"), TINY, DeviceMesh(2, 2), 1,
                                "ring", backend="free")

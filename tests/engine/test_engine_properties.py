@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 import atpsim.engine.solvers.flow_network as flow_network
 from atpsim.collectives.registry import algorithm_names
+from atpsim.engine import collective
 from atpsim.engine.collective import run_collective
+from atpsim.engine.methods import find
 from tests.engine.conftest import star, tree
 
 TOPOLOGIES = {
@@ -55,9 +57,8 @@ def test_lazy_rate_updates_equal_full_recomputes(case):
     saved = flow_network.MAX_EXPAND_ROUNDS
     flow_network.MAX_EXPAND_ROUNDS = 0
     try:
-        from atpsim.engine import collective
-
-        full = collective._run(topo, op, alg, tuple(map(tuple, groups)), nbytes + 1, "reference")
+        full = collective._run(topo, op, alg, tuple(map(tuple, groups)), nbytes + 1,
+                               find("engine", "reference"), None)
     finally:
         flow_network.MAX_EXPAND_ROUNDS = saved
     assert lazy.group_time_s == pytest.approx(full.group_time_s, rel=1e-9)

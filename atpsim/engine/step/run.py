@@ -21,8 +21,9 @@ from atpsim.collectives.registry import algorithm_names
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import compute_time_s
-from atpsim.engine.backends import charges_call_cost, event_times, get_backend, nccl_times
+from atpsim.engine.backends import backend_method, charges_call_cost, get_backend
 from atpsim.engine.joint.calls import CallSpec, plan_call
+from atpsim.engine.methods import find
 from atpsim.engine.step.scheduler import CommTiming, StepTimeline, simulate_step
 from atpsim.parallel.schemes import TPPlan, build_tp_program
 from atpsim.program import CommOp, ComputeOp, StepProgram
@@ -81,7 +82,7 @@ def simulate_program(topology: Topology, profile: HardwareProfile, model: ModelC
     overhead_s = 0.0 if charges_call_cost(backend, topology) else call_overhead_s(profile)
     comm_timer = _comm_timer(topology, grid, algorithm, overhead_s, backend, ranks)
     timeline = simulate_step(program, grid.size, timer, comm_timer, rank_scale)
-    if _plans_time(backend):
+    if backend_method(backend).on_network:
         timeline = _on_one_network(timeline, topology, grid, algorithm, overhead_s, backend, ranks,
                                    timer, rank_scale)  # fmt: skip
     rank = timeline.critical_rank()
@@ -166,7 +167,7 @@ def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_
     reduce runs from (to) position ``op.root`` of each group: the group is rotated to start
     there."""
     group_times = get_backend(backend)
-    planned = _plans_time(backend)
+    planned = backend_method(backend).on_network  # its call's plan holds the same numbers
     position = {} if ranks is None else {int(r): i for i, r in enumerate(ranks)}
 
     @cache
@@ -186,19 +187,13 @@ def _comm_timer(topology: Topology, grid: GroupSource, algorithm: str, overhead_
     return timer
 
 
-def _plans_time(backend: str) -> bool:
-    """Whether *backend* is the registered ``nccl`` or ``event`` timer, whose times a call's
-    plan holds (:func:`atpsim.engine.joint.calls.plan_call`: the same numbers, planned once
-    for the step simulator and the joint network alike)."""
-    return get_backend(backend) is {"nccl": nccl_times, "event": event_times}.get(backend)
-
-
 def comm_spec(op: CommOp, groups: list[list[int]], algorithm: str, backend: str = DEFAULT_BACKEND,
               overhead_s: float = 0.0) -> CallSpec:
     """The collective call *op* issues on *groups* as the step simulator runs it: the
     algorithm (:data:`_FALLBACK_ALGORITHM` where the registry lacks it; the NCCL backend
     chooses its own), each group rotated to start at ``op.root``, *overhead_s* per call."""
     rotated = tuple(tuple(g[op.root:] + g[: op.root]) for g in groups)
-    chosen = algorithm if backend == "nccl" or algorithm in algorithm_names(op.collective) \
-        else _FALLBACK_ALGORITHM
+    method = find("backend", backend)
+    own = method is not None and method.nccl
+    chosen = algorithm if own or algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM
     return CallSpec(backend, op.collective, chosen, rotated, op.bytes, overhead_s)
