@@ -13,7 +13,6 @@ from typing import Any
 
 from atpsim.compute.hardware import hardware_profile
 from atpsim.errors import SimulationError
-from atpsim.parallel.layout import ParallelLayout
 from atpsim.scenario.job_point import JobPoint
 from atpsim.topology.spec import load_topology
 from atpsim.training.config import JobConfig, check_job
@@ -24,14 +23,9 @@ from atpsim.training.perturb import job_perturbation
 
 
 def job_config(point: JobPoint) -> JobConfig:
-    """The :class:`JobConfig` *point* stands for (checked by :func:`check_job`)."""
-    config = JobConfig(
-        point.model, ParallelLayout(point.tp, point.pp, point.dp, point.order),
-        point.micro_batch, point.global_batch, schedule=point.schedule,
-        virtual_stages=point.virtual_stages, chunks=point.chunks, algorithm=point.algorithm,
-        zero=point.zero, recompute=point.recompute, sequence_parallel=point.sequence_parallel,
-        vocab=point.vocab,
-    )  # fmt: skip
+    """The :class:`JobConfig` *point* stands for (:meth:`JobPoint.config`), checked by
+    :func:`check_job`."""
+    config = point.config()
     check_job(config)
     return config
 

@@ -70,14 +70,12 @@ def parse_selector(text: str) -> tuple[dict[str, str], bool]:
     return conditions, best
 
 
-def select_trace_points(points: Sequence[Any], selectors: Sequence[str], is_job: bool) -> list[TraceSelection]:
-    """Check every selector against the sweep's *points* before they are simulated: each must
-    be well formed and match at least one point of the event simulation."""
+def select_trace_points(points: Sequence[Any], selectors: Sequence[str]) -> list[TraceSelection]:
+    """Check every selector against the step sweep's *points* before they are simulated: each
+    must be well formed and match at least one point of the event simulation (a job
+    scenario's: :func:`atpsim.api.workloads.no_traces`)."""
     if not selectors:
         return []
-    if is_job:
-        raise AtpsimError("traces are written for step scenarios; a job scenario has no "
-                          "per-rank step timeline", param="trace")  # fmt: skip
     columns = [p.columns(i) for i, p in enumerate(points)]
     selections = []
     for text in selectors:

@@ -1,7 +1,8 @@
 """`atpsim.run_scenario`: a scenario file to a run folder. Load and expand the scenario, run
-its sweep (every point through :func:`atpsim.api.point.simulate_point`, or a job scenario's
-through :func:`atpsim.api.job_point.simulate_job_point`), copy the scenario beside the results
-and build the report; :func:`rebuild_report` redoes the last part from a
+its sweep (every point through its workload's simulation, :data:`atpsim.api.workloads.
+WORKLOADS`: :func:`atpsim.api.point.simulate_point` for a step,
+:func:`atpsim.api.job_point.simulate_job_point` for a job), copy the scenario beside the
+results and build the report; :func:`rebuild_report` redoes the last part from a
 saved folder.
 """
 
@@ -18,17 +19,14 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from atpsim.api.job_point import simulate_job_point
-from atpsim.api.point import simulate_point
-from atpsim.api.point_trace import select_trace_points, write_point_traces
+from atpsim.api.point_trace import write_point_traces
 from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
+from atpsim.api.workloads import WORKLOADS
 from atpsim.errors import AtpsimError, param
-from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
 from atpsim.results.io import RESULTS_CSV, read_results
 from atpsim.scenario.loader import load_scenario
-from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import SweepPoints, describe_sweep, expand_sweep
 from atpsim.sweep.estimate import long_sweep_warning
@@ -110,7 +108,8 @@ def run_scenario(
     check_jobs(jobs, scheduler)
     scenario = load_scenario(path, expand=False)
     points: Collection[Any] = SweepPoints(scenario)  # expanded lazily: len() checks them all
-    selections = select_trace_points(list(points) if trace else [], trace, scenario.is_job)
+    workload = WORKLOADS[scenario.workload]
+    selections = workload.select_traces(list(points) if trace else [], trace)
     out = Path(out_dir) if out_dir is not None else default_out_dir(scenario.name)
     draws = scenario_draws(scenario, uncertainty, seed)
     check_owner(out, "run", scenario.name, fresh)
@@ -118,8 +117,8 @@ def run_scenario(
     warning = long_sweep_warning(points, jobs, copies=1 + (draws.n if draws else 0))
     if warning:
         log.warning(warning)
-    _warn_uneven_heads(points)
-    default: Simulate = simulate_job_point if scenario.is_job else simulate_point
+    workload.warn(points)
+    default: Simulate = workload.simulate
     if draws is not None:
         points, default = with_draws(list(points), draws), simulate_with_draws
     parquet = "parquet" in scenario.output.formats
@@ -160,27 +159,12 @@ def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws
             raise AtpsimError(f"a seed draws nothing without {param('uncertainty')} N (or the "
                               "scenario's uncertainty key)", param="seed")  # fmt: skip
         return None
-    if scenario.is_job:
+    if not WORKLOADS[scenario.workload].draws:
         raise AtpsimError("parameter draws are for step scenarios; a job scenario takes none",
                           param="uncertainty")  # fmt: skip
     base_seed = own.seed if own is not None else 0
     return Draws(n if n is not None else own.draws if own is not None else 0,
                  base_seed if seed is None else seed)  # fmt: skip
-
-
-def _warn_uneven_heads(points: Collection[Any]) -> None:
-    """Flag the points whose attention heads do not divide over the mesh: the simulator splits
-    the attention core's work evenly anyway, which no real run can do."""
-    count, first = 0, None
-    for p in points:
-        if isinstance(p, SweepPoint) and isinstance(p.shape, DeviceMesh) and p.model.heads % p.shape.size:
-            count, first = count + 1, first or p
-    if first is not None:
-        log.warning(
-            "%d points put heads that do not divide over the mesh (e.g. %d heads on %s): the "
-            "attention core is split evenly anyway, an approximation; the report says which",
-            count, first.model.heads, first.shape,
-        )  # fmt: skip
 
 
 def rebuild_report(out_dir: Path | str) -> list[Path]:

@@ -45,13 +45,14 @@ from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
-from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import JOB_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.loader import error_from_validation, read_yaml
 from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
 from atpsim.scenario.sweep import sized_topologies
+from atpsim.scenario.workload import JOB
 from atpsim.sweep.estimate import format_duration, long_sweep_warning
 from atpsim.sweep.lock import folder_lock
 from atpsim.sweep.owner import check_owner
@@ -105,7 +106,7 @@ def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
     if unused:
         raise ScenarioError("a search writes results.csv and search.yaml, no report: run the best "
                             "layouts as a scenario to report or check them", source=source, key=unused[0])  # fmt: skip
-    if not space.is_job:
+    if space.workload != JOB:
         raise ScenarioError("a search space is a whole job's: expected the global batch "
                             f"({param('global_batch')})", source=source, key="parallelism.global_batch")  # fmt: skip
     return space
@@ -129,7 +130,7 @@ def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
                     fields = _point_fields(part, entry, hardware, model_entry, devices)
                     configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
                     for config in candidates(configs, capacity):
-                        yield config if isinstance(config, str) else _point(fields, config)
+                        yield config if isinstance(config, str) else JobPoint.from_config(config, **fields)
 
 
 def _models_by_size(part: Scenario, sized: list[Any]) -> Iterator[tuple[ModelEntry, Any]]:
@@ -227,16 +228,6 @@ def _mesh_of(config: JobConfig) -> DeviceMesh:
     if not isinstance(mesh, DeviceMesh):
         raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {mesh}")
     return mesh
-
-
-def _point(fields: Mapping[str, Any], config: JobConfig) -> JobPoint:
-    layout = config.layout
-    return JobPoint(**fields, tp=_mesh_of(config), pp=layout.pp, dp=layout.dp, order=layout.order,
-                    micro_batch=config.micro_batch, global_batch=config.global_batch,
-                    schedule=config.schedule, virtual_stages=config.virtual_stages,
-                    chunks=config.chunks, algorithm=config.algorithm,
-                    sequence_parallel=config.sequence_parallel, recompute=config.recompute,
-                    zero=config.zero)  # fmt: skip
 
 
 def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
+from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.results.job_schema import JOB_SCHEMA
-from atpsim.results.schema import ResultsSchema
+from atpsim.results.schema import JOB_SCHEMA, ResultsSchema
+from atpsim.scenario.workload import JOB, Workload
+from atpsim.training.config import JobConfig
 
 MEGATRON_1D, ATP_2D = "megatron-1d", "atp-2d"
 
@@ -34,6 +37,7 @@ class JobPoint:
     GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
+    workload: ClassVar[Workload] = JOB
 
     scenario: str
     topology: str | Mapping[str, Any]
@@ -58,6 +62,24 @@ class JobPoint:
     network: str = "joint"
     perturb: tuple[tuple[str, Any], ...] = ()
     neighbour: tuple[tuple[str, Any], ...] = ()
+
+    def config(self) -> JobConfig:
+        """The :class:`JobConfig` this point stands for: its layout (*tp*, *pp*, *dp*, *order*)
+        and every field of :data:`CONFIG_FIELDS`, by name (unchecked:
+        :func:`atpsim.training.config.check_job`)."""
+        layout = ParallelLayout(self.tp, self.pp, self.dp, self.order)
+        return JobConfig(layout=layout, **{name: getattr(self, name) for name in CONFIG_FIELDS})
+
+    @classmethod
+    def from_config(cls, config: JobConfig, **given: Any) -> JobPoint:
+        """The point of *config* (a searched layout, whose TP is a DeviceMesh) with the
+        point's other fields *given* (scenario, topology, ...); a field of
+        :data:`CONFIG_FIELDS` in *given* is taken from there rather than from *config*."""
+        layout = config.layout
+        if not isinstance(layout.tp, DeviceMesh):
+            raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {layout.tp}")
+        shared = {name: getattr(config, name) for name in CONFIG_FIELDS if name not in given}
+        return cls(**given, **shared, tp=layout.tp, pp=layout.pp, dp=layout.dp, order=layout.order)
 
     @property
     def tp_scheme(self) -> str:
@@ -140,3 +162,13 @@ class JobPoint:
             "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
             "neighbour": self.neighbour_label, "point_index": index,
         }  # fmt: skip
+
+
+#: :class:`JobConfig`'s fields a :class:`JobPoint` does not carry by the same name: the layout
+#: (the point's *tp*, *pp*, *dp* and *order*) and DDP's gradient bucketing (JobConfig's
+#: defaults for every point).
+NOT_ON_POINT = frozenset({"layout", "bucket_bytes", "overlap_grad_reduce"})
+#: The fields a JobPoint and its :class:`JobConfig` share by name (:meth:`JobPoint.config`,
+#: :meth:`JobPoint.from_config`): every other field of JobConfig, so one added there is
+#: carried by the points or named in :data:`NOT_ON_POINT` (a test holds the two to it).
+CONFIG_FIELDS = tuple(f.name for f in fields(JobConfig) if f.name not in NOT_ON_POINT)

@@ -57,6 +57,7 @@ from atpsim.scenario.fields import (
     invalid,
     show,
 )
+from atpsim.scenario.workload import JOB, STEP, Workload
 
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
@@ -232,13 +233,14 @@ class Parallelism(Frozen):
     neighbour: Neighbour | None = None
 
     @property
-    def is_job(self) -> bool:
-        """Whether these keys describe a whole job (any of :data:`JOB_KEYS` set)."""
-        return bool(self.model_fields_set & set(JOB_KEYS))
+    def workload(self) -> Workload:
+        """``job`` where these keys describe a whole job (any of :data:`JOB_KEYS` set), else
+        ``step``."""
+        return JOB if self.model_fields_set & set(JOB_KEYS) else STEP
 
     @model_validator(mode="after")
     def _check_job(self) -> Parallelism:
-        if not self.is_job:
+        if self.workload != JOB:
             return self
         if not self.global_batch:
             raise invalid("missing required key (a job scenario needs its global batch)",

@@ -18,6 +18,7 @@ from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
+from atpsim.scenario.workload import STEP, Workload
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class SweepPoint:
     """
 
     schema: ClassVar[ResultsSchema] = STEP_SCHEMA
+    workload: ClassVar[Workload] = STEP
 
     scenario: str
     topology: str | Mapping[str, Any]

@@ -73,6 +73,7 @@ from atpsim.scenario.fields import (
 )
 from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.report import Reference, ReportField, ReportOptions
+from atpsim.scenario.workload import JOB, Workload
 
 __all__ = [
     "DEFAULT_HARDWARE",
@@ -231,14 +232,14 @@ class Scenario(Frozen):
 
     @model_validator(mode="after")
     def _check_job(self) -> Scenario:
-        """A job scenario (:attr:`is_job`) is one in every case, simulated (``des``) and
-        reported by its own report, and takes no calibration."""
-        jobs = [part.parallelism.is_job for part in self.parts()]
-        if any(jobs) and not all(jobs):
-            index = jobs.index(not jobs[0]) if self.cases else 0
+        """A scenario sweeps one :attr:`workload` in every case; a job scenario is simulated
+        (``des``) and reported by its own report, and takes no calibration."""
+        workloads = [part.parallelism.workload for part in self.parts()]
+        if len(set(workloads)) > 1:
+            index = next(i for i, w in enumerate(workloads) if w != workloads[0]) if self.cases else 0
             raise invalid("expected every case to be a job (tp/pp/dp/global_batch) or none",
                           ("cases", index, "parallelism"))  # fmt: skip
-        if not any(jobs):
+        if workloads[0] != JOB:
             return self
         if any(mode != "des" for part in self.parts() for mode in part.mode):
             raise invalid("a job scenario is simulated (des); expected mode: des", ("mode",))
@@ -254,10 +255,11 @@ class Scenario(Frozen):
         return self
 
     @property
-    def is_job(self) -> bool:
-        """Whether this scenario sweeps whole training jobs (its parallelism has job keys,
-        :mod:`atpsim.scenario.parallelism`): points are JobPoints, rows the job schema."""
-        return self.parts()[0].parallelism.is_job
+    def workload(self) -> Workload:
+        """What this scenario sweeps (:mod:`atpsim.scenario.workload`): ``job`` where its
+        parallelism has job keys (:mod:`atpsim.scenario.parallelism`: points are JobPoints,
+        rows the job schema), else ``step``."""
+        return self.parts()[0].parallelism.workload
 
     @property
     def source(self) -> str | None:

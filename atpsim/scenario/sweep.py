@@ -18,7 +18,9 @@ does not apply: the grid's layers are consecutive GPUs, :class:`atpsim.parallel.
 (:class:`atpsim.parallel.sagemaker.SageMakerGroup`; meshes and placement do not apply).
 
 A job scenario (``parallelism`` with tp / pp / dp / global_batch) expands into whole-job
-points instead: :mod:`atpsim.scenario.job_sweep`.
+points instead: :mod:`atpsim.scenario.job_sweep`. Each workload's expander is one entry of
+:data:`EXPANDERS`, looked up by :attr:`Scenario.workload <atpsim.scenario.schema.Scenario.
+workload>`; the expansion, its laziness and its description are one path for both.
 
 Expanding builds each topology at each device count (memoized by the topology layer), which
 is how a device count larger than the topology and a broken custom graph are caught.
@@ -27,7 +29,8 @@ is how a device count larger than the topology and a broken custom graph are cau
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from atpsim.compute.models import ModelConfig
@@ -41,6 +44,7 @@ from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
 from atpsim.scenario.topologies import scenario_error, sized_topologies
+from atpsim.scenario.workload import JOB, STEP, Workload
 
 ATP_OPT = "atp-opt"
 
@@ -141,9 +145,9 @@ def expand_sweep(scenario: Scenario) -> list[SweepPoint] | list[JobPoint]:
 
 class SweepPoints(LazyPoints):
     """The points of *scenario* (as :func:`expand_sweep` lists them), expanded lazily
-    (:class:`LazyPoints`). A job scenario's points are listed
-    (:func:`atpsim.scenario.job_sweep.expand_job_sweep`): a job point costs seconds to
-    simulate, so its sweeps are small."""
+    (:class:`LazyPoints`), one case after another by its workload's :data:`EXPANDERS` entry
+    (a job scenario's case is listed whole: a job point costs seconds to simulate, so its
+    sweeps are small)."""
 
     def __init__(self, scenario: Scenario):
         super().__init__(lambda: _scenario_points(scenario))
@@ -151,15 +155,15 @@ class SweepPoints(LazyPoints):
 
 
 def _scenario_points(scenario: Scenario) -> Iterator[SweepPoint | JobPoint]:
-    if scenario.is_job:
-        yield from expand_job_sweep(scenario)
-        return
+    """Every point of *scenario*, case by case (the lazy first pass drops the points an
+    earlier case made); a job scenario has no calibration to check (its schema refuses it)."""
+    expander = EXPANDERS[scenario.workload]
     _check_calibration(scenario, scenario.parts())
     for part in scenario.parts():
-        yield from _part_points(part)
+        yield from expander.part_points(part)
 
 
-def _part_points(part: Scenario) -> Iterator[SweepPoint]:
+def _step_part_points(part: Scenario) -> Iterator[SweepPoint]:
     for index, entry in enumerate(part.topologies):
         yield from _topology_points(part, index, entry)
 
@@ -303,9 +307,7 @@ def describe_sweep(scenario: Scenario, points: Collection[Any] | None = None) ->
 
 
 def _part_count(part: Scenario) -> int:
-    if part.is_job:
-        return len(expand_job_sweep(part))
-    return len(list(_part_points(part)))
+    return sum(1 for _ in EXPANDERS[part.workload].part_points(part))
 
 
 def _count(n: int) -> str:
@@ -313,8 +315,12 @@ def _count(n: int) -> str:
 
 
 def _axes(scenario: Scenario, indent: str) -> list[str]:
-    if scenario.is_job:
-        return [f"{indent}{name:<12} {values}" for name, values in job_axes(scenario)]
+    expander = EXPANDERS[scenario.workload]
+    return [f"{indent}{name:<{expander.width}} {values}" for name, values in expander.axes(scenario)]
+
+
+def step_axes(scenario: Scenario) -> list[tuple[str, str]]:
+    """(axis, values) of a step scenario, as ``atpsim run`` announces them."""
     meshes = ", ".join(str(c) for c in scenario.parallelism.meshes)
     if any(c.kind == "opt" for c in scenario.parallelism.meshes):
         meshes += " (ATP-OPT: best of every factorization)"
@@ -332,4 +338,23 @@ def _axes(scenario: Scenario, indent: str) -> list[str]:
     ]
     if scenario.parallelism.scheme != ("atp",):
         axes.insert(6, ("scheme", ", ".join(scenario.parallelism.scheme)))
-    return [f"{indent}{name:<10} {values}" for name, values in axes]
+    return axes
+
+
+@dataclass(frozen=True)
+class Expander:
+    """How a scenario of one workload expands and is announced: *part_points* makes the
+    points of one part (a case, or the scenario without cases) in axis order, checking each;
+    *axes* names its axes and their values, written in a column *width* characters wide."""
+
+    part_points: Callable[[Scenario], Iterable[Any]]
+    axes: Callable[[Scenario], list[tuple[str, str]]]
+    width: int
+
+
+#: The expander of each workload (:mod:`atpsim.scenario.workload`). A job part's points are
+#: :func:`expand_job_sweep`'s (a list, with a point its layouts make twice once).
+EXPANDERS: dict[Workload, Expander] = {
+    STEP: Expander(_step_part_points, step_axes, 10),
+    JOB: Expander(expand_job_sweep, job_axes, 12),
+}

@@ -327,9 +327,9 @@ def test_tracing_many_points_is_announced(caplog):
             return {"point_index": index, "mode": "des", "model": "M2"}
 
     points = [Point() for _ in range(MANY_TRACES + 1)]
-    select_trace_points(points, ["best"], is_job=False)
+    select_trace_points(points, ["best"])
     assert "simulated once more" not in caplog.text
-    select_trace_points(points, ["model=M2"], is_job=False)
+    select_trace_points(points, ["model=M2"])
     assert f"`trace` selects {MANY_TRACES + 1} points" in caplog.text  # --trace on the CLI
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from atpsim.api.workloads import WORKLOADS
 from atpsim.cli import main
 from atpsim.results.io import read_results
+from atpsim.scenario.workload import JOB, STEP
 
 SCENARIO = """name: tiny
 description: Two meshes and two chunk counts on IC3.
@@ -41,8 +44,8 @@ def fake_simulate_job(point):
 
 @pytest.fixture
 def fake_simulator(monkeypatch):
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
-    monkeypatch.setattr("atpsim.api.scenario.simulate_job_point", fake_simulate_job)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=fake_simulate))
+    monkeypatch.setitem(WORKLOADS, JOB, replace(WORKLOADS[JOB], simulate=fake_simulate_job))
 
 
 @pytest.fixture
@@ -101,7 +104,7 @@ def test_run_says_plainly_when_nothing_can_be_simulated_yet(scenario, tmp_path, 
     def not_yet(point):
         raise SimulationError("simulating a point is not implemented yet (issue 4)")
 
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", not_yet)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=not_yet))
     result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
     assert result.exit_code == 1
     assert (
@@ -118,7 +121,7 @@ def test_some_failed_points_exit_1_after_writing_everything(scenario, tmp_path, 
             raise ValueError("no chunks today")
         return fake_simulate(point)
 
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", half)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=half))
     result = run("run", str(scenario), "-o", str(tmp_path / "o"), "--no-progress")
     assert result.exit_code == 1
     assert "atpsim: 2 of 4 points failed" in result.stderr

@@ -37,12 +37,12 @@ def points(scenario):
 
 
 def test_selectors_pick_points_by_results_columns(points):
-    [mesh] = select_trace_points(points, ["mesh=2x2,chunks=2"], False)
+    [mesh] = select_trace_points(points, ["mesh=2x2,chunks=2"])
     assert [(points[i].mesh_label, points[i].chunks, points[i].mode) for i in mesh.indices] == [
         ("2x2", 2, "des")]  # the analytic twin has no timeline
-    [best] = select_trace_points(points, ["chunks=1,best"], False)
+    [best] = select_trace_points(points, ["chunks=1,best"])
     assert best.best and len(best.indices) == 2
-    [index] = select_trace_points(points, ["point_index=0"], False)
+    [index] = select_trace_points(points, ["point_index=0"])
     assert index.indices == (0,)
 
 
@@ -57,7 +57,7 @@ def test_selectors_pick_points_by_results_columns(points):
 )
 def test_bad_selectors_are_refused(points, selector, message):
     with pytest.raises(AtpsimError, match=message):
-        select_trace_points(points, [selector], False)
+        select_trace_points(points, [selector])
 
 
 def test_bad_selector_is_one_line_exit_2_before_simulating(scenario, tmp_path):
@@ -72,7 +72,7 @@ def test_best_is_the_fastest_that_ran(points, tmp_path):
     """'best' among the selected rows that ran is the one with the shortest step."""
     import pandas as pd
 
-    [selection] = select_trace_points(points, ["best"], False)
+    [selection] = select_trace_points(points, ["best"])
     rows = [{"point_index": i, "status": "ok", "step_time_s": t}
             for i, t in zip(selection.indices, [3.0, 1.0, 2.0, 0.5], strict=False)]
     rows[-1]["status"] = "failed"  # the fastest failed: not chosen
@@ -81,7 +81,7 @@ def test_best_is_the_fastest_that_ran(points, tmp_path):
 
 
 def test_exported_trace_is_the_points_step(points, tmp_path):
-    point = points[next(iter(select_trace_points(points, ["mesh=2x2,chunks=2"], False)[0].indices))]
+    point = points[next(iter(select_trace_points(points, ["mesh=2x2,chunks=2"])[0].indices))]
     path = write_point_trace(point, tmp_path)
     data = json.loads(path.read_text())
     events = [e for e in data["traceEvents"] if e["ph"] == "X"]
@@ -95,7 +95,7 @@ def test_exported_trace_is_the_points_step(points, tmp_path):
 @pytest.mark.filterwarnings("ignore:The inplace keyword")
 def test_a_real_trace_reader_loads_the_exported_timeline(points, tmp_path):
     trace_module = pytest.importorskip("hta.common.trace", reason="HolisticTraceAnalysis not installed")
-    point = points[select_trace_points(points, ["mesh=2x2,chunks=1"], False)[0].indices[0]]
+    point = points[select_trace_points(points, ["mesh=2x2,chunks=1"])[0].indices[0]]
     path = write_point_trace(point, tmp_path)
     trace = trace_module.Trace(trace_files={0: str(path)}, trace_dir=str(tmp_path))
     trace.parse_traces()

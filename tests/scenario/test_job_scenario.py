@@ -16,7 +16,7 @@ from atpsim.api import rebuild_report, run_scenario
 from atpsim.api.job_point import simulate_job_point
 from atpsim.cli import main
 from atpsim.results.io import read_results, read_rows
-from atpsim.results.job_schema import JOB_SCHEMA
+from atpsim.results.schema import JOB_SCHEMA
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.sweep import expand_sweep
@@ -59,7 +59,7 @@ def with_parallelism(**keys: Any) -> dict[str, Any]:
 def test_a_job_scenario_expands_into_job_points(tmp_path):
     scenario = load_scenario(write(tmp_path, TINY))
     points = expand_sweep(scenario)
-    assert scenario.is_job and all(isinstance(p, JobPoint) for p in points)
+    assert scenario.workload == "job" and all(isinstance(p, JobPoint) for p in points)
     layouts = [(f"{p.tp.d1}x{p.tp.d2}", p.pp, p.dp, p.sequence_parallel) for p in points]
     assert layouts == [
         ("4x1", 1, 8, True), ("4x1", 2, 4, True), ("2x2", 1, 8, False),
@@ -82,7 +82,7 @@ def test_job_keys_take_their_documented_forms(tmp_path):
 
 def test_step_scenarios_are_not_jobs(tmp_path):
     data = {"topology": "ic3", "model": "M2", "parallelism": {"devices": 8, "meshes": "atp-opt"}}
-    assert not load_scenario(write(tmp_path, data)).is_job
+    assert load_scenario(write(tmp_path, data)).workload == "step"
 
 
 #: bad input -> (key path, fragment of the message). Each is one line, exit code 2.

@@ -52,11 +52,11 @@ def test_committed_results_match_a_new_simulation(name):
     points = {p.key(): p for p in expand_sweep(scenario)}
     simulate, compared, count = (
         (simulate_job_point, JOB_COMPARED, JOB_SAMPLES_PER_TABLE)
-        if scenario.is_job
+        if scenario.workload == "job"
         else (simulate_point, COMPARED, SAMPLES_PER_TABLE)
     )
     rows = read_rows(folder / "results.csv")
-    if scenario.is_job:
+    if scenario.workload == "job":
         rows = [row for row in rows if row["n_devices"] <= JOB_MAX_DEVICES]
     for row in _sample(rows, compared, count):
         fresh = simulate(points[row["point_key"]])

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ from distributed import LocalCluster
 from sweep_fakes import calls, failing_simulate, fake_simulate, interrupting_simulate, make_points
 
 import atpsim.sweep.runner as runner
+from atpsim.api.workloads import WORKLOADS
 from atpsim.cli import main
 from atpsim.errors import WorkerDiedError
 from atpsim.scenario.point import SweepPoint
+from atpsim.scenario.workload import STEP
 from atpsim.sweep import SweepInterrupted, run_sweep
 from atpsim.sweep.dask_executor import batches, most_per_batch
 from atpsim.sweep.progress import SweepProgress
@@ -164,7 +167,7 @@ def test_a_malformed_scheduler_address_is_one_line_and_exit_2(tmp_path):
 def test_a_scheduler_error_leaves_the_saved_rows_as_they_were(tmp_path, monkeypatch, address):
     """An interrupted run's 2 rows, then --resume on a malformed or silent scheduler."""
     monkeypatch.setattr("atpsim.sweep.dask_executor.CONNECT_TIMEOUT_S", 0.5)
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=fake_simulate))
     assert run_cli(tmp_path).exit_code == 0
     out = tmp_path / "o"
     saved = "".join((out / "results.csv").read_text().splitlines(keepends=True)[:3])
@@ -182,7 +185,7 @@ def test_a_scheduler_error_leaves_the_saved_rows_as_they_were(tmp_path, monkeypa
 
 
 def test_the_cli_runs_a_sweep_on_a_dask_cluster(tmp_path, monkeypatch, in_process_cluster):
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=fake_simulate))
     result = run_cli(tmp_path, "--scheduler", in_process_cluster)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "o" / "results.csv").is_file()
@@ -229,6 +232,6 @@ def test_a_local_cluster_has_2_workers_unless_j_says(tmp_path, monkeypatch, args
         return (runner.simulate_row(simulate, point, index) for index, point in todo)
 
     monkeypatch.setattr("atpsim.sweep.dask_executor.dask_results", serial_results)
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=fake_simulate))
     assert run_cli(tmp_path, "--scheduler", "local", *args).exit_code == 0
     assert seen == [workers]

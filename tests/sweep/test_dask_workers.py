@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -15,8 +16,10 @@ from distributed import Client, LocalCluster
 from sweep_fakes import fake_simulate
 
 from atpsim import __version__
+from atpsim.api.workloads import WORKLOADS
 from atpsim.cli import main
 from atpsim.errors import AtpsimError
+from atpsim.scenario.workload import STEP
 from atpsim.sweep.dask_workers import WorkerCheck
 
 SCENARIO = """name: tiny
@@ -59,7 +62,7 @@ def test_a_worker_without_atpsim_is_one_line_exit_2_and_the_saved_rows_stay(
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(SCENARIO)
     out = tmp_path / "o"
-    monkeypatch.setattr("atpsim.api.scenario.simulate_point", fake_simulate)
+    monkeypatch.setitem(WORKLOADS, STEP, replace(WORKLOADS[STEP], simulate=fake_simulate))
     run = ["run", str(scenario), "-o", str(out), "--no-progress"]
     assert CliRunner().invoke(main, run).exit_code == 0
     lines = (out / "results.csv").read_text().splitlines(keepends=True)

@@ -1,0 +1,70 @@
+"""What a scenario run does for each workload (:mod:`atpsim.scenario.workload`), one entry
+each in :data:`WORKLOADS`: how a point is simulated, how trace selectors are checked
+against the sweep's points, whether parameter draws apply, and what is said of the points
+before they run. :func:`atpsim.run_scenario` looks the entry up by the scenario's workload
+rather than asking which one it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from atpsim.api.job_point import simulate_job_point
+from atpsim.api.point import simulate_point
+from atpsim.api.point_trace import TraceSelection, select_trace_points
+from atpsim.errors import AtpsimError
+from atpsim.parallel.mesh import DeviceMesh
+from atpsim.scenario.workload import JOB, STEP, Workload
+from atpsim.sweep.runner import Simulate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """One workload's part in a run: *simulate* one point to its result columns,
+    *select_traces* (points, selectors) checked before anything is simulated, *draws* whether
+    ``uncertainty`` draws apply, *warn* about the expanded points before they run."""
+
+    simulate: Simulate
+    select_traces: Callable[[Sequence[Any], Sequence[str]], list[TraceSelection]]
+    draws: bool
+    warn: Callable[[Collection[Any]], None]
+
+
+def no_traces(points: Sequence[Any], selectors: Sequence[str]) -> list[TraceSelection]:
+    """A job scenario's trace selection: none, and any selector refused (an iteration has no
+    per-rank step timeline)."""
+    if selectors:
+        raise AtpsimError("traces are written for step scenarios; a job scenario has no "
+                          "per-rank step timeline", param="trace")  # fmt: skip
+    return []
+
+
+def warn_uneven_heads(points: Collection[Any]) -> None:
+    """Flag the step points whose attention heads do not divide over the mesh: the simulator
+    splits the attention core's work evenly anyway, which no real run can do."""
+    count, first = 0, None
+    for p in points:
+        if isinstance(p.shape, DeviceMesh) and p.model.heads % p.shape.size:
+            count, first = count + 1, first or p
+    if first is not None:
+        log.warning(
+            "%d points put heads that do not divide over the mesh (e.g. %d heads on %s): the "
+            "attention core is split evenly anyway, an approximation; the report says which",
+            count, first.model.heads, first.shape,
+        )  # fmt: skip
+
+
+def _say_nothing(points: Collection[Any]) -> None:
+    """A job scenario's points need no word before they run (its sizes were checked)."""
+
+
+#: Each workload's part in a run.
+WORKLOADS: dict[Workload, WorkloadRun] = {
+    STEP: WorkloadRun(simulate_point, select_trace_points, draws=True, warn=warn_uneven_heads),
+    JOB: WorkloadRun(simulate_job_point, no_traces, draws=False, warn=_say_nothing),
+}
