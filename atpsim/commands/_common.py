@@ -46,7 +46,8 @@ MEMORY_ENV = "ATPSIM_MAX_MEMORY"
 #: The flag of each library parameter that is not the command's option of the same name,
 #: for every command ("") and per command; an environment variable for a limit.
 FLAGS: dict[str, dict[str, str]] = {
-    "": {"out_dir": "-o", "uncertainty": "--uncertainty", "memory_bytes": MEMORY_ENV},
+    "": {"out_dir": "-o", "uncertainty": "--uncertainty", "trace": "--trace",
+         "memory_bytes": MEMORY_ENV},
     "plan": {"path": "--links", "model": "--model"},
 }
 
