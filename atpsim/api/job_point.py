@@ -1,6 +1,6 @@
 """One job sweep point, simulated: :class:`~atpsim.scenario.job_point.JobPoint` ->
 :class:`~atpsim.training.config.JobConfig` -> :func:`~atpsim.training.job.run_job` -> a results
-row of the job schema (:mod:`atpsim.results.job_schema`).
+row of the job schema (:data:`atpsim.results.schema.JOB_SCHEMA`).
 
 A layout whose busiest rank does not fit the GPU's memory is not simulated (as
 :func:`atpsim.api.plan_job` prunes it): its row says how much it needs and ``fits_memory``

@@ -257,16 +257,21 @@ STEP_UNCERTAINTY_SCHEMA = ResultsSchema(
     "step-uncertainty", COLUMNS + UNCERTAINTY_COLUMNS, POINT_COLUMNS, STEP_SCHEMA.describe
 )
 
-#: The workloads, by name: each one's table (a step table with parameter draws is a step's).
-SCHEMAS: dict[str, ResultsSchema] = {"step": STEP_SCHEMA, "job": JOB_SCHEMA}
-WORKLOADS: tuple[str, ...] = tuple(SCHEMAS)
+#: The two workloads, by name: ``step`` (one layer's pass on one TP group) and ``job`` (a
+#: whole iteration of a TP x PP x DP layout), each with its table (a step table with parameter
+#: draws is a step's); :mod:`atpsim.scenario.workload` and the registries key on these names.
+Workload = Literal["step", "job"]
+STEP: Workload = "step"
+JOB: Workload = "job"
+SCHEMAS: dict[str, ResultsSchema] = {STEP: STEP_SCHEMA, JOB: JOB_SCHEMA}
+WORKLOADS: tuple[Workload, ...] = (STEP, JOB)
 
 
-def workload_of(table: Any) -> str:
+def workload_of(table: Any) -> Workload:
     """The workload (``"step"`` or ``"job"``) of *table*, a frame or its column names: a job's
     table is the one with the job schema's ``iteration_time_s``."""
     columns = getattr(table, "columns", table)
-    return "job" if "iteration_time_s" in columns else "step"
+    return JOB if "iteration_time_s" in columns else STEP
 
 
 class ResultsError(AtpsimError):

@@ -3,7 +3,7 @@ training iteration (the model, the DP x PP x TP layout and how the step is cut).
 
 A job scenario expands into :class:`JobPoint` (:mod:`atpsim.scenario.job_sweep`); the sweep
 runner simulates each like a :class:`~atpsim.scenario.point.SweepPoint` and writes its rows
-in the job schema (:data:`atpsim.results.job_schema.JOB_SCHEMA`).
+in the job schema (:data:`atpsim.results.schema.JOB_SCHEMA`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ pipeline x tensor-parallel layout (issue 12)::
 
 Any of ``tp``, ``pp``, ``dp``, ``global_batch`` (or another key above) makes the scenario a
 job scenario: its points are :class:`~atpsim.scenario.job_point.JobPoint` and its table the
-job schema (:mod:`atpsim.results.job_schema`). The sizes are checked against the devices, the
+job schema (:data:`atpsim.results.schema.JOB_SCHEMA`). The sizes are checked against the devices, the
 model's layers and the batch when the sweep is expanded (:mod:`atpsim.scenario.job_sweep`).
 """
 

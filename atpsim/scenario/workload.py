@@ -11,9 +11,6 @@ which one a scenario is.
 
 from __future__ import annotations
 
-from typing import Literal
+from atpsim.results.schema import JOB, STEP, WORKLOADS, Workload
 
-Workload = Literal["step", "job"]
-STEP: Workload = "step"
-JOB: Workload = "job"
-WORKLOADS: tuple[Workload, ...] = (STEP, JOB)
+__all__ = ["JOB", "STEP", "WORKLOADS", "Workload"]

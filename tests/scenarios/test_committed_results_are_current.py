@@ -17,7 +17,7 @@ from atpsim.scenario.sweep import expand_sweep
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 COMPARED = ("step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu")
-#: A job scenario's rows (atpsim.results.job_schema): the iteration and its breakdown.
+#: A job scenario's rows (atpsim.results.schema.JOB_SCHEMA): the iteration and its breakdown.
 JOB_COMPARED = (
     "iteration_time_s",
     "compute_s",
