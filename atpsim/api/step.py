@@ -15,6 +15,7 @@ from typing import Any
 from atpsim.api.point import hardware_profile, simulate_point, topology_for
 from atpsim.compute.hardware import DEFAULT_HARDWARE
 from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.engine.methods import names as method_names
 from atpsim.engine.step.run import simulate_des_step
 from atpsim.errors import SimulationError
 from atpsim.parallel.mesh import DeviceMesh
@@ -22,7 +23,7 @@ from atpsim.report.trace import write_chrome_trace
 from atpsim.scenario.point import SweepPoint
 from atpsim.topology.spec import load_topology, topology_label
 
-MODES = ("des", "analytic")
+MODES = tuple(method_names("mode"))
 
 
 @dataclass(frozen=True)

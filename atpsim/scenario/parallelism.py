@@ -43,6 +43,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
 
+from atpsim.engine.methods import names as method_names
 from atpsim.errors import did_you_mean
 from atpsim.parallel import pipeline
 from atpsim.scenario.entries import MeshChoice, mesh_choice, meshes_value
@@ -64,8 +65,8 @@ JOB_KEYS = (
     "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
 )  # fmt: skip
-#: How a job's calls share the network (:data:`atpsim.training.job.NETWORKS`).
-NETWORKS = ("joint", "isolated")
+#: How a job's calls share the network (the ``network`` methods of :mod:`atpsim.engine.methods`).
+NETWORKS = tuple(method_names("network"))
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1)
 LAYOUT_DIMENSIONS = ("tp", "pp", "dp")
