@@ -153,8 +153,10 @@ MAX_EPOCH_S = 253_402_300_799
 
 def limit_from_env(name: str, default: int, error_type: type[AtpsimError] = SizeLimitError) -> int:
     """A size limit: the environment variable *name* if set (an integer >= 1; else an
-    *error_type* naming it), else *default*. Every announced limit (GPUs, slots, layouts) is
-    read this way."""
+    *error_type* naming it), else *default*. The GPU and slot limits are read this way, where
+    they are checked: every topology build and job check (scenario expansion, sweep workers,
+    planners) reaches them, too many paths to carry an argument. The commands read the
+    others (memory, layouts) once and pass them down."""
     text = os.environ.get(name)
     if text is None:
         return default

@@ -42,7 +42,7 @@ from rich.console import Console
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
-from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, limit_from_env, param
+from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
 from atpsim.results.schema import JOB_SCHEMA
@@ -174,10 +174,9 @@ def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: 
 #: on one core of the development machine, 10,240 candidates in 2.9 s); fewer where a
 #: pipeline has many micro-batches (its memory estimate walks the schedule).
 PRUNED_PER_S = 3500
-#: The most candidate layouts a search looks at unless ATPSIM_MAX_LAYOUTS says otherwise: a
-#: million take some 5 minutes to prune before anything is simulated.
+#: The most candidate layouts a search looks at unless its caller's ``max_layouts`` says
+#: otherwise: a million take some 5 minutes to prune before anything is simulated.
 DEFAULT_MAX_LAYOUTS = 1_000_000
-MAX_LAYOUTS_ENV = "ATPSIM_MAX_LAYOUTS"
 
 
 def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
@@ -195,16 +194,18 @@ def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
     return total
 
 
-def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
-    """*space*'s :func:`space_size`; a SizeLimitError past ATPSIM_MAX_LAYOUTS (default
+def check_space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP, *,
+                     max_layouts: int | None = None) -> int:  # fmt: skip
+    """*space*'s :func:`space_size`; a SizeLimitError past *max_layouts* candidates (None:
     :data:`DEFAULT_MAX_LAYOUTS`) naming the size and how to narrow or raise it."""
-    size, limit = space_size(space, max_tp), limit_from_env(MAX_LAYOUTS_ENV, DEFAULT_MAX_LAYOUTS)
+    size = space_size(space, max_tp)
+    limit = DEFAULT_MAX_LAYOUTS if max_layouts is None else max_layouts
     if size > limit:
         raise SizeLimitError(
             f"the space makes {size:,} candidate layouts (TP meshes x pipeline depths x "
             f"micro-batches x global batches x the other lists), more than the {limit:,} a "
             f"search looks at (pruning alone checks about {PRUNED_PER_S:,} a second): give fewer values "
-            f"({param('pp')}, {param('micro_batch')}, {param('max_tp')}, ...) or set {MAX_LAYOUTS_ENV}={size}",
+            f"({param('pp')}, {param('micro_batch')}, {param('max_tp')}, ...) or set {param('max_layouts', size)}",
             source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
     return size
 
@@ -256,6 +257,7 @@ def run_search(
     out_dir: Path | str | None = None,
     *,
     max_tp: int = DEFAULT_MAX_TP,
+    max_layouts: int | None = None,
     top: int = 10,
     jobs: int = 1,
     scheduler: str | None = None,
@@ -269,12 +271,14 @@ def run_search(
     """Search *space* (:func:`search_space`) into *out_dir* (default ``reports/<name>/``):
     prune, simulate the rest on *jobs* processes or the Dask *scheduler* (as
     :func:`atpsim.run_scenario` does, resumable), and return the *top* rows with the most model
-    FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). Raises
-    SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
+    FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). A space of
+    more than *max_layouts* candidates (None: :data:`DEFAULT_MAX_LAYOUTS`) is refused before
+    it is pruned (:func:`check_space_size`). Raises SimulationError when every candidate is
+    pruned, SweepInterrupted on Ctrl-C."""
     check_jobs(jobs, scheduler)
     out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
     check_owner(out, "search", space.name, fresh)
-    size = check_space_size(space, max_tp)
+    size = check_space_size(space, max_tp, max_layouts=max_layouts)
     if size > 100_000:
         announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
                  f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip

@@ -6,7 +6,8 @@ line (``ATPSIM_TRACEBACK=1`` re-raises it for the traceback). ``atpsim --help`` 
 
 The library names its own parameters in errors and warnings (``devices``, `` `resume=True` ``);
 :data:`FLAGS` and :func:`flag` show each as the command's flag (``--devices``, ``--resume``).
-Limits set in the environment (``ATPSIM_MAX_MEMORY``) are read here, once, and passed down.
+Limits set in the environment (``ATPSIM_MAX_MEMORY``, ``ATPSIM_MAX_LAYOUTS``) are read here,
+once, and passed down as the library's arguments (``memory_bytes``, ``max_layouts``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from atpsim.api import (
     EXIT_CODES,
     MEMORY_SHARE,
     AtpsimError,
+    SizeLimitError,
     describe_os_error,
     machine_memory_bytes,
     show_params,
@@ -42,12 +44,13 @@ EXIT_INTERRUPTED = 130
 
 
 MEMORY_ENV = "ATPSIM_MAX_MEMORY"
+LAYOUTS_ENV = "ATPSIM_MAX_LAYOUTS"
 
 #: The flag of each library parameter that is not the command's option of the same name,
 #: for every command ("") and per command; an environment variable for a limit.
 FLAGS: dict[str, dict[str, str]] = {
     "": {"out_dir": "-o", "uncertainty": "--uncertainty", "trace": "--trace",
-         "memory_bytes": MEMORY_ENV},
+         "memory_bytes": MEMORY_ENV, "max_layouts": LAYOUTS_ENV},
     "plan": {"path": "--links", "model": "--model"},
 }
 
@@ -55,13 +58,14 @@ FLAGS: dict[str, dict[str, str]] = {
 def flag(name: str, value: str | None = None) -> str | None:
     """How the running command's user spells the library parameter *name* (with *value*, the
     repr of the value the library advises): its flag (``--engine auto``; a flag alone for
-    ``True``), an environment variable, or None where the command has no such option."""
+    ``True``), an environment variable (``ATPSIM_MAX_LAYOUTS=20``), or None where the command
+    has no such option."""
     ctx = click.get_current_context(silent=True)
     command = ctx.command if ctx is not None else None
     table = {**FLAGS[""], **FLAGS.get(command.name or "" if command else "", {})}
     spelled = table.get(name)
     if spelled is not None and not spelled.startswith("-"):
-        return spelled
+        return spelled if value is None else f"{spelled}={value}"
     options = [p for p in (command.params if command else []) if isinstance(p, click.Option)]
     if spelled is None or not any(spelled in p.opts for p in options):
         spelled = next((max(p.opts, key=len) for p in options if p.name == name), None)
@@ -137,6 +141,22 @@ def memory_cap() -> int | None:
             raise AtpsimError(f"expected a byte count >= 268435456 (256 MiB), got {text!r}", key=MEMORY_ENV)
         return value
     return machine_memory_bytes()
+
+
+def size_limit(name: str) -> int | None:
+    """The size limit the environment variable *name* sets (``ATPSIM_MAX_LAYOUTS``; the one
+    place it is read): an integer >= 1, else a SizeLimitError naming it; None where it is not
+    set (the library's default applies)."""
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=name)
+    return value
 
 
 def check_environment() -> None:

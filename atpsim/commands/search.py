@@ -20,7 +20,7 @@ from atpsim.api import (
     search_space,
     show_params,
 )
-from atpsim.commands._common import clean_errors, flag
+from atpsim.commands._common import LAYOUTS_ENV, clean_errors, flag, size_limit
 from atpsim.commands.run import EXIT_FAILED_POINTS, EXIT_INTERRUPTED, LOCAL_WORKERS, logging_to
 
 #: Columns of the printed table: (results column, header).
@@ -105,11 +105,12 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
     """
     if resume and fresh:
         raise AtpsimError("give --resume or --fresh, not both", key="--fresh")
+    max_layouts = size_limit(LAYOUTS_ENV)
     searched = search_space(space, **_overrides(options))
     console = Console(stderr=True)
     with logging_to(console):
         try:
-            result = run_search(searched, out_dir, max_tp=max_tp, top=top,
+            result = run_search(searched, out_dir, max_tp=max_tp, max_layouts=max_layouts, top=top,
                             jobs=jobs or (LOCAL_WORKERS if scheduler == "local" else 1),
                             scheduler=scheduler, resume=resume, fresh=fresh,
                             progress=not no_progress, console=console, announce=click.echo)  # fmt: skip

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from atpsim.api import plan_job
-from atpsim.api.search import run_search, search_points, search_space
+from atpsim.api.search import check_space_size, run_search, search_points, search_space
 from atpsim.cli import main
-from atpsim.errors import ScenarioError
+from atpsim.errors import ScenarioError, SizeLimitError
 from atpsim.results.io import read_rows
 from atpsim.scenario.job_point import JobPoint
 from atpsim.sweep.progress import SweepProgress
@@ -41,6 +41,17 @@ def test_layouts_that_split_the_heads_or_do_not_fit_are_pruned_before_simulation
     large = search_points(search_space(**{**SMALL, "model": ["gpt3-13b"],
                                           "parallelism": {"global_batch": [16], "pp": [1]}}))
     assert large.pruned["memory"] > 0 and all(p.tp.size > 1 for p in large)
+
+
+def test_the_layout_limit_is_an_argument(tmp_path):
+    """SMALL makes 10 meshes x 2 depths = 20 candidates: refused past ``max_layouts=19``, the
+    message naming the parameter (a command shows it as ATPSIM_MAX_LAYOUTS), before any
+    file is written; accepted at 20."""
+    space = search_space(**SMALL)
+    assert check_space_size(space, max_layouts=20) == 20
+    with pytest.raises(SizeLimitError, match="set `max_layouts=20`"):
+        run_search(space, tmp_path / "out", max_layouts=19, progress=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_search_simulates_what_plan_job_does(tmp_path):
