@@ -17,7 +17,7 @@ from pydantic import (
 
 from atpsim.compute.models import DTYPE_BYTES, ModelConfig, model_preset, preset_names
 from atpsim.errors import AtpsimError, did_you_mean
-from atpsim.parallel.mesh import DeviceMesh, atp_mesh, factorizations
+from atpsim.parallel.mesh import DeviceMesh, atp_mesh
 from atpsim.scenario.fields import (
     MESH_SIZE,
     YAML_SUFFIXES,
@@ -216,13 +216,16 @@ class MeshChoice:
             return f"{self.d1}x{self.d2}"
         return {"atp": f"atp-{self.i}", "opt": "atp-opt", "all": "all"}[self.kind]
 
-    def meshes(self, devices: int) -> list[DeviceMesh]:
-        """The meshes this choice stands for on *devices* GPUs (checked by the sweep)."""
+    def mesh(self, devices: int) -> DeviceMesh:
+        """The mesh a listed choice (a size or ATP-i) stands for on *devices* GPUs (checked by
+        the sweep). ``all`` and ``atp-opt`` stand for every factorization of the devices, which
+        the sweep enumerates (:func:`atpsim.scenario.sweep.resolve_meshes`, through the one
+        enumerator :func:`atpsim.training.layouts.tp_meshes`)."""
         if self.kind == "size":
-            return [DeviceMesh(self.d1, self.d2)]
+            return DeviceMesh(self.d1, self.d2)
         if self.kind == "atp":
-            return [atp_mesh(devices, self.i)]
-        return factorizations(devices)
+            return atp_mesh(devices, self.i)
+        raise ValueError(f"{self} is not one mesh: resolve_meshes enumerates its meshes")
 
 
 def mesh_choice(value: Any) -> MeshChoice:

@@ -36,7 +36,7 @@ from typing import Any
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import did_you_mean
 from atpsim.parallel.grid import Grid
-from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.job_sweep import expand_job_sweep, job_axes
@@ -45,6 +45,7 @@ from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
 from atpsim.scenario.topologies import scenario_error, sized_topologies
 from atpsim.scenario.workload import JOB, STEP, Workload
+from atpsim.training.layouts import tp_meshes
 
 ATP_OPT = "atp-opt"
 
@@ -69,7 +70,7 @@ def _listed_mesh(
             f"expected a divisor of the device count {devices}"
         )
         raise scenario_error(scenario, message, "parallelism", "meshes", k)
-    mesh = choice.meshes(devices)[0]
+    mesh = choice.mesh(devices)
     if mesh.size != devices:
         message = f"{mesh} has {mesh.size} devices; expected {devices}"
         raise scenario_error(scenario, message, "parallelism", "meshes", k)
@@ -80,19 +81,16 @@ def _listed_mesh(
 def resolve_meshes(
     scenario: Scenario, devices: int, model: ModelConfig
 ) -> list[tuple[DeviceMesh, str | None]]:
-    """The (mesh, group) pairs of ``parallelism.meshes`` on *devices* GPUs for *model*."""
+    """The (mesh, group) pairs of ``parallelism.meshes`` on *devices* GPUs for *model*
+    (:func:`atpsim.training.layouts.tp_meshes`, the one enumerator): the listed meshes
+    (checked), then, for ``all`` / ``atp-opt``, every factorization of the devices whose d1
+    and d2 divide the hidden size."""
     choices = scenario.parallelism.meshes
     group = ATP_OPT if any(c.kind == "opt" for c in choices) else None
-    meshes: list[DeviceMesh] = []
-    for k, choice in enumerate(choices):
-        if choice.kind in ("size", "atp"):
-            meshes.append(_listed_mesh(scenario, choice, devices, model, k))
-    if group or choices[0].kind == "all":
-        meshes += [
-            m
-            for m in factorizations(devices)
-            if model.hidden % m.d1 == 0 and model.hidden % m.d2 == 0
-        ]
+    listed = [_listed_mesh(scenario, choice, devices, model, k)
+              for k, choice in enumerate(choices) if choice.kind in ("size", "atp")]  # fmt: skip
+    sizes = (devices,) if group or choices[0].kind == "all" else ()
+    meshes = tp_meshes(devices, sizes=sizes, listed=listed, split_hidden=model.hidden)
     if not meshes:
         message = (
             f"no factorization of {devices} devices divides model.hidden = "
@@ -100,8 +98,7 @@ def resolve_meshes(
             f"and d2 dividing the hidden size"
         )
         raise scenario_error(scenario, message, "parallelism", "meshes")
-    unique = list(dict.fromkeys((m.d1, m.d2) for m in meshes))
-    return [(DeviceMesh(d1, d2), group) for d1, d2 in unique]
+    return [(mesh, group) for mesh in meshes]
 
 
 def _check_chunks(scenario: Scenario, model: ModelConfig) -> None:

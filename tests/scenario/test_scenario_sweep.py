@@ -11,7 +11,8 @@ from atpsim.errors import ScenarioError
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.schema import Scenario
-from atpsim.scenario.sweep import describe_sweep, expand_sweep
+from atpsim.scenario.sweep import describe_sweep, expand_sweep, resolve_meshes
+from atpsim.training.layouts import tp_meshes
 
 GOOD = Path(__file__).parent / "data" / "good"
 
@@ -145,6 +146,17 @@ def test_all_is_every_factorization_that_divides_hidden(devices):
         return
     assert _meshes(points) == [(m.d1, m.d2) for m in valid]
     assert all(p.mesh.size == devices for p in points)
+
+
+def test_a_step_scenarios_meshes_are_the_shared_enumerators():
+    """ATP-OPT over 8 GPUs with [2, 4] and ATP-8 listed: the listed meshes first, then every
+    factorization not yet listed, as :func:`tp_meshes` gives them (one enumerator)."""
+    scenario = Scenario.model_validate({"topology": "ic3", "model": "M2",
+                                        "parallelism": {"meshes": [[2, 4], "atp-opt", "atp-8"]}})
+    model = scenario.models[0].config()
+    expected = tp_meshes(8, sizes=(8,), listed=[DeviceMesh(2, 4), DeviceMesh(1, 8)], split_hidden=model.hidden)
+    assert resolve_meshes(scenario, 8, model) == [(mesh, "atp-opt") for mesh in expected]
+    assert [(m.d1, m.d2) for m in expected] == [(2, 4), (1, 8), (8, 1), (4, 2)]
 
 
 def test_describe_sweep_lists_axes_and_point_count():
