@@ -10,6 +10,7 @@ import atpsim.engine.reductions.periodic as periodic
 from atpsim.collectives.registry import build_schedule
 from atpsim.engine import collective
 from atpsim.engine.collective import run_collective
+from atpsim.engine.methods import find
 from atpsim.engine.problem import Problem
 from atpsim.engine.routes import pair_routes
 from atpsim.engine.solvers.event import dependencies, flatten, prefix_of
@@ -28,7 +29,8 @@ def test_short_prefixes_extend_exactly(case):
     saved = periodic.FIRST_PREFIX_STEPS, periodic.MIN_PERIODS
     periodic.FIRST_PREFIX_STEPS, periodic.MIN_PERIODS = 4, 2
     try:
-        fast = collective._run(topo, op, alg, tuple(map(tuple, groups)), nbytes * 1.01, "auto")
+        fast = collective._run(topo, op, alg, tuple(map(tuple, groups)), nbytes * 1.01,
+                               find("engine", "auto"), None)
     finally:
         periodic.FIRST_PREFIX_STEPS, periodic.MIN_PERIODS = saved
     plain = run_collective(topo, op, alg, groups, nbytes * 1.01, engine="reference")
