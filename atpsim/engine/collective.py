@@ -102,7 +102,7 @@ def _replicated(topology: Topology, op: str, algorithm: str, groups: list[tuple[
     replication = replicate(topology, groups, patterns)
     answers = {}
     for c in replication.distinct():
-        members = [groups[i] for i in replication.clusters[c].groups]
+        members = [groups[i] for i in replication.groups(c)]
         answer = solve_cluster(topology, op, algorithm, members, nbytes, solvers,
                                replication.routes)
         if answer is None:
