@@ -28,7 +28,8 @@ checks the request, memoizes it, and runs the ``engine`` method it names:
 
 - ``reference``: every flow in one run of the flow network (:func:`pipeline.solve_reference`);
 - ``auto``: exact reductions in front of the same network, each tested against the
-  reference run: :mod:`~reductions.replicate` (identical link-disjoint clusters once),
+  reference run: :mod:`~reductions.replicate` (identical link-disjoint clusters once; the
+  split it shares with the joint network's parts is :mod:`~reductions.components`),
   :mod:`~reductions.symmetry` (one flow per orbit of a rank shift), :mod:`~reductions.mirror`
   (one flow per orbit of a reflection: NCCL's double binary tree), then the solvers of
   :data:`methods.SOLVERS`: :mod:`~solvers.longest_path` (one vectorized pass, exact when no
@@ -45,7 +46,7 @@ fastest kept (:func:`~solvers.event_loop.horizon` stops a candidate once it sure
 communication streams (:mod:`~step.scheduler`, :mod:`~step.run`); where calls of a step or an
 iteration meet on a link, :mod:`joint` runs the whole task graph on the same flow network
 (:mod:`~joint.engine`: calls alone where nothing shares their links, episodes of calls that
-meet, live episodes, link-disjoint components once; :mod:`~joint.plain`: no shortcut, the
+meet, live episodes, link-disjoint components once through :mod:`~reductions.components`; :mod:`~joint.plain`: no shortcut, the
 reference every shortcut is tested against). :mod:`~step.job_graph` and :mod:`~step.job_ops`
 build a training iteration's graph (:mod:`atpsim.training` chooses what goes in it).
 
