@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "serial_compute_time_s": "point",
     # a whole training job
     "simulate_job": "job_trace",
+    "trace_job": "job_trace",
     "JobPrediction": "training.job",
     "JobConfig": "training.config",
     "simulate_job_point": "job_point",
@@ -204,6 +205,7 @@ __all__ = [
     "show_params",
     "topology_for",
     "topology_summary",
+    "trace_job",
     "validate",
     "validate_trace",
     "write_trace",
@@ -266,7 +268,7 @@ if TYPE_CHECKING:
     )
     from atpsim.api.job_links import write_job_links
     from atpsim.api.job_point import simulate_job_point
-    from atpsim.api.job_trace import simulate_job
+    from atpsim.api.job_trace import simulate_job, trace_job
     from atpsim.api.planner import CALIBRATIONS, Plan, PlanEntry, plan
     from atpsim.api.point import (
         hardware_profile,

@@ -1,6 +1,6 @@
 """What a scenario run does for each workload (:mod:`atpsim.scenario.workload`), one entry
-each in :data:`WORKLOADS`: how a point is simulated, how trace selectors are checked
-against the sweep's points, whether parameter draws apply, and what is said of the points
+each in :data:`WORKLOADS`: how a point is simulated, what its timeline is (trace selectors,
+:mod:`atpsim.api.point_trace`, checked against the sweep's points), whether parameter draws apply, and what is said of the points
 before they run. :func:`atpsim.run_scenario` looks the entry up by the scenario's workload
 rather than asking which one it is.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from atpsim.api.job_point import simulate_job_point
+from atpsim.api.job_trace import JOB_TIMELINE
 from atpsim.api.point import simulate_point
-from atpsim.api.point_trace import TraceSelection, select_trace_points
-from atpsim.errors import AtpsimError
+from atpsim.api.point_trace import STEP_TIMELINE, Timeline, TraceSelection, select_trace_points
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.workload import JOB, STEP, Workload
 from atpsim.sweep.runner import Simulate
@@ -25,23 +25,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WorkloadRun:
-    """One workload's part in a run: *simulate* one point to its result columns,
-    *select_traces* (points, selectors) checked before anything is simulated, *draws* whether
-    ``uncertainty`` draws apply, *warn* about the expanded points before they run."""
+    """One workload's part in a run: *simulate* one point to its result columns, its
+    *timeline* (what a trace selector picks and writes), *draws* whether ``uncertainty``
+    draws apply, *warn* about the expanded points before they run."""
 
     simulate: Simulate
-    select_traces: Callable[[Sequence[Any], Sequence[str]], list[TraceSelection]]
+    timeline: Timeline
     draws: bool
     warn: Callable[[Collection[Any]], None]
 
-
-def no_traces(points: Sequence[Any], selectors: Sequence[str]) -> list[TraceSelection]:
-    """A job scenario's trace selection: none, and any selector refused (an iteration has no
-    per-rank step timeline)."""
-    if selectors:
-        raise AtpsimError("traces are written for step scenarios; a job scenario has no "
-                          "per-rank step timeline", param="trace")  # fmt: skip
-    return []
+    def select_traces(self, points: Sequence[Any], selectors: Sequence[str]) -> list[TraceSelection]:
+        """The *selectors* checked against the sweep's *points* before anything is simulated
+        (:func:`atpsim.api.point_trace.select_trace_points`)."""
+        return select_trace_points(points, selectors, self.timeline)
 
 
 def warn_uneven_heads(points: Collection[Any]) -> None:
@@ -65,6 +61,6 @@ def _say_nothing(points: Collection[Any]) -> None:
 
 #: Each workload's part in a run.
 WORKLOADS: dict[Workload, WorkloadRun] = {
-    STEP: WorkloadRun(simulate_point, select_trace_points, draws=True, warn=warn_uneven_heads),
-    JOB: WorkloadRun(simulate_job_point, no_traces, draws=False, warn=_say_nothing),
+    STEP: WorkloadRun(simulate_point, STEP_TIMELINE, draws=True, warn=warn_uneven_heads),
+    JOB: WorkloadRun(simulate_job_point, JOB_TIMELINE, draws=False, warn=_say_nothing),
 }

@@ -17,6 +17,7 @@ from atpsim.api import (
     load_topology,
     plan,
     plan_job,
+    trace_job,
     write_job_links,
     write_trace,
 )
@@ -47,7 +48,8 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--calibration", type=click.Choice(list(CALIBRATIONS)), default="auto",
               show_default=True, help="Eq. 2 bandwidths: auto = the paper's for ic1, else derived.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the best candidate's timeline as a Chrome trace (JSON).")
+              help="Write the best candidate's timeline as a Chrome trace (JSON); with "
+                   "--global-batch, the best layout's stages, micro-batches, collectives and busiest links.")
 @click.option("--global-batch", type=click.IntRange(min=1), default=None,
               help="Plan a whole training job of this many samples per iteration: search TP mesh x PP x DP x micro-batch.")
 @click.option("--pp", "pipelines", default=None, help="Job: pipeline depths to try, e.g. 1,2,4 (default: divisors of the layers).")
@@ -84,7 +86,10 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                        "links_path", "network")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
-        refuse_unused(given("placement", "calibration", "trace_path"), "with --global-batch")
+        refuse_unused(given("placement", "calibration"), "with --global-batch")
+    if trace_path and not Path(trace_path).resolve().parent.is_dir():
+        raise AtpsimError(f"no folder to write the trace into: {Path(trace_path).parent}",
+                          key="--trace")  # fmt: skip
     if global_batch is not None:
         ranked_jobs = plan_job(topology, model_name, devices=devices or _all_gpus(topology),
                                global_batch=global_batch, max_tp=max_tp,
@@ -97,10 +102,10 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
         if links_path:
             _print_links(write_job_links(topology, ranked_jobs.best.config, links_path, hardware=hardware),
                          ranked_jobs.best.label, links_path)  # fmt: skip
+        if trace_path:
+            _print_job_trace(trace_job(topology, ranked_jobs.best.config, trace_path, hardware=hardware),
+                             ranked_jobs.best.label, network)  # fmt: skip
         return
-    if trace_path and not Path(trace_path).resolve().parent.is_dir():
-        raise AtpsimError(f"no folder to write the trace into: {Path(trace_path).parent}",
-                          key="--trace")  # fmt: skip
     with warnings_to_stderr():
         ranked = plan(topology, model_name, devices=devices, chunks=_int_list(chunks),
                       algorithm=algorithm, hardware=hardware, placement=placement,
@@ -179,6 +184,13 @@ def _ms(seconds: float) -> str:
 
 def _all_gpus(topology: str) -> int:
     return load_topology(topology).n_gpus
+
+
+def _print_job_trace(path: Path, label: str, network: str) -> None:
+    """Which layout the trace shows, and where it went (always on the joint network: the
+    isolated one has no timeline)."""
+    how = "" if network == "joint" else " (on the joint network: the isolated one has no timeline)"
+    click.echo(f"trace of the best layout, {label}{how}: {path}")
 
 
 def _print_links(uses: list, label: str, path: str) -> None:

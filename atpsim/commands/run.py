@@ -62,8 +62,8 @@ LOCAL_WORKERS = 2
     multiple=True,
     metavar="SELECTOR",
     help="Write the Chrome/Perfetto timeline of chosen points to OUT/traces/<point_key>.json: "
-    "'model=M2,mesh=2x4,chunks=2' (results columns), 'point_index=3', 'best' (fastest step), "
-    "or 'topology=ic1,best'. Repeatable.",
+    "'model=M2,mesh=2x4,chunks=2' or, in a job scenario, 'tp_mesh=4x2,pp=8' (results columns), "
+    "'point_index=3', 'best' (fastest step or iteration), or 'topology=ic1,best'. Repeatable.",
 )
 @click.option(
     "--uncertainty",

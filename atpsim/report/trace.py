@@ -4,8 +4,9 @@ One process per rank with two threads (compute, comm), plus one process "collect
 thread per mesh dimension showing when each collective ran on the first group of that
 dimension. Times are microseconds, as the Trace Event Format expects. A whole iteration on the
 joint network (:func:`graph_trace`) has a process per track of its task graph (each stage of
-a replica, each pipeline hop's sends, each stage's gradient stream) and counter tracks of the
-busiest links (how many calls are in flight on each).
+a replica with its micro-batches' passes, its TP collectives, each pipeline hop's sends, each
+stage's gradient stream) and counter tracks of the busiest links (how many calls are in
+flight on each).
 """
 
 from __future__ import annotations
@@ -90,28 +91,52 @@ def _name_events(pid: int, name: str, threads: dict[int, str]) -> list[dict[str,
 def graph_trace(labels: Sequence[tuple[str, str]], start_s: np.ndarray, finish_s: np.ndarray,
                 counters: Mapping[str, Sequence[tuple[float, int]]], max_tracks: int = 64) -> dict[str, Any]:
     """Trace events of a task graph's run: one process per track of the *labels* (``(track,
-    name)`` per task; tasks without a track or time are left out; the first *max_tracks*
-    tracks), and one counter track per entry of *counters* (``name -> [(time s, value)]``,
-    e.g. the calls in flight on one of the busiest links)."""
+    name)`` per task, :func:`graph_intervals`; tasks without a track or time are left out;
+    the first *max_tracks* tracks), and one counter track per entry of *counters* (``name ->
+    [(time s, value)]``, e.g. the calls in flight on one of the busiest links)."""
     tracks: dict[str, int] = {}
     events: list[dict[str, Any]] = []
-    for task, (track, name) in enumerate(labels):
-        if not track or not finish_s[task] > start_s[task]:
-            continue
+    for track, name, start, finish in graph_intervals(labels, start_s, finish_s):
         if track not in tracks:
             if len(tracks) >= max_tracks:
                 continue
             tracks[track] = len(tracks)
             events += _name_events(tracks[track], track, {0: track})
         events.append({"name": name, "cat": track.split(" ")[0], "ph": "X", "pid": tracks[track],
-                       "tid": 0, "ts": float(start_s[task]) * 1e6,
-                       "dur": float(finish_s[task] - start_s[task]) * 1e6})  # fmt: skip
+                       "tid": 0, "ts": start * 1e6, "dur": (finish - start) * 1e6})  # fmt: skip
     counter_pid = len(tracks)
     events += _name_events(counter_pid, "busiest links", {})
     for name, points in counters.items():
         events += [{"name": name, "ph": "C", "pid": counter_pid, "ts": t * 1e6, "args": {"calls in flight": v}}
                    for t, v in points]  # fmt: skip
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+#: Name suffixes of the zero-length tasks that open and close a span of many tasks (a pass
+#: built of its program's tasks: ``F3 start`` ... ``F3 end``).
+SPAN_OPEN, SPAN_CLOSE = " start", " end"
+
+
+def graph_intervals(labels: Sequence[tuple[str, str]], start_s: np.ndarray, finish_s: np.ndarray
+                    ) -> list[tuple[str, str, float, float]]:
+    """``(track, name, start s, finish s)`` of each labelled task that took time, in task
+    order; a task named ``NAME start`` opens a span NAME on its track that lasts until the
+    finish of the last ``NAME end`` on that track before the next ``NAME start``."""
+    spans: list[list[Any]] = []
+    open_spans: dict[tuple[str, str], list[Any]] = {}
+    for task, (track, name) in enumerate(labels):
+        if not track:
+            continue
+        times = [float(start_s[task]), float(finish_s[task])]
+        if name.endswith(SPAN_OPEN):
+            span = [track, name.removesuffix(SPAN_OPEN), *times]
+            open_spans[(track, name.removesuffix(SPAN_OPEN))] = span
+            spans.append(span)
+        elif name.endswith(SPAN_CLOSE) and (track, name.removesuffix(SPAN_CLOSE)) in open_spans:
+            open_spans[(track, name.removesuffix(SPAN_CLOSE))][3] = times[1]
+        else:
+            spans.append([track, name, *times])
+    return [(track, name, start, finish) for track, name, start, finish in spans if finish > start]
 
 
 def write_graph_trace(path: str | Path, *args: Any, **kwargs: Any) -> Path:

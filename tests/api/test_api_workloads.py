@@ -1,5 +1,6 @@
-"""The API's part of each workload (:mod:`atpsim.api.workloads`): one entry per workload, a
-job's trace selectors and parameter draws refused with the messages the run has always given."""
+"""The API's part of each workload (:mod:`atpsim.api.workloads`): one entry per workload, each
+with its timeline (one selector grammar, 'best' by the workload's time column); a job's
+parameter draws refused with the message the run has always given."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import simulate_point
 from atpsim.api.scenario import scenario_draws
-from atpsim.api.workloads import WORKLOADS, no_traces
+from atpsim.api.workloads import WORKLOADS
 from atpsim.errors import AtpsimError
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.workload import JOB, STEP
@@ -24,10 +25,12 @@ def test_one_entry_per_workload():
     assert WORKLOADS[STEP].draws and not WORKLOADS[JOB].draws
 
 
-def test_a_job_has_no_traces():
-    assert no_traces([], []) == []
-    with pytest.raises(AtpsimError, match="traces are written for step scenarios"):
-        no_traces([], ["best"])
+def test_each_workload_traces_by_its_own_columns_and_time():
+    assert WORKLOADS[STEP].timeline.time_column == "step_time_s"
+    assert WORKLOADS[JOB].timeline.time_column == "iteration_time_s"
+    assert WORKLOADS[JOB].select_traces([], []) == []
+    with pytest.raises(AtpsimError, match="unknown column 'mesh'.*did you mean 'tp_mesh'"):
+        WORKLOADS[JOB].select_traces([], ["mesh=4x1,best"])
 
 
 def test_a_job_takes_no_draws():

@@ -68,20 +68,23 @@ class ProgramOps:
 
     def __call__(self, b: GraphBuilder, replica: int, stage: int, op: PipelineOp, deps: list[int]
                  ) -> tuple[int, int, float]:
-        track = f"r{replica} s{stage}"
-        start = b.delay(0.0, deps, (track, f"{op.kind}{op.microbatch} start"))
+        track, name = f"r{replica} s{stage}", f"{op.kind}{op.microbatch}"
+        start = b.delay(0.0, deps, (track, f"{name} start"))
         end = start
         for part in self.parts(stage, op):
             if part.program is not None:
-                end = self._program(b, replica, stage, part.program, end)
+                end = self._program(b, replica, stage, part.program, end, (track, f"{name} end"))
             if part.after_s or part.program is None:
                 ranks = self.ranks(replica, stage)
                 scale = max(float(self.scale[r]) for r in ranks)
-                end = b.delay(part.after_s * scale, [end], (track, "delay"))
+                end = b.delay(part.after_s * scale, [end], (track, f"{name} end"))
         return start, end, self.seconds(replica, stage, op)
 
-    def _program(self, b: GraphBuilder, replica: int, stage: int, program: StepProgram, start: int) -> int:
-        """The program's tasks on every rank of the stage after task *start*; its end task."""
+    def _program(self, b: GraphBuilder, replica: int, stage: int, program: StepProgram, start: int,
+                 label: tuple[str, str]) -> int:
+        """The program's tasks on every rank of the stage after task *start*; its end task
+        (named *label* in a trace: the pass spans from its ``start`` task to its last
+        ``end``)."""
         ranks = list(self.ranks(replica, stage))
         size = len(ranks)
         last = {"compute": [start] * size, "comm": [start] * size}
@@ -96,7 +99,7 @@ class ProgramOps:
                 ids = self._collective(b, replica, stage, task.op, task.deps, node, last["comm"])
             node[task.id] = ids
             last[task.stream] = ids
-        return b.delay(0.0, last["compute"] + last["comm"])
+        return b.delay(0.0, last["compute"] + last["comm"], label)
 
     def _collective(self, b: GraphBuilder, replica: int, stage: int, op: CommOp,
                     deps: tuple[int, ...], node: dict[int, list[int]], stream: list[int]) -> list[int]:
@@ -107,7 +110,8 @@ class ProgramOps:
         ids = list(stream)
         for index, group in enumerate(local):
             waits = [node[d][pos] for pos in group for d in deps] + [stream[pos] for pos in group]
-            task = b.comm(call, [offset + index], waits)
+            label = (f"tp r{replica} s{stage}", op.name) if index == 0 else None
+            task = b.comm(call, [offset + index], waits, label)
             for pos in group:
                 ids[pos] = task
         return ids
