@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from atpsim.api import (
     CALIBRATIONS,
     AtpsimError,
+    JobConfig,
     JobPlan,
     Plan,
     PlanEntry,
@@ -63,6 +74,9 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--network", type=click.Choice(["joint", "isolated"]), default="joint", show_default=True,
               help="Job: joint = every call in flight shares the links; isolated = each call timed "
                    "alone (much faster where TP groups are smaller than a node).")
+@click.option("--sequence-parallel/--no-sequence-parallel", default=False, show_default=True,
+              help="Job: Megatron-LM's sequence parallelism on the 1D TP meshes (t x 1; a 2D mesh runs without).")
+@click.option("--no-progress", is_flag=True, help="Job: no progress bar (none where stderr is not a terminal).")
 @click.option("--links", "links_path", type=click.Path(dir_okay=False), default=None,
               help="Job: write the best layout's bytes and busy time per link to this CSV, and "
                    "the topology coloured by link utilization beside it (.png).")
@@ -74,7 +88,7 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path, network):
+            links_path, network, sequence_parallel, no_progress):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
     if draws is not None and global_batch is not None:
@@ -83,7 +97,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
-                       "links_path", "network")
+                       "links_path", "network", "sequence_parallel", "no_progress")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -97,7 +111,10 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                micro_batches=_int_list(micro_batches, "--micro-batch"),
                                chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
-                               schedule=schedule, network=network)  # fmt: skip
+                               schedule=schedule, network=network, sequence_parallel=sequence_parallel,
+                               track=layout_progress(not no_progress))  # fmt: skip
+        click.echo(_job_defaults(ranked_jobs.hardware, vocab=vocab, sequence_parallel=sequence_parallel,
+                                 recompute=recompute, zero=zero, network=network, schedule=schedule))  # fmt: skip
         _print_jobs(ranked_jobs, top, network)
         if links_path:
             _print_links(write_job_links(topology, ranked_jobs.best.config, links_path, hardware=hardware),
@@ -184,6 +201,38 @@ def _ms(seconds: float) -> str:
 
 def _all_gpus(topology: str) -> int:
     return load_topology(topology).n_gpus
+
+
+def _job_defaults(hardware: str, **settings: Any) -> str:
+    """``# defaults: ...``: the job settings left to their defaults, as the flags that set
+    them (the hardware: the profile that ran, the topology's), so the table can be read
+    against them."""
+    shown = [] if given("hardware") else [f"--hardware {hardware} (the topology's)"]
+    for name, value in settings.items():
+        if given(name):
+            continue
+        if isinstance(value, bool):
+            shown.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
+        else:
+            shown.append(f"--{name.replace('_', '-')} {value}")
+    return f"# defaults: {', '.join(shown) or 'none (every setting given)'}"
+
+
+def layout_progress(enabled: bool, console: Console | None = None
+                    ) -> Callable[[Sequence[JobConfig]], Iterator[JobConfig]] | None:  # fmt: skip
+    """A progress bar over the layouts plan_job simulates (done, elapsed, time left), on
+    stderr; None (no bar) where *enabled* is false or *console* is not a terminal."""
+    console = console or Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        return None
+
+    def track(configs: Sequence[JobConfig]) -> Iterator[JobConfig]:
+        columns = (TextColumn("[bold]layouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("left"), TimeRemainingColumn())  # fmt: skip
+        with Progress(*columns, console=console) as bar:
+            yield from bar.track(configs, total=len(configs))
+
+    return track
 
 
 def _print_job_trace(path: Path, label: str, network: str) -> None:

@@ -21,7 +21,7 @@ The rest are simulated (:func:`atpsim.training.job.run_job`) and ranked by itera
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, NamedTuple
 
@@ -50,10 +50,13 @@ class JobCandidate:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """Candidates fastest first, and how many layouts each pruning rule removed."""
+    """Candidates fastest first, how many layouts each pruning rule removed, and the
+    hardware profile they ran on."""
 
     candidates: tuple[JobCandidate, ...]
     pruned: Mapping[str, int]
+    #: The hardware profile the layouts ran on (the one given, else the topology's).
+    hardware: str = ""
 
     @property
     def best(self) -> JobCandidate:
@@ -74,6 +77,8 @@ def plan_job(
     chunk_counts: Sequence[int] = (1,),
     hardware: str | None = None,
     network: str = "joint",
+    sequence_parallel: bool = False,
+    track: Track | None = None,
     **options: Any,
 ) -> JobPlan:
     """Simulate every layout of *devices* GPUs that divides the model and fits in memory and
@@ -84,24 +89,43 @@ def plan_job(
     :class:`~atpsim.training.config.JobConfig` fields shared by all candidates (schedule, zero,
     recompute, ...); *network* how each candidate's calls share the links
     (:data:`atpsim.training.job.NETWORKS`: ``joint``, one network for every call in flight, or
-    ``isolated``, each call alone; much faster where TP groups are smaller than a node).
-    ``atpsim search`` searches the same layouts on the sweep's executor
+    ``isolated``, each call alone; much faster where TP groups are smaller than a node);
+    *sequence_parallel* Megatron-LM's sequence parallelism for the 1D meshes (t, 1) (a 2D
+    mesh runs without, as in a search or a job scenario). All layouts are pruned first; then
+    *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
+    as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`)."""
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
     depths = pipelines or layer_divisors(config_model)
     pruned = {"divisibility": 0, "memory": 0}
-    results = []
-    axes = {"chunks": tuple(chunk_counts), **{name: (value,) for name, value in options.items()}}
+    axes = {"chunks": tuple(chunk_counts), "sequence_parallel": (sequence_parallel,),
+            **{name: (value,) for name, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
                           (global_batch,), axes)  # fmt: skip
-    for config in candidates(layouts, profile.memory_capacity_bytes):
+    kept = []
+    for config in candidates(map(one_d_sequence_parallel, layouts), profile.memory_capacity_bytes):
         if isinstance(config, str):
             pruned[config] += 1
-            continue
-        results.append(JobCandidate(config, run_job(topo, profile, config, network=network)))
+        else:
+            kept.append(config)
+    results = [JobCandidate(config, run_job(topo, profile, config, network=network))
+               for config in (track(kept) if track else kept)]  # fmt: skip
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
-    return JobPlan(tuple(results), pruned)
+    return JobPlan(tuple(results), pruned, profile.name)
+
+
+#: Wraps the layouts a job planner simulates, yielding each as it is simulated (a progress bar).
+Track = Callable[[Sequence[JobConfig]], Iterable[JobConfig]]
+
+
+def one_d_sequence_parallel(config: JobConfig) -> JobConfig:
+    """*config* with sequence parallelism only where its TP mesh is 1D (t, 1): Megatron-LM's
+    sequence parallelism splits the sequence over a 1D TP group; a 2D mesh runs without."""
+    mesh = config.layout.tp
+    if config.sequence_parallel and not (isinstance(mesh, DeviceMesh) and mesh.d2 == 1):
+        return replace(config, sequence_parallel=False)
+    return config
 
 
 def layer_divisors(model: ModelConfig) -> list[int]:
