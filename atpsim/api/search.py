@@ -3,9 +3,10 @@ simulated on the sweep's executors (``-j N``, ``--scheduler``), resumable like a
 
 A design space is a job scenario (:mod:`atpsim.scenario.parallelism`: topologies x hardware x
 models x devices x TP meshes x pp x dp x micro-batch x global batch x schedule x ... x chunks x
-algorithm), read from a YAML file and/or the command line's options and checked as a scenario
-is. Where ``atpsim run`` refuses a layout that cannot run, a search leaves it out and counts
-it. What the space leaves unset is searched as ``atpsim plan --global-batch`` searches it
+algorithm x network), read from a YAML file and/or the command line's options and checked as a
+scenario is; a key a search does not use (:data:`UNUSED_KEYS`: a report, a perturbation, a
+neighbour job, ...) is refused by name. Where ``atpsim run`` refuses a layout that cannot run,
+a search leaves it out and counts it. What the space leaves unset is searched as ``atpsim plan --global-batch`` searches it
 (:mod:`atpsim.training.layouts`): ``tp`` every mesh d1 x d2 of 1 to *max_tp* GPUs dividing the
 devices, ``pp`` every divisor of the layers, ``micro_batch`` 1, 2 and 4, ``dp`` what fills the
 devices.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,13 @@ from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 from atpsim.training.config import JobConfig
-from atpsim.training.layouts import candidates, job_layouts, layer_divisors, tp_meshes
+from atpsim.training.layouts import (
+    candidates,
+    job_layouts,
+    layer_divisors,
+    one_d_sequence_parallel,
+    tp_meshes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,20 +103,45 @@ def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
             data["parallelism"] = {**(data.get("parallelism") or {}), **value}
         else:
             data[key] = value
+    _refuse_unused(data, source)
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     try:
         space = Scenario.model_validate(data, context={"base_dir": str(base)})
     except ValidationError as error:
         raise error_from_validation(error, data, source) from None
     space._source, space._raw = source, data
-    unused = [key for key in ("reference", "report") if key in data]
-    if unused:
-        raise ScenarioError("a search writes results.csv and search.yaml, no report: run the best "
-                            "layouts as a scenario to report or check them", source=source, key=unused[0])  # fmt: skip
     if space.workload != JOB:
         raise ScenarioError("a search space is a whole job's: expected the global batch "
                             f"({param('global_batch')})", source=source, key="parallelism.global_batch")  # fmt: skip
     return space
+
+
+#: The scenario keys a search does not use, and why: a space that sets one is refused, naming
+#: it (top level, or in a case; ``parallelism``'s keys by their dotted name).
+UNUSED_KEYS = {
+    "reference": "a search writes results.csv and search.yaml, no report: run the best layouts "
+                 "as a scenario to report or check them",
+    "report": "a search writes results.csv and search.yaml, no report: run the best layouts "
+              "as a scenario to report or check them",
+    "mode": "a search simulates every layout (des) and takes no mode",
+    "parallelism.perturb": "a search ranks layouts on the machine as built: run the best layouts "
+                           "as a scenario to perturb them",
+    "parallelism.neighbour": "a search ranks layouts alone on the machine: run the best layouts "
+                             "as a scenario to place a neighbour job beside them",
+}  # fmt: skip
+
+
+def _refuse_unused(data: Mapping[str, Any], source: str) -> None:
+    """A ScenarioError naming the first key of *data* (or of one of its cases) that a search
+    does not use (:data:`UNUSED_KEYS`), rather than a search that silently drops it."""
+    parts = [((), data)] + [(("cases", i), case) for i, case in enumerate(data.get("cases") or ())
+                            if isinstance(case, Mapping)]  # fmt: skip
+    for prefix, part in parts:
+        for name, why in UNUSED_KEYS.items():
+            head, _, rest = name.partition(".")
+            value = part.get(head)
+            if rest and isinstance(value, Mapping) and rest in value or not rest and head in part:
+                raise ScenarioError(why, source=source, key=".".join(map(str, (*prefix, name))))
 
 
 def search_points(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> LazyPoints:
@@ -130,7 +162,9 @@ def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
                     fields = _point_fields(part, entry, hardware, model_entry, devices)
                     configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
                     for config in candidates(configs, capacity):
-                        yield config if isinstance(config, str) else JobPoint.from_config(config, **fields)
+                        for network in part.parallelism.network:
+                            yield config if isinstance(config, str) else \
+                                JobPoint.from_config(config, **fields, network=network)
 
 
 def _models_by_size(part: Scenario, sized: list[Any]) -> Iterator[tuple[ModelEntry, Any]]:
@@ -152,8 +186,8 @@ def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, voca
     """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
     par = part.parallelism
     meshes, depths, micro_batches, axes = _axes(part, model, devices, max_tp, vocab)
-    for config in job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes, dps=par.dp):
-        yield replace(config, sequence_parallel=config.sequence_parallel and _mesh_of(config).d2 == 1)
+    yield from map(one_d_sequence_parallel, job_layouts(model, devices, meshes, depths, micro_batches,
+                                                        par.global_batch, axes, dps=par.dp))  # fmt: skip
 
 
 def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
@@ -190,7 +224,7 @@ def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
                     part.hardware or (None,), part.models, sized):  # fmt: skip
                 meshes, depths, mbs, axes = _axes(part, model_entry.config(), devices, max_tp, 0)
                 total += len(meshes) * len(depths) * len(mbs) * len(part.parallelism.global_batch) \
-                    * math.prod(len(values) for values in axes.values())
+                    * math.prod(len(values) for values in axes.values()) * len(part.parallelism.network)
     return total
 
 
@@ -224,13 +258,6 @@ def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:
     return tp_meshes(devices, sizes=sizes, listed=listed, placements=par.placement)
 
 
-def _mesh_of(config: JobConfig) -> DeviceMesh:
-    mesh = config.layout.tp
-    if not isinstance(mesh, DeviceMesh):
-        raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {mesh}")
-    return mesh
-
-
 def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
     """What a search will simulate and what it pruned, a line each (what it announces)."""
     count = len(points)  # the first pass: it counts what it prunes
@@ -244,12 +271,46 @@ def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
             ("tp", "as listed" if "tp" in given else f"every mesh of 1 to {max_tp} GPUs"),
             ("pp", _listed(par.pp) if "pp" in given else "every divisor of the layers"),
             ("micro_batch", _listed(par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES)),
-            ("global_batch", _listed(par.global_batch))]  # fmt: skip
+            ("global_batch", _listed(par.global_batch)),
+            ("network", _listed(par.network))]  # fmt: skip
     return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])
 
 
 def _listed(values: Any) -> str:
     return ", ".join(map(str, values))
+
+
+#: The ``parallelism`` settings a search names where its space leaves them to their defaults.
+DEFAULTED_SETTINGS = ("sequence_parallel", "recompute", "zero", "network", "schedule")
+
+
+def defaulted_settings(space: Scenario) -> list[str]:
+    """The settings *space* leaves to their defaults, one ``key value`` each (several values
+    where its cases, topologies or models differ): the hardware (the topology's), the
+    vocabulary (the model preset's) and :data:`DEFAULTED_SETTINGS` (what a search prints at
+    the top of its output, so a row's numbers can be read against them)."""
+    found: dict[str, dict[str, None]] = {}
+    for part in space.parts():
+        given = part.parallelism.model_fields_set
+        if part.hardware is None:
+            for index in range(len(part.topologies)):
+                topology = sized_topologies(part, index)[0][2]
+                hardware = topology.meta.get("hardware", DEFAULT_HARDWARE)
+                found.setdefault("hardware", {})[f"{hardware} (the topology's)"] = None
+        if part.parallelism.vocab is None:
+            for entry in part.models:
+                vocab = PRESET_VOCAB.get(entry.preset or "", 0)
+                found.setdefault("vocab", {})[f"{vocab} ({entry.config().name}'s)"] = None
+        for key in DEFAULTED_SETTINGS:
+            if key not in given:
+                for value in getattr(part.parallelism, key):
+                    found.setdefault(key, {})[_yaml_word(value)] = None
+    return [f"{key} {', '.join(values)}" for key, values in found.items()]
+
+
+def _yaml_word(value: Any) -> str:
+    """*value* as a scenario file writes it (``false``, ``1f1b``, ``0``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def run_search(
@@ -273,8 +334,10 @@ def run_search(
     :func:`atpsim.run_scenario` does, resumable), and return the *top* rows with the most model
     FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). A space of
     more than *max_layouts* candidates (None: :data:`DEFAULT_MAX_LAYOUTS`) is refused before
-    it is pruned (:func:`check_space_size`). Raises SimulationError when every candidate is
-    pruned, SweepInterrupted on Ctrl-C."""
+    it is pruned (:func:`check_space_size`). Once pruned, it *announce*s the settings the
+    space leaves to their defaults (``# defaults: ...``, :func:`defaulted_settings`), then
+    what it will simulate (:func:`describe_search`). Raises
+    SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
     check_jobs(jobs, scheduler)
     out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
     check_owner(out, "search", space.name, fresh)
@@ -283,7 +346,9 @@ def run_search(
         announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
                  f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip
     points = search_points(space, max_tp)
-    announce(describe_search(space, points, max_tp))
+    description = describe_search(space, points, max_tp)  # prunes: a layout that cannot be made fails here
+    announce(f"# defaults: {'; '.join(defaulted_settings(space)) or 'none (the space sets every one)'}")
+    announce(description)
     if not len(points):
         pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items()))
         why = f"pruned {pruned}" if pruned else "no TP mesh x depth listed divides the devices"

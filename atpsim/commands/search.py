@@ -57,6 +57,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         "schedule": _values(options["schedule"], "--schedule", str),
         "recompute": _values(options["recompute"], "--recompute", str),
         "zero": _values(options["zero"], "--zero"),
+        "network": _values(options["network"], "--network", str),
         "vocab": options["vocab"],
     }
     given = {k: v for k, v in parallelism.items() if v is not None}
@@ -81,6 +82,9 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--algorithm", default=None, help="Collective algorithms (default: auto).")
 @click.option("--hardware", default=None, help="Hardware profile (default: the topology's).")
 @click.option("--vocab", type=click.IntRange(min=0), default=None, help="Vocabulary (default: the preset's).")
+@click.option("--network", default=None,
+              help="joint (every call in flight shares the links; default) or isolated (each call "
+                   "timed alone), or both: joint,isolated.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: reports/<space name>/).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,

@@ -154,3 +154,56 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].startswith("atpsim: error: --scheduler: cannot reach a Dask scheduler")
     assert not Path(tmp_path / "results.csv").exists()
+
+
+def test_network_isolated_is_searched_and_named_in_every_row(tmp_path, monkeypatch):
+    """--network (or the space's parallelism.network) is an axis of the search: each layout
+    once per network, innermost, and every row says which ran; search.yaml lists it."""
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    one = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "one"), "--network", "isolated"])
+    assert one.exit_code == 0, one.output
+    rows = read_rows(tmp_path / "one" / "results.csv")
+    assert len(rows) == 12 and {r["network"] for r in rows} == {"isolated"}
+    assert "  network:\n  - isolated\n" in (tmp_path / "one" / "search.yaml").read_text()
+    assert "  network      isolated\n" in one.stdout
+    both = search_space(**{**SMALL, "parallelism": {**SMALL["parallelism"], "network": ["joint", "isolated"]}})
+    points = search_points(both)
+    assert len(points) == 24 and points.pruned == {"divisibility": 8}
+    assert [p.network for p in points][:2] == ["joint", "isolated"]
+    assert check_space_size(both) == 40
+    refused = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "bad"), "--network", "shared"])
+    assert refused.exit_code == 2 and "parallelism.network" in refused.stderr
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("mode: des\n", "mode"),
+    ("parallelism: {global_batch: 16, perturb: {seed: 1, stragglers: 1}}\n", "parallelism.perturb"),
+    ("parallelism: {global_batch: 16, neighbour: {model: gpt3-125m, tp: [1, 1]}}\n", "parallelism.neighbour"),
+    ("parallelism: {global_batch: 16}\ncases: [{parallelism: {global_batch: 16, perturb: {}}}]\n",
+     "cases.0.parallelism.perturb"),
+    ("parallelism: {global_batch: 16}\nreport: {title: x}\n", "report"),
+])  # fmt: skip
+def test_a_space_key_a_search_does_not_use_is_refused_by_name(tmp_path, text, key):
+    """Not silently dropped (rows saying joint and unperturbed while search.yaml lists
+    them): one line naming the file and the key, exit 2."""
+    space = tmp_path / "space.yaml"
+    space.write_text("topology: ib-cluster:1x8\nmodel: gpt3-125m\n" + text)
+    result = CliRunner().invoke(main, ["search", "--space", str(space), "-o", str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("atpsim:")]
+    assert len(errors) == 1 and errors[0].startswith(f"atpsim: error: {space}: {key}: "), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_first_line_names_the_defaulted_settings(tmp_path, monkeypatch):
+    """The hardware (the topology's), the vocabulary (the preset's), sequence parallelism,
+    recomputation, ZeRO, the network and the schedule, where the space leaves them."""
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    result = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        "# defaults: hardware a100-sxm4-80gb (the topology's); vocab 51200 (gpt3-125m's); "
+        "sequence_parallel false; recompute none; zero 0; network joint; schedule 1f1b")
+    given = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "b"), "--vocab", "0",
+                                      "--zero", "0,1", "--network", "joint", "--hardware", "h100-sxm"])
+    assert given.stdout.splitlines()[0] == "# defaults: sequence_parallel false; recompute none; schedule 1f1b"
