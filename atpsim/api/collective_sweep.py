@@ -29,7 +29,7 @@ from atpsim.collectives.channels import check_channels
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.nccl import check_nccl_algorithm
 from atpsim.collectives.protocols import check_protocol
-from atpsim.compute.hardware import load_profile
+from atpsim.compute.hardware import DEFAULT_HARDWARE, load_profile, topology_hardware
 from atpsim.engine.nccl import run_nccl
 from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
 from atpsim.parallel.mesh import DeviceMesh
@@ -97,6 +97,7 @@ class CollectiveSweep:
     rows: tuple[CollectiveRow, ...]
     protocol: str = "auto"
     uncertainty: CollectiveUncertainty | None = None
+    hardware: str = DEFAULT_HARDWARE
 
 
 def parse_groups(text: str, n_available: int) -> tuple[list[list[int]], str]:
@@ -173,8 +174,8 @@ def collective(
         raise SimulationError(f"expected 1 <= N <= {topo.n_gpus} GPUs, got {devices}", param="devices")
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
     p = len(group_list[0])
-    overhead_s = 0.0 if protocol != "none" else \
-        load_profile(topo.meta.get("hardware", "a100-sxm4-80gb")).collective_overhead_s
+    hardware = topology_hardware(topo)
+    overhead_s = 0.0 if protocol != "none" else load_profile(hardware).collective_overhead_s
     call = _Call(op, algorithm, protocol, channels, engine, overhead_s, memory_bytes)
     rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
                  for size in buffer_sizes(sizes))  # fmt: skip
@@ -183,7 +184,7 @@ def collective(
         drawn = _draws(spec, devices or mesh_size(groups), draws, call, group_list, rows,
                        DTYPE_BYTES[dtype])  # fmt: skip
     return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus,
-                           rows, protocol, drawn)
+                           rows, protocol, drawn, hardware)
 
 
 def _sources(spec: str | dict[str, Any], n_gpus: int | None) -> tuple[str, ...]:

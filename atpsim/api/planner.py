@@ -23,11 +23,11 @@ from typing import Any
 
 from atpsim.analytic.model import PAPER_IC1_CALIBRATION
 from atpsim.api.point import simulate_point
-from atpsim.api.step import DEFAULT_HARDWARE, StepPrediction
+from atpsim.api.step import StepPrediction
 from atpsim.api.uncertainty import Draws, PointDraws, point_draws, point_sources, require_sources
 from atpsim.calibrate.uncertainty.summary import RankingConfidence, ranking_confidence
 from atpsim.collectives.nccl import check_nccl_algorithm
-from atpsim.compute.hardware import profile_names
+from atpsim.compute.hardware import profile_names, topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
 from atpsim.parallel.mesh import DeviceMesh, placement_names
@@ -134,7 +134,7 @@ def plan(
     chosen = _calibration(calibration, topology)
     topo = load_topology(topology, n_gpus=devices, source=param("topology", topology))
     n = devices or topo.n_gpus
-    profile = hardware or topo.meta.get("hardware", DEFAULT_HARDWARE)
+    profile = topology_hardware(topo, hardware)
     label = topology_label(topology)
     candidates = []
     for mesh in _meshes_splitting(config, n, placement):

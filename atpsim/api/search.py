@@ -42,6 +42,7 @@ from rich.console import Console
 
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
+from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.mesh import DeviceMesh
@@ -51,7 +52,7 @@ from atpsim.scenario.entries import ModelEntry, TopologyEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.loader import error_from_validation, read_yaml
-from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
+from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import sized_topologies
 from atpsim.scenario.workload import JOB
 from atpsim.sweep.estimate import format_duration, long_sweep_warning
@@ -155,7 +156,7 @@ def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
     for part in space.parts():
         for index, entry in enumerate(part.topologies):
             sized = sized_topologies(part, index)
-            default = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+            default = topology_hardware(sized[0][2])
             for hardware in part.hardware or (default,):
                 capacity = hardware_profile(hardware).memory_capacity_bytes
                 for model_entry, (_, devices, _) in _models_by_size(part, sized):
@@ -295,7 +296,7 @@ def defaulted_settings(space: Scenario) -> list[str]:
         if part.hardware is None:
             for index in range(len(part.topologies)):
                 topology = sized_topologies(part, index)[0][2]
-                hardware = topology.meta.get("hardware", DEFAULT_HARDWARE)
+                hardware = topology_hardware(topology)
                 found.setdefault("hardware", {})[f"{hardware} (the topology's)"] = None
         if part.parallelism.vocab is None:
             for entry in part.models:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from atpsim.api.point import hardware_profile, simulate_point, topology_for
-from atpsim.compute.hardware import DEFAULT_HARDWARE
+from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.methods import names as method_names
 from atpsim.engine.step.run import simulate_des_step
@@ -113,7 +113,7 @@ def step_point(
         raise SimulationError(f"{placed} has {placed.size} ranks, not {n} devices", key="mesh")
     config = model if isinstance(model, ModelConfig) else model_preset(model)
     spec = topology if isinstance(topology, str) else dict(topology)
-    profile = hardware or load_topology(spec, n_gpus=n).meta.get("hardware", DEFAULT_HARDWARE)
+    profile = topology_hardware(load_topology(spec, n_gpus=n), hardware)
     return SweepPoint("api", spec, topology_label(spec), n, profile, config, placed, chunks,
                       algorithm, mode, calibration)  # fmt: skip
 

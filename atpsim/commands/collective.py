@@ -85,7 +85,7 @@ def _print_text(sweep: CollectiveSweep) -> None:
     click.echo(f"# atpsim collective: {sweep.op} by {sweep.algorithm} on {sweep.topology} ({sweep.n_gpus} GPUs)")
     click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, protocol: {sweep.protocol}, engine: {sweep.engine}")
     overhead = sweep.rows[0].overhead_s * 1e6 if sweep.rows else 0.0
-    click.echo(f"# per-call cost in time: NCCL's latency model; plus the profile's "
+    click.echo(f"# per-call cost in time: NCCL's latency model; plus hardware {sweep.hardware}'s "
                f"collective_overhead_s on bare links (--protocol none): {overhead:.2f} us")
     click.echo("#")
     click.echo(f"# {'size':>12} {'count':>12} {'type':>8} {'time':>12} {'algbw':>9} {'busbw':>9}"

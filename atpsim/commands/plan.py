@@ -137,7 +137,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
 
 def _print_plan(ranked: Plan) -> None:
     console = Console(width=140 if ranked.confidence is None else 180)
-    title = f"{ranked.model.name} on {ranked.topology_label}, {ranked.n_devices} GPUs"
+    title = f"{ranked.model.name} on {ranked.topology_label}, {ranked.n_devices} GPUs, {ranked.hardware}"
     table = Table(title=title, caption=f"Eq. 2 bandwidths: {ranked.calibration_note}")
     drawn = ranked.confidence is not None
     for name in ("mesh", "ATP-i", "chunks", "step ms", *(DRAWN_COLUMNS if drawn else ()),

@@ -58,6 +58,7 @@ from typing import Any
 import yaml
 
 from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.topology.graph import Topology
 
 _GEMM_MODELS = ("curve", "table")
 
@@ -127,6 +128,15 @@ class HardwareProfile:
                 f"it knows {sorted(peaks)}"
             )
         return peaks[dtype]
+
+
+def topology_hardware(topology: Topology, hardware: str | None = None) -> str:
+    """The hardware profile a run on *topology* uses: *hardware* when the caller names one, else
+    the topology's own (``meta["hardware"]``: a preset's, or the profile of the GPU generation a
+    builder was given, :data:`atpsim.topology.builders.switch.GENERATION_HARDWARE`), else
+    :data:`DEFAULT_HARDWARE`. Every entry point (plan, search, scenarios, collective, the API)
+    asks this one function, so an H100 cluster computes as an H100 wherever it is run."""
+    return hardware or str(topology.meta.get("hardware", DEFAULT_HARDWARE))
 
 
 def profile_names() -> list[str]:

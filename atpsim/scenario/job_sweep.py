@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig, model_preset
 from atpsim.errors import AtpsimError
 from atpsim.parallel.job_memory import check_slots
@@ -27,7 +28,7 @@ from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.entries import ModelEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.parallelism import Parallelism
-from atpsim.scenario.schema import DEFAULT_HARDWARE, Scenario
+from atpsim.scenario.schema import Scenario
 from atpsim.scenario.topologies import scenario_error, sized_topologies
 from atpsim.training import layouts
 
@@ -50,7 +51,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
     _check_network(part)
     for index, entry in enumerate(part.topologies):
         sized = sized_topologies(part, index)
-        default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+        default_hardware = topology_hardware(sized[0][2])
         base = {"scenario": part.name, "topology": entry.spec_mapping(),
                 "topology_label": entry.label()}  # fmt: skip
         for hardware in part.hardware or (default_hardware,):

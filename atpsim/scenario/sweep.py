@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import did_you_mean
 from atpsim.parallel.grid import Grid
@@ -42,7 +43,7 @@ from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.job_sweep import expand_job_sweep, job_axes
 from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.point import SweepPoint
-from atpsim.scenario.schema import DEFAULT_HARDWARE, MeshChoice, Scenario, TopologyEntry
+from atpsim.scenario.schema import MeshChoice, Scenario, TopologyEntry
 from atpsim.scenario.topologies import scenario_error, sized_topologies
 from atpsim.scenario.workload import JOB, STEP, Workload
 from atpsim.training.layouts import tp_meshes
@@ -167,7 +168,7 @@ def _step_part_points(part: Scenario) -> Iterator[SweepPoint]:
 
 def _topology_points(scenario: Scenario, index: int, entry: TopologyEntry) -> Iterator[SweepPoint]:
     sized = sized_topologies(scenario, index)
-    default_hardware = str(sized[0][2].meta.get("hardware", DEFAULT_HARDWARE))
+    default_hardware = topology_hardware(sized[0][2])
     base = {
         "scenario": scenario.name,
         "topology": entry.spec_mapping(),

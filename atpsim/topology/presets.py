@@ -59,5 +59,7 @@ def build_preset(
     topology = build_from_builder(builder, params)
     topology.name = name if not overrides and size is None else f"{name}:{topology.n_gpus}"
     topology.description = f"{info.get('description', name)} -- {topology.description}"
-    topology.meta.update(preset=name, hardware=info.get("hardware", "a100-sxm4-80gb"))
+    topology.meta["preset"] = name
+    if "hardware" in info:  # else the builder's (its generation's), else the caller's default
+        topology.meta["hardware"] = info["hardware"]
     return topology

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from atpsim.compute.hardware import DEFAULT_HARDWARE, HardwareProfile, hardware_profile
+from atpsim.compute.hardware import HardwareProfile, hardware_profile, topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.compute.timing import compute_time_s
 from atpsim.engine.joint.calls import CallSpec
@@ -174,7 +174,7 @@ def load_machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
     topo = load_topology(topology if isinstance(topology, str) else dict(topology), n_gpus=n)
     if topo.n_gpus < n:
         raise SimulationError(f"the layout needs {n} GPUs; {topo.name} has {topo.n_gpus}", key="dp")
-    return topo, hardware_profile(hardware or topo.meta.get("hardware", DEFAULT_HARDWARE))
+    return topo, hardware_profile(topology_hardware(topo, hardware))
 
 
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from atpsim.analytic.model import PAPER_IC1_CALIBRATION
-from atpsim.compute.hardware import load_profile
+from atpsim.compute.hardware import load_profile, topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.collective import run_collective
 from atpsim.engine.step.run import simulate_des_step
@@ -171,7 +171,7 @@ def simulate_cell(
     """Simulate *cell* on every candidate mesh (the step simulator's default: collectives as
     NCCL runs them, its tuner's algorithm) and keep the best. *topology* defaults to the preset, *profile* to the preset's hardware profile."""
     topology = topology or cell_topology(cell.topology)
-    profile = profile or load_profile(topology.meta.get("hardware", "a100-sxm4-80gb"))
+    profile = profile or load_profile(topology_hardware(topology))
     model = model_preset(cell.model)
     by_mesh = {}
     for mesh in candidate_meshes():

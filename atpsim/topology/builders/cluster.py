@@ -20,7 +20,9 @@ channels`) stays on its leaf; 'fat-tree' (default) fills leaves in node order.
 
 Nodes on NVSwitch at the spec NVLink rate name the NCCL profile of their generation
 (``meta["nccl"]``, ``atpsim/data/nccl.yaml``): the effective protocol parameters fitted to the
-Azure A100 curve (a100) or derived from it (h100).
+Azure A100 curve (a100) or derived from it (h100); and the hardware profile of their GPU
+(``meta["hardware"]``, :data:`~.switch.GENERATION_HARDWARE`), which a caller's hardware
+overrides.
 
 Numbers: HDR 200 Gb/s = 25 GB/s per port per direction [S] (measured-data.md "Links"
 InfiniBand; maintainers quote about 24 GB/s achieved, nc#412). Latency: 0.3 us per `ib` link,
@@ -41,6 +43,7 @@ from atpsim.topology.builders._common import add_gpu, add_link, add_switch
 from atpsim.topology.builders.base import register_builder
 from atpsim.topology.builders.pcie import PCIE_LINK_LATENCY_S, PCIE_X16_BPS
 from atpsim.topology.builders.switch import (
+    GENERATION_HARDWARE,
     GENERATION_PARAM,
     NVLINK_BANDWIDTH_BPS,
     NVLINK_HOP_LATENCY_S,
@@ -241,9 +244,11 @@ def ib_cluster(
 
 
 def _meta(nodes: int, shape: _NodeShape, wiring: str) -> dict[str, Any]:
-    """The cluster's meta: sizes, wiring, and the NCCL profile of NVSwitch nodes."""
+    """The cluster's meta: sizes, wiring, and the generation, NCCL profile and hardware profile
+    of NVSwitch nodes."""
     meta: dict[str, Any] = {"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus,
                             "wiring": wiring}
     if shape.intra == "nvswitch":
-        meta.update(generation=shape.generation, nccl=shape.generation)
+        meta.update(generation=shape.generation, nccl=shape.generation,
+                    hardware=GENERATION_HARDWARE[shape.generation])
     return meta

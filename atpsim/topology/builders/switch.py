@@ -32,6 +32,11 @@ from atpsim.topology.routing import UpDownRouter
 #: Per-GPU, per-direction NVLink bandwidth by generation (measured-data.md "Links" [S], NVIDIA):
 #: NVLink3 (A100) 12 links, 300 GB/s; NVLink4 (H100) 18 links, 450 GB/s.
 NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9}
+#: The hardware profile (``atpsim/data/hardware/``) each generation brings: the GPU of its DGX
+#: (DGX A100: A100-SXM4-80GB; DGX H100: H100 SXM5 80GB; NVIDIA DGX A100 and DGX H100 user
+#: guides). A topology built with a generation names it in ``meta["hardware"]``; a preset's
+#: ``hardware`` or a caller's ``--hardware`` overrides it.
+GENERATION_HARDWARE = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm"}
 #: Half of NCCL's NVLink per-step latency (LL, 0.6 us) per GPU-switch link [C].
 NVLINK_HOP_LATENCY_S = 0.3e-6
 
@@ -93,7 +98,8 @@ def nvswitch(
     """GPUs on one NVSwitch fabric (a DGX A100 or DGX H100 node).
 
     *gpus* GPUs; *generation* 'a100' (NVLink3, 300 GB/s per
-    direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure."""
+    direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure.
+    The generation also names the GPUs' hardware profile (:data:`GENERATION_HARDWARE`)."""
     gpus = count_param(gpus, "gpus")
     generation = choice_param(generation, "generation", GENERATION_PARAM.choices)
     bandwidth = bandwidth_param(
@@ -106,7 +112,7 @@ def nvswitch(
         f"switch), {bandwidth / 1e9:g} GB/s per GPU per direction"
     )
     link = (bandwidth, latency)
-    meta = {"generation": generation}
+    meta = {"generation": generation, "hardware": GENERATION_HARDWARE[generation]}
     if gpu_bandwidth_Bps is None:  # at spec: the generation's NCCL profile (atpsim/data/nccl.yaml)
         meta["nccl"] = generation
     return _single_switch("nvswitch", gpus, NVSWITCH_FABRIC, link, description, meta)
