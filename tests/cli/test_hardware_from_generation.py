@@ -5,6 +5,7 @@ it through :func:`atpsim.compute.hardware.topology_hardware`; the output names t
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 import atpsim.api as api
@@ -66,3 +67,10 @@ def test_the_api_a_scenario_and_a_search_default_to_the_generation_s_profile():
     space = search_space(topology=[H100], model=["gpt3-125m"],
                          parallelism={"global_batch": [16], "pp": [1], "micro_batch": [2]})
     assert {p.hardware for p in search_points(space, max_tp=2)} == {"h100-sxm"}
+
+
+@pytest.mark.parametrize("spec", ["ib-cluster:2x8,generation=h100", "ib-cluster:2x8"])
+def test_topo_route_shows_the_generation_s_pcie_hop(spec):
+    rate = "63.0 GB/s" if "h100" in spec else "31.5 GB/s"
+    lines = [line for line in invoke("topo", "route", spec, "0", "8").splitlines() if " pcie " in line]
+    assert len(lines) == 2 and all(rate in line for line in lines)

@@ -9,7 +9,13 @@ Intra-node fabrics:
   the paper's "200 GB/s" P2P counted both ways; 3 peers x 4 links = all 12 links of an A100).
 
 Each GPU reaches NIC ``floor(local_rank * nics_per_node / gpus_per_node)`` of its node over
-PCIe Gen4 x16 (31.5 GB/s [S], GPUDirect RDMA). NICs hang off leaf switches, *leaf_size* NIC
+one PCIe x16 link (GPUDirect RDMA) of generation *pcie_gen*: Gen4 31.5 GB/s, Gen5 63 GB/s per
+direction [S PCI-SIG: 16 and 32 GT/s per lane, 128b/130b encoding] (:data:`~.pcie.PCIE_X16_BPS`).
+By default the generation's DGX has: Gen4 in a DGX A100 (PCIe Gen4 switches joining GPUs and
+ConnectX-6 HDR NICs; NVIDIA DGX A100 User Guide, NVIDIA "Defining AI Innovation with DGX A100"),
+Gen5 in a DGX H100 (Xeon Platinum 8480C with PCIe 5.0, eight single-port ConnectX-7 400 Gb/s
+NICs on PCIe network modules; NVIDIA DGX H100 User Guide "Network Modules", NVIDIA DGX BasePOD
+reference architecture "Core Components"), so an NDR NIC is not held to a Gen4 link. NICs hang off leaf switches, *leaf_size* NIC
 ports per leaf, in node order; each leaf has ``ceil(leaf_size / oversubscription)`` uplinks of
 the NIC rate, one to each spine. A cluster that fits on one leaf has no spines. By default a
 leaf holds whole nodes: the largest multiple of the NICs per node within 20 ports (a node's
@@ -41,7 +47,7 @@ import networkx as nx
 from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link, add_switch
 from atpsim.topology.builders.base import register_builder
-from atpsim.topology.builders.pcie import PCIE_LINK_LATENCY_S, PCIE_X16_BPS
+from atpsim.topology.builders.pcie import PCIE_GENERATIONS, PCIE_LINK_LATENCY_S, PCIE_X16_BPS
 from atpsim.topology.builders.switch import (
     GENERATION_HARDWARE,
     GENERATION_PARAM,
@@ -63,6 +69,9 @@ IB_LINK_LATENCY_S = 0.3e-6
 NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
 WIRINGS = ("fat-tree", "rail")
+#: The PCIe generation of the GPU-NIC links in each generation's DGX (module docstring): DGX A100
+#: Gen4, DGX H100 Gen5.
+DGX_PCIE_GEN = {"a100": 4, "h100": 5}
 #: Leaf switch ports when none are given (a 40-port HDR switch split half down, half up).
 DEFAULT_LEAF_PORTS = 20
 
@@ -79,6 +88,10 @@ CLUSTER_PARAMS = (
     BuilderParam(
         "nics_per_node", "count", "none: one per GPU on nvswitch (DGX A100), one on nvlink-mesh"
     ),
+    BuilderParam(
+        "pcie_gen", "choice", "PCIe generation of each GPU-NIC x16 link; none: the generation's "
+        "DGX (a100: 4, 31.5 GB/s; h100: 5, 63 GB/s)", PCIE_GENERATIONS,
+    ),
     BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (HDR 200 Gb/s)"),
     BuilderParam("ib_latency_s", "time", "each InfiniBand link (NIC-leaf-NIC ~0.6 us)"),
     BuilderParam("leaf_size", "count", "NIC ports per leaf; none: whole nodes within 20 ports"),
@@ -90,13 +103,15 @@ CLUSTER_PARAMS = (
 @dataclass(frozen=True)
 class _NodeShape:
     """One cluster node: *gpus* GPUs on the *intra* fabric (NVLink *generation*, or
-    *links_per_pair* NVLink3 links between each pair of a mesh) and *nics* NICs."""
+    *links_per_pair* NVLink3 links between each pair of a mesh) and *nics* NICs, each GPU's
+    NIC behind a PCIe Gen *pcie_gen* x16 link."""
 
     gpus: int
     intra: str
     generation: str
     links_per_pair: int
     nics: int
+    pcie_gen: int
 
 
 @dataclass(frozen=True)
@@ -111,10 +126,12 @@ class _FatTree:
 
 
 def _node_shape(
-    gpus_per_node: Any, intra: Any, generation: Any, links_per_pair: Any, nics_per_node: Any
+    gpus_per_node: Any, intra: Any, generation: Any, links_per_pair: Any, nics_per_node: Any,
+    pcie_gen: Any = None,
 ) -> _NodeShape:
     """The checked node parameters; *nics_per_node* None means one NIC per GPU on 'nvswitch'
-    (a DGX A100) and one per node on 'nvlink-mesh' (the paper's Figure 7(a))."""
+    (a DGX A100) and one per node on 'nvlink-mesh' (the paper's Figure 7(a)); *pcie_gen* None
+    means the generation's DGX (:data:`DGX_PCIE_GEN`)."""
     gpus = count_param(gpus_per_node, "gpus_per_node")
     intra = choice_param(intra, "intra", INTRA_FABRICS)
     generation = choice_param(generation, "generation", GENERATION_PARAM.choices)
@@ -122,7 +139,10 @@ def _node_shape(
     if nics_per_node is None:
         nics_per_node = gpus if intra == "nvswitch" else 1
     nics = count_param(nics_per_node, "nics_per_node")
-    return _NodeShape(gpus, intra, generation, links_per_pair, nics)
+    if pcie_gen is None:
+        pcie_gen = DGX_PCIE_GEN[generation]
+    gen = int(choice_param(str(pcie_gen), "pcie_gen", PCIE_GENERATIONS))
+    return _NodeShape(gpus, intra, generation, links_per_pair, nics, gen)
 
 
 def _fat_tree(
@@ -161,7 +181,8 @@ def _add_node_fabric(graph: nx.Graph, node: int, ranks: range, shape: _NodeShape
 
 def _add_node(graph: nx.Graph, node: int, shape: _NodeShape) -> list[str]:
     """Node *node*: its GPUs, their fabric, and its NICs, each GPU joined to NIC
-    ``floor(local_rank * nics / gpus)`` by PCIe Gen4 x16; returns the NICs' names."""
+    ``floor(local_rank * nics / gpus)`` by PCIe x16 of the node's generation; returns the NICs'
+    names."""
     ranks = range(node * shape.gpus, (node + 1) * shape.gpus)
     for rank in ranks:
         add_gpu(graph, rank, node=node)
@@ -171,7 +192,7 @@ def _add_node(graph: nx.Graph, node: int, shape: _NodeShape) -> list[str]:
         graph.add_node(nic, kind="nic", level=1)
     for local, rank in enumerate(ranks):
         nic = nics[local * shape.nics // shape.gpus]
-        add_link(graph, f"gpu{rank}", nic, "pcie", PCIE_X16_BPS[4], PCIE_LINK_LATENCY_S)
+        add_link(graph, f"gpu{rank}", nic, "pcie", PCIE_X16_BPS[shape.pcie_gen], PCIE_LINK_LATENCY_S)
     return nics
 
 
@@ -208,6 +229,7 @@ def ib_cluster(
     generation: str = "a100",
     links_per_pair: int = 4,
     nics_per_node: int | None = None,
+    pcie_gen: int | None = None,
     nic_bandwidth_Bps: Any = HDR_BPS,
     ib_latency_s: Any = IB_LINK_LATENCY_S,
     leaf_size: int | None = None,
@@ -219,12 +241,14 @@ def ib_cluster(
 
     *nodes* nodes of *gpus_per_node* GPUs on an *intra* fabric ('nvswitch' or 'nvlink-mesh'),
     *nics_per_node* NICs each (default: one per GPU on 'nvswitch' as in a DGX A100, one per node
-    on 'nvlink-mesh' as in the paper's Figure 7(a)), on a leaf/spine fat tree with *leaf_size*
+    on 'nvlink-mesh' as in the paper's Figure 7(a)), each GPU's NIC behind a PCIe x16 link of
+    generation *pcie_gen* (default: the generation's DGX, Gen4 for a100 and Gen5 for h100, see
+    the module docstring for the sources), on a leaf/spine fat tree with *leaf_size*
     NIC ports per leaf (default: whole nodes within 20 ports), *oversubscription* = leaf
     down-ports / up-ports, and *wiring* 'fat-tree' (leaves in node order) or 'rail' (NIC k of
     every node on leaf k)."""
     nodes = count_param(nodes, "nodes")
-    shape = _node_shape(gpus_per_node, intra, generation, links_per_pair, nics_per_node)
+    shape = _node_shape(gpus_per_node, intra, generation, links_per_pair, nics_per_node, pcie_gen)
     tree = _fat_tree(nic_bandwidth_Bps, ib_latency_s, leaf_size, oversubscription, shape.nics)
     wiring = choice_param(wiring, "wiring", WIRINGS)
     graph = nx.Graph()
@@ -236,7 +260,7 @@ def ib_cluster(
         UpDownRouter(),
         description=(
             f"{nodes} nodes x {shape.gpus} GPUs ({shape.intra}), {shape.nics} NIC(s) per node "
-            f"at {tree.nic_Bps * 8 / 1e9:g} Gb/s, {leaves} leaf and {spines} spine switch(es), "
+            f"at {tree.nic_Bps * 8 / 1e9:g} Gb/s behind PCIe Gen{shape.pcie_gen} x16, {leaves} leaf and {spines} spine switch(es), "
             f"oversubscription {tree.oversubscription:g}:1, {wiring} wiring"
         ),
         meta=_meta(nodes, shape, wiring),
@@ -244,10 +268,10 @@ def ib_cluster(
 
 
 def _meta(nodes: int, shape: _NodeShape, wiring: str) -> dict[str, Any]:
-    """The cluster's meta: sizes, wiring, and the generation, NCCL profile and hardware profile
-    of NVSwitch nodes."""
+    """The cluster's meta: sizes, wiring, the GPU-NIC PCIe generation, and the generation, NCCL
+    profile and hardware profile of NVSwitch nodes."""
     meta: dict[str, Any] = {"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus,
-                            "wiring": wiring}
+                            "wiring": wiring, "pcie_gen": shape.pcie_gen}
     if shape.intra == "nvswitch":
         meta.update(generation=shape.generation, nccl=shape.generation,
                     hardware=GENERATION_HARDWARE[shape.generation])
