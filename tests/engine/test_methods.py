@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from atpsim.engine import backends, methods
+from atpsim.engine.joint.calls import CallSpec, joint_backends, plan_call
 from atpsim.engine.methods import (
     ALONE,
     ANALYTIC,
@@ -18,6 +19,7 @@ from atpsim.engine.methods import (
     names,
 )
 from atpsim.errors import SimulationError
+from atpsim.topology.spec import load_topology
 from atpsim.training.job import NETWORKS, joint_job
 
 
@@ -71,3 +73,12 @@ def test_a_replaced_backend_loses_the_traits_it_does_not_restate(monkeypatch):
 def test_an_unknown_granularity_names_the_valid_ones():
     with pytest.raises(SimulationError, match="unknown granularity 'pass'; expected one of auto, passes, tasks"):
         joint_job(None, None, None, granularity="pass")
+
+
+def test_the_joint_network_runs_the_backends_that_move_bytes():
+    """The joint network plans the backends whose method is on the network (nccl, event), and
+    refuses one that moves no bytes (closed-form) naming them."""
+    assert joint_backends() == ["nccl", "event"]
+    spec = CallSpec("closed-form", "all_reduce", "ring", ((0, 1),), 1e6, 0.0)
+    with pytest.raises(SimulationError, match="runs the nccl and event backends, not 'closed-form'"):
+        plan_call(spec, load_topology("ic1"))

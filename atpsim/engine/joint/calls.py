@@ -37,14 +37,14 @@ from atpsim.collectives.protocols import (
 )
 from atpsim.collectives.registry import algorithm_names, build_schedule
 from atpsim.collectives.schedule import Schedule
+from atpsim.engine.backends import backend_method
 from atpsim.engine.collective import run_collective
+from atpsim.engine.methods import find, names
 from atpsim.engine.nccl import run_nccl
 from atpsim.engine.routes import route_pairs
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 
-#: The backends whose calls move bytes over links (the joint network's).
-JOINT_BACKENDS = ("nccl", "event")
 #: Weight-table rows: bare links, then NCCL's protocols.
 PROTOCOL_ROWS = ("none", *PROTOCOLS)
 #: Weight-table columns: the protocols' link classes.
@@ -157,12 +157,19 @@ def plan_call(spec: CallSpec, topology: Topology, nominal: Topology | None = Non
     return _plan_call(spec, topology, nominal)
 
 
+def joint_backends() -> list[str]:
+    """The backends whose calls move bytes over links (the joint network's): the ``backend``
+    methods of :mod:`atpsim.engine.methods` that are ``on_network``."""
+    return [name for name in names("backend") if backend_method(name).on_network]
+
+
 def _plan_call(spec: CallSpec, topology: Topology, nominal: Topology) -> CallPlan:
-    if spec.backend not in JOINT_BACKENDS:
-        raise SimulationError(f"the joint network runs the {' and '.join(JOINT_BACKENDS)} backends, "
+    method = find("backend", spec.backend)
+    if method is None or not method.on_network:
+        raise SimulationError(f"the joint network runs the {' and '.join(joint_backends())} backends, "
                               f"not {spec.backend!r} (it moves no bytes)", key="backend")  # fmt: skip
     groups = [list(g) for g in spec.groups]
-    if spec.backend == "nccl" and runs_nccl(nominal):
+    if method.nccl and runs_nccl(nominal):
         return _nccl_plan(spec, topology, nominal, groups)
     name = spec.algorithm if spec.algorithm in algorithm_names(spec.op) else "ring"
     if max(len(g) for g in groups) < 2:
