@@ -19,6 +19,7 @@ import numpy as np
 from atpsim.collectives.nccl import Candidate, NcclPlanner
 from atpsim.collectives.protocols import effective_topology, topology_profile
 from atpsim.engine.collective import run_collective
+from atpsim.engine.methods import find
 from atpsim.engine.solvers.event_loop import PastHorizon, horizon
 from atpsim.topology.graph import Topology
 
@@ -58,7 +59,8 @@ def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Seque
     *memory_bytes* caps a ``reference`` run (:func:`~atpsim.engine.collective.run_collective`)."""
     planner = NcclPlanner(topology, op, groups, channels)
     candidates = planner.candidates(algorithm, protocol)
-    if len(candidates) == 1 or not prune or engine == "longest-path":
+    strict = getattr(find("engine", engine), "strict", False)  # a strict engine: no pruning
+    if len(candidates) == 1 or not prune or strict:
         calls = [_nccl_call(planner, c, float(nbytes), engine, memory_bytes) for c in candidates]
         return min(calls, key=lambda c: c.time_s)
     return _fastest(planner, candidates, float(nbytes), engine, memory_bytes)
