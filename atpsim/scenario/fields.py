@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from atpsim.collectives.nccl import nccl_algorithm_names
-from atpsim.compute.hardware import profile_names
+from atpsim.compute.hardware import DEFAULT_HARDWARE, profile_names
 from atpsim.engine.methods import names as method_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names
@@ -33,7 +33,6 @@ from atpsim.units import parse_bandwidth_text, parse_time_text
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
-DEFAULT_HARDWARE = "a100-sxm4-80gb"
 MODES = tuple(method_names("mode"))
 OUTPUT_FORMATS = ("csv", "parquet")
 MESH_SIZE = re.compile(r"^(\d+)x(\d+)$")
