@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from atpsim.collectives.nccl import nccl_algorithm_names
-from atpsim.compute.hardware import DEFAULT_HARDWARE, profile_names
+from atpsim.compute.hardware import profile_names
 from atpsim.engine.methods import names as method_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import placement_names

@@ -35,7 +35,7 @@ a list of one. The YAML form::
                                  #   (both typed in atpsim.scenario.report)
     output: {formats: [csv, parquet]}
     uncertainty: {draws: 32, seed: 0}   # optional: N draws of the fitted parameters, p10/p50/p90
-                                 #   columns (atpsim.api.uncertainty); step scenarios only
+                                 #   columns (atpsim.api.uncertainty; a job's: iteration time)
 
 Relative ``file:`` paths (topology, hardware profile) resolve against the scenario file's
 folder (the validation context's ``base_dir``). Errors are raised as pydantic errors of type
@@ -50,11 +50,11 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
+from atpsim.compute.hardware import DEFAULT_HARDWARE
 from atpsim.errors import did_you_mean
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.entries import MeshChoice, ModelEntry, TopologyEntry
 from atpsim.scenario.fields import (
-    DEFAULT_HARDWARE,
     MESH_SIZE,
     OUTPUT_FORMATS,
     Algorithm,
@@ -246,9 +246,6 @@ class Scenario(Frozen):
         if self.calibration:
             raise invalid("a job scenario takes no calibration (analytic mode only)",
                           ("calibration",))  # fmt: skip
-        if self.uncertainty is not None:
-            raise invalid("parameter draws are for step scenarios; a job scenario takes none",
-                          ("uncertainty",))  # fmt: skip
         if self.report.figures is not None:
             raise invalid("a job scenario's report draws its own figures; remove 'figures'",
                           ("report", "figures"))  # fmt: skip
