@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from atpsim.compute.hardware import hardware_profile
+from atpsim.compute.hardware import HardwareProfile, hardware_profile
 from atpsim.errors import SimulationError
 from atpsim.scenario.job_point import JobPoint
+from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
 from atpsim.training.config import JobConfig, check_job
 from atpsim.training.fabric import job_config_at, run_jobs
@@ -35,11 +36,38 @@ def simulate_job_point(point: JobPoint) -> dict[str, Any]:
     fit)."""
     config = job_config(point)
     profile = hardware_profile(point.hardware)
+    unfit = _unfit(config, profile)
+    if unfit:
+        return unfit
+    topology = load_topology(job_topology_spec(point), n_gpus=job_gpus(point))
+    return simulate_job_point_on(point, topology, profile)
+
+
+def job_topology_spec(point: JobPoint) -> str | dict[str, Any]:
+    """The topology spec of *point*, as :func:`load_topology` takes it."""
+    return point.topology if isinstance(point.topology, str) else dict(point.topology)
+
+
+def job_gpus(point: JobPoint) -> int:
+    """The GPUs *point*'s topology is sized to: its job's and its neighbour's."""
+    return point.n_devices + point.neighbour_devices
+
+
+def _unfit(config: JobConfig, profile: HardwareProfile) -> dict[str, Any] | None:
+    """The columns of a layout whose busiest rank does not fit *profile*'s memory, or None."""
     memory = job_memory(config).total_bytes
     if memory > profile.memory_capacity_bytes:
         return {"memory_per_rank_bytes": memory, "fits_memory": False}
-    spec = point.topology if isinstance(point.topology, str) else dict(point.topology)
-    topology = load_topology(spec, n_gpus=point.n_devices + point.neighbour_devices)
+    return None
+
+
+def simulate_job_point_on(point: JobPoint, topology: Topology, profile: HardwareProfile) -> dict[str, Any]:
+    """Simulate *point* on *topology* with *profile* (its own, or a parameter draw of them:
+    :mod:`atpsim.api.uncertainty`) and return its result columns."""
+    config = job_config(point)
+    unfit = _unfit(config, profile)
+    if unfit:
+        return unfit
     if point.neighbour:
         return _with_neighbour(topology, profile, config, point)
     perturb = job_perturbation(topology, config, dict(point.perturb)) if point.perturb else None

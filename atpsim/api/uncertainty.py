@@ -8,6 +8,11 @@ N draws are the interval. Every point (every mesh of a plan, every row of a swee
 same N parameter sets (common random numbers), so the points' differences are sharp. It costs
 N + 1 simulations of the point; a sweep spreads its points over ``-j`` worker processes.
 
+A job point (a job scenario's, a search's) is drawn the same way: its topology and profile
+drawn by the one function a step's are (:func:`~atpsim.calibrate.uncertainty.machine.drawn_machine`)
+and run through :func:`~atpsim.api.job_point.simulate_job_point_on`; its row gets the
+percentiles of the iteration time (:data:`~atpsim.results.schema.JOB_UNCERTAINTY_COLUMNS`).
+
 A point none of whose parameters carries a recorded uncertainty (spec-sheet links, a custom
 topology and profile nobody fitted) is refused, one line naming the option: its interval
 would be the point estimate, which says nothing about how far to trust it.
@@ -15,30 +20,33 @@ would be the point estimate, which says nothing about how far to trust it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from atpsim.api.point import hardware_profile, simulate_point, simulate_point_on
-from atpsim.calibrate.uncertainty.apply import (
-    ParameterDraw,
-    drawn_profile,
-    drawn_topology,
-    nccl_source,
-    preset_targets,
-    profile_records,
-    spec_kind,
+from atpsim.api.job_point import (
+    job_gpus,
+    job_topology_spec,
+    simulate_job_point,
+    simulate_job_point_on,
 )
+from atpsim.api.point import hardware_profile, simulate_point, simulate_point_on
+from atpsim.calibrate.uncertainty.apply import ParameterDraw
 from atpsim.calibrate.uncertainty.draws import Draws
-from atpsim.calibrate.uncertainty.sources import fitted_record
+from atpsim.calibrate.uncertainty.machine import (
+    drawn_machine,
+    machine_sources,
+    require_sources,
+    topology_sources,
+)
 from atpsim.calibrate.uncertainty.summary import Interval
-from atpsim.errors import AtpsimError
-from atpsim.results.schema import STEP_UNCERTAINTY_SCHEMA, ResultsSchema
+from atpsim.results.schema import JOB_UNCERTAINTY_SCHEMA, STEP_UNCERTAINTY_SCHEMA, ResultsSchema
+from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.point import SweepPoint
-from atpsim.topology.spec import load_topology
+from atpsim.scenario.workload import JOB, STEP, Workload
 
-__all__ = ["Draws", "DrawnPoint", "PointDraws", "point_draws", "point_sources",
-           "simulate_drawn_point", "topology_sources"]  # fmt: skip
+__all__ = ["Draws", "DrawnJobPoint", "DrawnPoint", "PointDraws", "point_draws", "point_sources",
+           "require_sources", "simulate_drawn_job_point", "simulate_drawn_point", "topology_sources"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,47 +66,19 @@ class PointDraws:
         return Interval.of(self.tflops_per_gpu)
 
 
-def topology_sources(spec: str | Mapping[str, Any], n_gpus: int | None) -> list[str]:
-    """The fits whose parameters topology *spec* (sized to *n_gpus*) has: its preset's fitted
-    links, a fitted star's link, its NCCL profile's fit."""
-    kind, name, params = spec_kind(spec)
-    found = []
-    if kind == "preset" and preset_targets(name, params):
-        found.append(preset_targets(name, params)[0][0].source)
-    if kind == "file" and (record := fitted_record(name, "link")) is not None:
-        found.append(record.source)
-    nccl = nccl_source(load_topology(spec, n_gpus=n_gpus))
-    if nccl is not None:
-        found.append(nccl.source)
-    return found
-
-
-def point_sources(point: SweepPoint) -> tuple[str, ...]:
-    """The fits a point's draws perturb (topology and hardware profile), in a stable order."""
-    found = topology_sources(point.topology, point.n_devices)
-    found += [r.source for r in profile_records(point.hardware)]
-    return tuple(dict.fromkeys(found))
-
-
-def require_sources(sources: tuple[str, ...], what: str, key: str | None = None) -> None:
-    """The refusal (at *key*, else about the *uncertainty* parameter) of a request for draws
-    of something with no fitted parameter."""
-    if not sources:
-        raise AtpsimError(
-            f"{what} has no fitted parameter with a recorded uncertainty (spec-sheet numbers "
-            "are taken as exact), so every draw would be the point estimate; leave out the "
-            "draws, or use a calibrated preset, a profile with a fitted GEMM curve or an "
-            "`atpsim validate` fit", key=key, param="uncertainty",
-        )  # fmt: skip
+def point_sources(point: Any) -> tuple[str, ...]:
+    """The fits a point's draws perturb (topology and hardware profile), in a stable order: a
+    step point's or a job point's (both name their topology, GPUs and hardware profile)."""
+    return machine_sources(point.topology, point.n_devices, point.hardware)
 
 
 def simulate_drawn_point(point: SweepPoint, draw: ParameterDraw) -> dict[str, Any]:
     """The result columns of *point* under *draw* (the same function as the point estimate,
     on drawn inputs)."""
-    topology = drawn_topology(point.topology, point.n_devices, draw)
+    topology, profile = drawn_machine(point.topology, point.n_devices,
+                                      hardware_profile(point.hardware), point.hardware, draw)  # fmt: skip
     if topology.n_gpus < point.n_devices:
         return simulate_point(point)  # raises the point's own size error
-    profile = drawn_profile(hardware_profile(point.hardware), point.hardware, draw)
     return simulate_point_on(point, topology, profile)
 
 
@@ -113,23 +93,39 @@ def point_draws(point: SweepPoint, draws: Draws, sources: tuple[str, ...] | None
 
 def uncertainty_columns(drawn: PointDraws, draws: Draws) -> dict[str, Any]:
     """The results columns of :data:`~atpsim.results.schema.UNCERTAINTY_COLUMNS`."""
-    step, tflops = drawn.step_interval, drawn.tflops_interval
+    return draw_columns(draws, drawn.sources, "step_time_s", drawn.step_time_s, drawn.tflops_per_gpu)
+
+
+def draw_columns(draws: Draws, sources: tuple[str, ...], time_column: str,
+                 times_s: Sequence[float], tflops: Sequence[float]) -> dict[str, Any]:  # fmt: skip
+    """The draws' columns of a results row: how many, the seed, the fits drawn, and the
+    percentiles of *time_column* (*times_s*, one per draw) and of tflops_per_gpu (*tflops*)."""
+    time, flops = Interval.of(times_s), Interval.of(tflops)
     return {
-        "draws": draws.n, "draw_seed": draws.seed, "uncertainty_sources": "+".join(drawn.sources),
-        "step_time_s_p10": step.p10, "step_time_s_p50": step.p50, "step_time_s_p90": step.p90,
-        "tflops_per_gpu_p10": tflops.p10, "tflops_per_gpu_p50": tflops.p50,
-        "tflops_per_gpu_p90": tflops.p90,
+        "draws": draws.n, "draw_seed": draws.seed, "uncertainty_sources": "+".join(sources),
+        f"{time_column}_p10": time.p10, f"{time_column}_p50": time.p50,
+        f"{time_column}_p90": time.p90, "tflops_per_gpu_p10": flops.p10,
+        "tflops_per_gpu_p50": flops.p50, "tflops_per_gpu_p90": flops.p90,
     }  # fmt: skip
 
 
+def simulate_drawn_job_point(point: JobPoint, draw: ParameterDraw) -> dict[str, Any]:
+    """The result columns of job *point* under *draw* (the same function as its point
+    estimate, :func:`~atpsim.api.job_point.simulate_job_point_on`, on the drawn machine)."""
+    topology, profile = drawn_machine(job_topology_spec(point), job_gpus(point),
+                                      hardware_profile(point.hardware), point.hardware, draw)  # fmt: skip
+    return simulate_job_point_on(point, topology, profile)
+
+
 @dataclass(frozen=True)
-class DrawnPoint:
-    """A sweep point with parameter draws: the step point, its draws, the step-uncertainty
-    schema; its key says the draws (a table with draws is never resumed from one without)."""
+class Drawn:
+    """A sweep point with parameter draws: the point, its draws; its key says the draws (a
+    table with draws is never resumed from one without). Each workload's kind (below) names
+    its schema and how its row is simulated."""
 
-    schema: ClassVar[ResultsSchema] = STEP_UNCERTAINTY_SCHEMA
+    schema: ClassVar[ResultsSchema]
 
-    point: SweepPoint
+    point: Any
     draws: Draws
 
     def key(self) -> str:
@@ -138,26 +134,64 @@ class DrawnPoint:
     def columns(self, index: int) -> dict[str, Any]:
         return {**self.point.columns(index), "point_key": self.key()}
 
+    def row(self) -> dict[str, Any]:
+        """The point estimate's columns, exactly as without draws, then the draws'."""
+        raise NotImplementedError
+
     def __getattr__(self, name: str) -> Any:
-        """The step point's attributes (the sweep's estimate and warnings read them)."""
+        """The point's attributes (the sweep's estimate and warnings read them)."""
         if name in ("point", "draws"):
             raise AttributeError(name)
         return getattr(self.point, name)
 
 
-def simulate_with_draws(drawn: DrawnPoint) -> dict[str, Any]:
-    """The results row of a :class:`DrawnPoint`: the point estimate's columns, exactly as
-    without draws, then the percentiles over the draws (module-level: pickled to workers)."""
-    row = simulate_point(drawn.point)
-    return {**row, **uncertainty_columns(point_draws(drawn.point, drawn.draws), drawn.draws)}
+@dataclass(frozen=True)
+class DrawnPoint(Drawn):
+    """A step point with parameter draws, in the step-uncertainty schema."""
+
+    schema: ClassVar[ResultsSchema] = STEP_UNCERTAINTY_SCHEMA
+
+    def row(self) -> dict[str, Any]:
+        row = simulate_point(self.point)
+        return {**row, **uncertainty_columns(point_draws(self.point, self.draws), self.draws)}
+
+
+@dataclass(frozen=True)
+class DrawnJobPoint(Drawn):
+    """A job point with parameter draws, in the job-uncertainty schema: the iteration time's
+    percentiles (none for a layout that does not fit in memory: it is not simulated)."""
+
+    schema: ClassVar[ResultsSchema] = JOB_UNCERTAINTY_SCHEMA
+
+    def row(self) -> dict[str, Any]:
+        row = simulate_job_point(self.point)
+        sources = point_sources(self.point)
+        if row.get("fits_memory") is False:
+            return {**row, "draws": self.draws.n, "draw_seed": self.draws.seed,
+                    "uncertainty_sources": "+".join(sources)}  # fmt: skip
+        drawn = [simulate_drawn_job_point(self.point, ParameterDraw(self.draws, i)) for i in self.draws.indices()]
+        return {**row, **draw_columns(self.draws, sources, "iteration_time_s",
+                                      [float(r["iteration_time_s"]) for r in drawn],
+                                      [float(r["tflops_per_gpu"]) for r in drawn])}  # fmt: skip
+
+
+#: Each workload's points with draws.
+DRAWN: dict[Workload, type[Drawn]] = {STEP: DrawnPoint, JOB: DrawnJobPoint}
+
+
+def simulate_with_draws(drawn: Drawn) -> dict[str, Any]:
+    """The results row of a point with draws (:meth:`Drawn.row`; module-level: pickled to
+    workers)."""
+    return drawn.row()
 
 
 def with_draws(points: list[Any], draws: Draws | None) -> list[Any]:
-    """*points* as :class:`DrawnPoint` s of *draws* (unchanged without draws); a point none of
-    whose parameters has a recorded uncertainty is refused before anything is simulated."""
+    """*points* (step or job points) with *draws* (:data:`DRAWN`; unchanged without draws); a
+    point none of whose parameters has a recorded uncertainty is refused before anything is
+    simulated."""
     if draws is None:
         return points
     for point in points:
         require_sources(point_sources(point), f"{point.topology_label} with {point.hardware}",
                         key="uncertainty")  # fmt: skip
-    return [DrawnPoint(replace(p), draws) for p in points]
+    return [DRAWN[p.workload](replace(p), draws) for p in points]

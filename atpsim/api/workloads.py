@@ -62,5 +62,5 @@ def _say_nothing(points: Collection[Any]) -> None:
 #: Each workload's part in a run.
 WORKLOADS: dict[Workload, WorkloadRun] = {
     STEP: WorkloadRun(simulate_point, STEP_TIMELINE, draws=True, warn=warn_uneven_heads),
-    JOB: WorkloadRun(simulate_job_point, JOB_TIMELINE, draws=False, warn=_say_nothing),
+    JOB: WorkloadRun(simulate_job_point, JOB_TIMELINE, draws=True, warn=_say_nothing),
 }

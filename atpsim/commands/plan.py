@@ -82,7 +82,8 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
                    "the topology coloured by link utilization beside it (.png).")
 @click.option("--uncertainty", "draws", type=int, default=None, metavar="N",
               help="Also simulate N draws of the fitted parameters: p10/p50/p90 per candidate and "
-                   "how sure the best is (about N+1 times the time).")
+                   "how sure the best is (about N+1 times the time; with --global-batch, of the "
+                   "--top fastest layouts).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the --uncertainty draws.")
 @clean_errors
@@ -91,9 +92,6 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
             links_path, network, sequence_parallel, no_progress):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
-    if draws is not None and global_batch is not None:
-        raise AtpsimError("parameter draws are for meshes of one step; leave out --global-batch",
-                          key="--uncertainty")  # fmt: skip
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
@@ -112,7 +110,8 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule, network=network, sequence_parallel=sequence_parallel,
-                               track=layout_progress(not no_progress))  # fmt: skip
+                               track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
+                               top=top)  # fmt: skip
         click.echo(_job_defaults(ranked_jobs.hardware, vocab=vocab, sequence_parallel=sequence_parallel,
                                  recompute=recompute, zero=zero, network=network, schedule=schedule))  # fmt: skip
         _print_jobs(ranked_jobs, top, network)
@@ -256,17 +255,49 @@ def _print_links(uses: list, label: str, path: str) -> None:
 
 
 def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
-    console = Console(width=160)
+    console = Console(width=160 if ranked.confidence is None else 200)
     pruned = ", ".join(f"{n} by {why}" for why, n in ranked.pruned.items() if n)
     how = "every call in flight on one network" if network == "joint" else "each call timed alone"
     table = Table(title=f"layouts by iteration time ({how})", caption=f"pruned before simulation: {pruned or 'none'}")
     for name in ("layout", "iteration s", "TFLOP/s/GPU", "MFU", "compute s", "exposed TP s", "bubble s",
                  "exposed DP s", "other s", "memory GB"):  # fmt: skip
         table.add_column(name, justify="right")
-    for c in ranked.candidates[:top]:
+    drawn = ranked.confidence is not None
+    if drawn:
+        for name in JOB_DRAWN_COLUMNS:
+            table.add_column(name, justify="right")
+    for k, c in enumerate(ranked.candidates[:top]):
         p = c.prediction
         table.add_row(c.label, f"{p.iteration_time_s:.3f}", f"{p.tflops_per_gpu:.1f}", f"{p.mfu:.1%}",
                       f"{p.compute_s:.3f}", f"{p.exposed_tp_comm_s:.3f}", f"{p.pipeline_bubble_s:.3f}",
-                      f"{p.exposed_dp_comm_s:.3f}", f"{p.other_s:.3f}", f"{p.memory_per_rank_bytes / 1e9:.1f}")  # fmt: skip
+                      f"{p.exposed_dp_comm_s:.3f}", f"{p.other_s:.3f}", f"{p.memory_per_rank_bytes / 1e9:.1f}",
+                      *(_job_drawn_cells(ranked, k) if drawn else ()))  # fmt: skip
     console.print(table)
+    if drawn:
+        console.print(_job_confidence_line(ranked))
     console.print(f"best: {ranked.best.label}")
+
+
+#: The columns --uncertainty adds to the job table.
+JOB_DRAWN_COLUMNS = ("p10-p90 s", "p50 s", "P(best)")
+
+
+def _job_drawn_cells(ranked: JobPlan, k: int) -> list[str]:
+    """Candidate *k*'s iteration-time interval over the draws and its share of draws won."""
+    interval, confidence = ranked.candidates[k].interval, ranked.confidence
+    if interval is None or confidence is None:
+        return ["-"] * len(JOB_DRAWN_COLUMNS)
+    return [f"{interval.p10:.3f}-{interval.p90:.3f}", f"{interval.p50:.3f}",
+            f"{confidence.p_best_by_candidate[k]:.2f}"]  # fmt: skip
+
+
+def _job_confidence_line(ranked: JobPlan) -> str:
+    """What the draws say about the best layout, and which layouts were drawn."""
+    c, draws = ranked.confidence, ranked.uncertainty
+    if c is None or draws is None:
+        return ""
+    return (f"Under {c.draws} draws of the fitted parameters ({' + '.join(ranked.sources)}; seed "
+            f"{draws.seed}), drawn for the {ranked.drawn} fastest layouts (--top), "
+            f"{ranked.best.label} is the fastest in {round(c.p_best * c.draws)} of {c.draws} "
+            f"(P = {c.p_best:.2f}); choosing it costs {c.expected_loss_pct:.2f}% of iteration "
+            f"time on average against each draw's fastest (at most {c.worst_loss_pct:.2f}%).")

@@ -26,6 +26,7 @@ import pandas as pd
 
 from atpsim.results.schema import (
     JOB_SCHEMA,
+    JOB_UNCERTAINTY_SCHEMA,
     STEP_SCHEMA,
     STEP_UNCERTAINTY_SCHEMA,
     ResultsError,
@@ -40,7 +41,7 @@ RESULTS_PARQUET = "results.parquet"
 PARTIAL_CSV = "results.partial.csv"
 #: Every table a header may be, in the order it is matched: one that several could read is the
 #: step table's.
-TABLES: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA)
+TABLES: tuple[ResultsSchema, ...] = (STEP_SCHEMA, JOB_SCHEMA, STEP_UNCERTAINTY_SCHEMA, JOB_UNCERTAINTY_SCHEMA)
 
 
 def schema_for(names: Iterable[str]) -> ResultsSchema:

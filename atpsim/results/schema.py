@@ -257,6 +257,21 @@ STEP_UNCERTAINTY_SCHEMA = ResultsSchema(
     "step-uncertainty", COLUMNS + UNCERTAINTY_COLUMNS, POINT_COLUMNS, STEP_SCHEMA.describe
 )
 
+#: The columns a job scenario (or a search) with parameter draws adds after the job table's:
+#: as :data:`UNCERTAINTY_COLUMNS`, with the iteration time in place of the step time (the
+#: point estimate stays in iteration_time_s and tflops_per_gpu).
+JOB_UNCERTAINTY_COLUMNS: tuple[Column, ...] = (
+    *UNCERTAINTY_COLUMNS[:3],
+    *(_col(f"iteration_time_s_p{q}", "float", "s", f"{q}th percentile of iteration_time_s over the draws")
+      for q in (10, 50, 90)),
+    *UNCERTAINTY_COLUMNS[-3:],
+)  # fmt: skip
+
+#: The job table of a scenario or search with parameter draws: every job column, then the draws'.
+JOB_UNCERTAINTY_SCHEMA = ResultsSchema(
+    "job-uncertainty", JOB_COLUMNS + JOB_UNCERTAINTY_COLUMNS, JOB_POINT_COLUMNS, JOB_SCHEMA.describe
+)
+
 #: The two workloads, by name: ``step`` (one layer's pass on one TP group) and ``job`` (a
 #: whole iteration of a TP x PP x DP layout), each with its table (a step table with parameter
 #: draws is a step's); :mod:`atpsim.scenario.workload` and the registries key on these names.

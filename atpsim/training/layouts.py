@@ -25,10 +25,18 @@ from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from atpsim.calibrate.uncertainty.apply import ParameterDraw
+from atpsim.calibrate.uncertainty.draws import Draws
+from atpsim.calibrate.uncertainty.machine import drawn_machine, machine_sources, require_sources
+from atpsim.calibrate.uncertainty.summary import Interval, RankingConfidence, ranking_confidence
+from atpsim.compute.hardware import HardwareProfile, topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.topology.spec import topology_label
 from atpsim.training.config import JobConfig, check_job
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
 
@@ -39,6 +47,13 @@ class JobCandidate:
 
     config: JobConfig
     prediction: JobPrediction
+    #: Its iteration time (s) in each parameter draw, where it was drawn (:func:`plan_job`).
+    draws: tuple[float, ...] | None = None
+
+    @property
+    def interval(self) -> Interval | None:
+        """The p10/p50/p90 of its iteration time over the draws (None: not drawn)."""
+        return None if self.draws is None else Interval.of(self.draws)
 
     @property
     def label(self) -> str:
@@ -57,6 +72,16 @@ class JobPlan:
     pruned: Mapping[str, int]
     #: The hardware profile the layouts ran on (the one given, else the topology's).
     hardware: str = ""
+    #: The parameter draws of the fastest candidates (None: none asked for), the fits they
+    #: perturbed, and how sure the fastest is among the candidates drawn.
+    uncertainty: Draws | None = None
+    sources: tuple[str, ...] = ()
+    confidence: RankingConfidence | None = None
+
+    @property
+    def drawn(self) -> int:
+        """How many of the fastest candidates were simulated under the draws."""
+        return sum(c.draws is not None for c in self.candidates)
 
     @property
     def best(self) -> JobCandidate:
@@ -79,6 +104,9 @@ def plan_job(
     network: str = "joint",
     sequence_parallel: bool = False,
     track: Track | None = None,
+    uncertainty: int | None = None,
+    seed: int = 0,
+    top: int = 10,
     **options: Any,
 ) -> JobPlan:
     """Simulate every layout of *devices* GPUs that divides the model and fits in memory and
@@ -94,9 +122,15 @@ def plan_job(
     mesh runs without, as in a search or a job scenario). All layouts are pruned first; then
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
-    (:mod:`atpsim.api.search`)."""
+    (:mod:`atpsim.api.search`). *uncertainty* = N simulates the *top* fastest layouts again
+    under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`)."""
+    draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
+    name = topology_hardware(topo, hardware)
+    sources = () if draws is None else machine_sources(topology, devices, name)
+    if draws is not None:
+        require_sources(sources, f"{topology_label(topology)} with {name}")
     depths = pipelines or layer_divisors(config_model)
     pruned = {"divisibility": 0, "memory": 0}
     axes = {"chunks": tuple(chunk_counts), "sequence_parallel": (sequence_parallel,),
@@ -112,7 +146,46 @@ def plan_job(
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
                for config in (track(kept) if track else kept)]  # fmt: skip
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
-    return JobPlan(tuple(results), pruned, profile.name)
+    plan = JobPlan(tuple(results), pruned, profile.name)
+    if draws is None or not results:
+        return plan
+    machine = DrawnMachine(topology, devices, profile, name, network)
+    return drawn_ranking(plan, machine, draws, sources, top, track)
+
+
+@dataclass(frozen=True)
+class DrawnMachine:
+    """What a job planner's candidates run on, to be drawn: topology *spec* sized to
+    *devices*, *profile* (loaded as *hardware*), and the *network* method."""
+
+    spec: str | Mapping[str, Any]
+    devices: int
+    profile: HardwareProfile
+    hardware: str
+    network: str
+
+    def run(self, config: JobConfig, draw: ParameterDraw) -> float:
+        """*config*'s iteration time (s) on this machine under *draw*."""
+        topology, profile = drawn_machine(self.spec, self.devices, self.profile, self.hardware, draw)
+        return run_job(topology, profile, config, network=self.network).iteration_time_s
+
+
+def drawn_ranking(plan: JobPlan, machine: DrawnMachine, draws: Draws, sources: tuple[str, ...],
+                  top: int, track: Track | None = None) -> JobPlan:  # fmt: skip
+    """*plan* with its *top* fastest candidates simulated under each of *draws* (the same
+    draws for every candidate: common random numbers,
+    :mod:`atpsim.calibrate.uncertainty.draws`) and how sure the fastest is among them
+    (:func:`~atpsim.calibrate.uncertainty.summary.ranking_confidence`). The rest are not
+    drawn: a layout past *top* could win a draw, which the confidence does not see."""
+    drawn = plan.candidates[:top]
+    runs = [(i, k) for i in draws.indices() for k in range(len(drawn))]
+    configs = [drawn[k].config for _, k in runs]
+    times = np.zeros((draws.n, len(drawn)))
+    for (i, k), config in zip(runs, track(configs) if track else configs, strict=True):
+        times[i - 1, k] = machine.run(config, ParameterDraw(draws, i))
+    candidates = [replace(c, draws=tuple(float(t) for t in times[:, k])) for k, c in enumerate(drawn)]
+    return replace(plan, candidates=(*candidates, *plan.candidates[top:]), uncertainty=draws,
+                   sources=sources, confidence=ranking_confidence(times, 0))  # fmt: skip
 
 
 #: Wraps the layouts a job planner simulates, yielding each as it is simulated (a progress bar).
