@@ -16,7 +16,7 @@ import pytest
 
 from atpsim.compute.hardware import DEFAULT_HARDWARE, profile_names, topology_hardware
 from atpsim.errors import TopologyError
-from atpsim.topology.builders.cluster import DGX_PCIE_GEN, ib_cluster
+from atpsim.topology.builders.cluster import DGX_NIC_BPS, DGX_PCIE_GEN, ib_cluster
 from atpsim.topology.builders.pcie import PCIE_X16_BPS
 from atpsim.topology.builders.switch import GENERATION_HARDWARE, nvswitch
 from atpsim.topology.spec import load_topology
@@ -93,3 +93,21 @@ def test_a_caller_s_hardware_and_a_preset_s_override_the_generation_s():
     assert topology_hardware(topo, "a100-sxm4-80gb") == "a100-sxm4-80gb"
     assert load_topology("ic3").meta["hardware"] == "a100-sxm4-80gb-paper-stack"
     assert load_topology("dgx-h100").meta["hardware"] == "h100-sxm"
+
+
+def ib_rates_Bps(topo):
+    """The bandwidth of every InfiniBand (`ib`) link of *topo*."""
+    return {d["bandwidth_Bps"] for _, _, d in topo.graph.edges(data=True) if d["kind"] == "ib"}
+
+
+def test_each_generation_names_its_dgx_nic():
+    """DGX A100: ConnectX-6 HDR 200 Gb/s = 25 GB/s per direction; DGX H100: ConnectX-7 NDR
+    400 Gb/s = 50 GB/s (module docstring's sources)."""
+    assert DGX_NIC_BPS == {"a100": 25e9, "h100": 50e9}
+
+
+@pytest.mark.parametrize("generation, nic_Bps", [("a100", 25e9), ("h100", 50e9)])
+def test_a_cluster_s_nics_are_its_generation_s_unless_given(generation, nic_Bps):
+    assert ib_rates_Bps(ib_cluster(nodes=2, generation=generation)) == {nic_Bps}
+    given = ib_cluster(nodes=2, generation=generation, nic_bandwidth_Bps=12.5e9)
+    assert ib_rates_Bps(given) == {12.5e9}

@@ -28,7 +28,7 @@ def test_defaults_come_from_the_signature():
         "a100",
         "h100",
     )
-    assert params["nic_bandwidth_Bps"].default == 25e9 and params["nic_bandwidth_Bps"].unit == "B/s"
+    assert params["nic_bandwidth_Bps"].default is None and params["nic_bandwidth_Bps"].unit == "B/s"
     assert params["nics_per_node"].default is None
 
 

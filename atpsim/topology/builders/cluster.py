@@ -65,6 +65,11 @@ from atpsim.topology.params import (
 from atpsim.topology.routing import UpDownRouter
 
 HDR_BPS = 25e9
+#: NDR 400 Gb/s = 50 GB/s per port per direction (ConnectX-7; NVIDIA DGX H100 User Guide).
+NDR_BPS = 50e9
+#: The NIC of each generation's DGX: DGX A100 one HDR ConnectX-6 per GPU, DGX H100 one NDR
+#: ConnectX-7 per GPU (module docstring's sources).
+DGX_NIC_BPS = {"a100": HDR_BPS, "h100": NDR_BPS}
 IB_LINK_LATENCY_S = 0.3e-6
 NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
@@ -92,7 +97,7 @@ CLUSTER_PARAMS = (
         "pcie_gen", "choice", "PCIe generation of each GPU-NIC x16 link; none: the generation's "
         "DGX (a100: 4, 31.5 GB/s; h100: 5, 63 GB/s)", PCIE_GENERATIONS,
     ),
-    BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (HDR 200 Gb/s)"),
+    BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (default: the generation's DGX NIC, HDR 200 Gb/s for a100, NDR 400 Gb/s for h100)"),
     BuilderParam("ib_latency_s", "time", "each InfiniBand link (NIC-leaf-NIC ~0.6 us)"),
     BuilderParam("leaf_size", "count", "NIC ports per leaf; none: whole nodes within 20 ports"),
     BuilderParam("oversubscription", "ratio", "leaf down-ports per up-port (1: non-blocking)"),
@@ -230,14 +235,15 @@ def ib_cluster(
     links_per_pair: int = 4,
     nics_per_node: int | None = None,
     pcie_gen: int | None = None,
-    nic_bandwidth_Bps: Any = HDR_BPS,
+    nic_bandwidth_Bps: Any = None,
     ib_latency_s: Any = IB_LINK_LATENCY_S,
     leaf_size: int | None = None,
     oversubscription: float = 1.0,
     wiring: str = "fat-tree",
 ) -> Topology:
     """Nodes of GPUs with an intra-node fabric and NICs on a leaf/spine InfiniBand fat tree
-    (by default DGX A100-class nodes: NVSwitch, NVLink3, one HDR NIC per GPU).
+    (by default DGX A100-class nodes: NVSwitch, NVLink3, one HDR NIC per GPU; with
+    ``generation='h100'`` DGX H100-class: NVLink4, one NDR NIC per GPU behind PCIe Gen5).
 
     *nodes* nodes of *gpus_per_node* GPUs on an *intra* fabric ('nvswitch' or 'nvlink-mesh'),
     *nics_per_node* NICs each (default: one per GPU on 'nvswitch' as in a DGX A100, one per node
@@ -249,7 +255,8 @@ def ib_cluster(
     every node on leaf k)."""
     nodes = count_param(nodes, "nodes")
     shape = _node_shape(gpus_per_node, intra, generation, links_per_pair, nics_per_node, pcie_gen)
-    tree = _fat_tree(nic_bandwidth_Bps, ib_latency_s, leaf_size, oversubscription, shape.nics)
+    nic_Bps = DGX_NIC_BPS[shape.generation] if nic_bandwidth_Bps is None else nic_bandwidth_Bps
+    tree = _fat_tree(nic_Bps, ib_latency_s, leaf_size, oversubscription, shape.nics)
     wiring = choice_param(wiring, "wiring", WIRINGS)
     graph = nx.Graph()
     nics = [nic for node in range(nodes) for nic in _add_node(graph, node, shape)]
