@@ -152,16 +152,13 @@ def _copy_scenario(path: Path, copy: Path) -> None:
 
 def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:
     """The parameter draws of a run: *n* (``uncertainty``) and *seed* where given, else the
-    scenario's ``uncertainty`` key; None for none. A job scenario takes none."""
+    scenario's ``uncertainty`` key; None for none (either workload takes them)."""
     own = scenario.uncertainty
     if n is None and own is None:
         if seed is not None:
             raise AtpsimError(f"a seed draws nothing without {param('uncertainty')} N (or the "
                               "scenario's uncertainty key)", param="seed")  # fmt: skip
         return None
-    if not WORKLOADS[scenario.workload].draws:
-        raise AtpsimError("parameter draws are for step scenarios; a job scenario takes none",
-                          param="uncertainty")  # fmt: skip
     base_seed = own.seed if own is not None else 0
     return Draws(n if n is not None else own.draws if own is not None else 0,
                  base_seed if seed is None else seed)  # fmt: skip

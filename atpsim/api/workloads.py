@@ -1,7 +1,7 @@
 """What a scenario run does for each workload (:mod:`atpsim.scenario.workload`), one entry
 each in :data:`WORKLOADS`: how a point is simulated, what its timeline is (trace selectors,
-:mod:`atpsim.api.point_trace`, checked against the sweep's points), whether parameter draws apply, and what is said of the points
-before they run. :func:`atpsim.run_scenario` looks the entry up by the scenario's workload
+:mod:`atpsim.api.point_trace`, checked against the sweep's points) and what is said of the
+points before they run (parameter draws apply to both: :mod:`atpsim.api.uncertainty`). :func:`atpsim.run_scenario` looks the entry up by the scenario's workload
 rather than asking which one it is.
 """
 
@@ -26,12 +26,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class WorkloadRun:
     """One workload's part in a run: *simulate* one point to its result columns, its
-    *timeline* (what a trace selector picks and writes), *draws* whether ``uncertainty``
-    draws apply, *warn* about the expanded points before they run."""
+    *timeline* (what a trace selector picks and writes), *warn* about the expanded points
+    before they run."""
 
     simulate: Simulate
     timeline: Timeline
-    draws: bool
     warn: Callable[[Collection[Any]], None]
 
     def select_traces(self, points: Sequence[Any], selectors: Sequence[str]) -> list[TraceSelection]:
@@ -61,6 +60,6 @@ def _say_nothing(points: Collection[Any]) -> None:
 
 #: Each workload's part in a run.
 WORKLOADS: dict[Workload, WorkloadRun] = {
-    STEP: WorkloadRun(simulate_point, STEP_TIMELINE, draws=True, warn=warn_uneven_heads),
-    JOB: WorkloadRun(simulate_job_point, JOB_TIMELINE, draws=True, warn=_say_nothing),
+    STEP: WorkloadRun(simulate_point, STEP_TIMELINE, warn=warn_uneven_heads),
+    JOB: WorkloadRun(simulate_job_point, JOB_TIMELINE, warn=_say_nothing),
 }
