@@ -152,14 +152,21 @@ MAX_EPOCH_S = 253_402_300_799
 
 
 def limit_from_env(name: str, default: int, error_type: type[AtpsimError] = SizeLimitError) -> int:
-    """A size limit: the environment variable *name* if set (an integer >= 1; else an
-    *error_type* naming it), else *default*. The GPU and slot limits are read this way, where
-    they are checked: every topology build and job check (scenario expansion, sweep workers,
-    planners) reaches them, too many paths to carry an argument. The commands read the
-    others (memory, layouts) once and pass them down."""
+    """A size limit: the environment variable *name* if set (:func:`env_limit`), else
+    *default*. The GPU and slot limits are read this way, where they are checked: every
+    topology build and job check (scenario expansion, sweep workers, planners) reaches them,
+    too many paths to carry an argument. The commands read the others (memory, layouts) once
+    and pass them down."""
+    value = env_limit(name, error_type)
+    return default if value is None else value
+
+
+def env_limit(name: str, error_type: type[AtpsimError] = SizeLimitError) -> int | None:
+    """The integer >= 1 the environment variable *name* sets (an *error_type* naming it for
+    anything else), or None where it is not set."""
     text = os.environ.get(name)
     if text is None:
-        return default
+        return None
     try:
         value = int(text)
     except ValueError:

@@ -121,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "source_date_epoch": "errors",
     "MEMORY_SHARE": "errors",
     "machine_memory_bytes": "errors",
+    "env_limit": "errors",
     "show_params": "errors",
 }
 
@@ -168,6 +169,7 @@ __all__ = [
     "collective",
     "describe_os_error",
     "machine_memory_bytes",
+    "env_limit",
     "draw_topology",
     "expand_sweep",
     "factorizations",
@@ -249,6 +251,7 @@ if TYPE_CHECKING:
         SizeLimitError,
         WorkerDiedError,
         describe_os_error,
+        env_limit,
         machine_memory_bytes,
         show_params,
         source_date_epoch,

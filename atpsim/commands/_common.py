@@ -28,8 +28,8 @@ from atpsim.api import (
     EXIT_CODES,
     MEMORY_SHARE,
     AtpsimError,
-    SizeLimitError,
     describe_os_error,
+    env_limit,
     machine_memory_bytes,
     show_params,
     source_date_epoch,
@@ -147,16 +147,7 @@ def size_limit(name: str) -> int | None:
     """The size limit the environment variable *name* sets (``ATPSIM_MAX_LAYOUTS``; the one
     place it is read): an integer >= 1, else a SizeLimitError naming it; None where it is not
     set (the library's default applies)."""
-    text = os.environ.get(name)
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SizeLimitError(f"expected an integer >= 1, got {text!r}", key=name)
-    return value
+    return env_limit(name)
 
 
 def check_environment() -> None:
