@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
@@ -42,12 +42,15 @@ from rich.console import Console
 
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
+from atpsim.api.scenario import scenario_draws
+from atpsim.api.uncertainty import DrawnJobPoint, Draws, require_sources, simulate_with_draws
+from atpsim.calibrate.uncertainty.machine import machine_sources
 from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
-from atpsim.results.schema import JOB_SCHEMA
+from atpsim.results.schema import JOB_SCHEMA, JOB_UNCERTAINTY_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.lazy import LazyPoints
@@ -153,19 +156,27 @@ def search_points(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> LazyPoints:
 
 def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
     """Each candidate of *space*: a JobPoint, or the reason it is pruned."""
+    for part, entry, sized, hardware in _machines(space):
+        capacity = hardware_profile(hardware).memory_capacity_bytes
+        for model_entry, (_, devices, _) in _models_by_size(part, sized):
+            fields = _point_fields(part, entry, hardware, model_entry, devices)
+            configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
+            for config in candidates(configs, capacity):
+                for network in part.parallelism.network:
+                    yield config if isinstance(config, str) else \
+                        JobPoint.from_config(config, **fields, network=network)
+
+
+def _machines(space: Scenario) -> Iterator[tuple[Scenario, TopologyEntry, list[Any], str]]:
+    """Each machine of *space*: its part (case), topology entry, the topology at each GPU
+    count (:func:`~atpsim.scenario.sweep.sized_topologies`) and the hardware profile (the
+    listed ones, else the topology's)."""
     for part in space.parts():
         for index, entry in enumerate(part.topologies):
             sized = sized_topologies(part, index)
             default = topology_hardware(sized[0][2])
             for hardware in part.hardware or (default,):
-                capacity = hardware_profile(hardware).memory_capacity_bytes
-                for model_entry, (_, devices, _) in _models_by_size(part, sized):
-                    fields = _point_fields(part, entry, hardware, model_entry, devices)
-                    configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
-                    for config in candidates(configs, capacity):
-                        for network in part.parallelism.network:
-                            yield config if isinstance(config, str) else \
-                                JobPoint.from_config(config, **fields, network=network)
+                yield part, entry, sized, hardware
 
 
 def _models_by_size(part: Scenario, sized: list[Any]) -> Iterator[tuple[ModelEntry, Any]]:
@@ -329,6 +340,8 @@ def run_search(
     console: Console | None = None,
     simulate: Simulate | None = None,
     announce: Callable[[str], None] = log.info,
+    uncertainty: int | None = None,
+    seed: int | None = None,
 ) -> SearchResult:
     """Search *space* (:func:`search_space`) into *out_dir* (default ``reports/<name>/``):
     prune, simulate the rest on *jobs* processes or the Dask *scheduler* (as
@@ -338,8 +351,17 @@ def run_search(
     it is pruned (:func:`check_space_size`). Once pruned, it *announce*s the settings the
     space leaves to their defaults (``# defaults: ...``, :func:`defaulted_settings`), then
     what it will simulate (:func:`describe_search`). Raises
-    SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C."""
+    SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C.
+
+    *uncertainty* = N (and *seed*; else the space's ``uncertainty`` key) simulates every
+    layout under the same N draws of the fitted parameters (:mod:`atpsim.api.uncertainty`):
+    its row adds the p10/p50/p90 of the iteration time and TFLOP/s per GPU
+    (:data:`~atpsim.results.schema.JOB_UNCERTAINTY_SCHEMA`). A machine of the space with no
+    fitted parameter is refused before anything is simulated."""
     check_jobs(jobs, scheduler)
+    draws = scenario_draws(space, uncertainty, seed)
+    if draws is not None:
+        _require_draw_sources(space)
     out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
     check_owner(out, "search", space.name, fresh)
     size = check_space_size(space, max_tp, max_layouts=max_layouts)
@@ -355,18 +377,49 @@ def run_search(
         why = f"pruned {pruned}" if pruned else "no TP mesh x depth listed divides the devices"
         raise SimulationError(f"no layout of the space divides the model and fits in memory ({why})",
                               source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
-    warning = long_sweep_warning(points, jobs, "search")
+    warning = long_sweep_warning(points, jobs, "search", copies=1 + (draws.n if draws else 0))
     if warning:
         log.warning(warning)
+    simulated: Collection[Any] = points if draws is None else DrawnPoints(points, draws)
+    default = simulate_job_point if draws is None else simulate_with_draws
     with folder_lock(out):
-        table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
-                             fresh=fresh, simulate=simulate or simulate_job_point,
+        table = stream_sweep(simulated, out, jobs=jobs, scheduler=scheduler, resume=resume,
+                             fresh=fresh, simulate=simulate or default,
                              progress=progress, console=console,
                              parquet="parquet" in space.output.formats)  # fmt: skip
         copy = _write_space(out, space, max_tp)
-    best = summarize(table.path, top, extra=JOB_SCHEMA.names).top
+    schema = JOB_SCHEMA if draws is None else JOB_UNCERTAINTY_SCHEMA
+    best = summarize(table.path, top, extra=schema.names).top
     best = pd.DataFrame() if best is None else best.head(top)
     return SearchResult(out, table, dict(points.pruned), best, [*table.files, copy])
+
+
+def _require_draw_sources(space: Scenario) -> None:
+    """The refusal of draws for a machine of *space* (topology at a GPU count, hardware
+    profile) none of whose parameters has a recorded uncertainty, checked per machine rather
+    than per layout (a space may have 100,000 layouts and a handful of machines)."""
+    for _, entry, sized, hardware in _machines(space):
+        for _, devices, _ in sized:
+            require_sources(machine_sources(entry.spec_mapping(), devices, hardware),
+                            f"{entry.label()} with {hardware}", key="uncertainty")  # fmt: skip
+
+
+class DrawnPoints(Collection[Any]):
+    """*points* (a search's :class:`~atpsim.scenario.lazy.LazyPoints`) each with *draws*
+    (:class:`~atpsim.api.uncertainty.DrawnJobPoint`), wrapped as they are iterated: the
+    layouts stay lazy (a list of 100,000 drawn points is never held)."""
+
+    def __init__(self, points: Collection[JobPoint], draws: Draws):
+        self._points, self._draws = points, draws
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __iter__(self) -> Iterator[DrawnJobPoint]:
+        return (DrawnJobPoint(point, self._draws) for point in self._points)
+
+    def __contains__(self, item: object) -> bool:
+        return any(point == item for point in self)
 
 
 def _write_space(out: Path, space: Scenario, max_tp: int) -> Path:

@@ -28,7 +28,11 @@ SHOWN = (("topology", "topology"), ("n_devices", "GPUs"), ("model", "model"),
          ("tp_mesh", "TP"), ("pp", "pp"), ("dp", "dp"), ("micro_batch", "mb"),
          ("schedule", "schedule"), ("recompute", "recompute"), ("zero", "zero"),
          ("chunks", "chunks"), ("iteration_time_s", "iteration s"),
+         ("iteration_time_s_p10", "p10 s"), ("iteration_time_s_p50", "p50 s"),
+         ("iteration_time_s_p90", "p90 s"),
          ("tflops_per_gpu", "TFLOP/s/GPU"), ("mfu", "MFU"), ("memory_per_rank_bytes", "memory GB"))  # fmt: skip
+#: The columns of :data:`SHOWN` that only a search with --uncertainty writes.
+DRAWN = ("iteration_time_s_p10", "iteration_time_s_p50", "iteration_time_s_p90")
 
 
 def _values(text: str | None, key: str, kind: type = int) -> list[Any] | None:
@@ -94,10 +98,16 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--resume", is_flag=True, help="Keep what an interrupted search finished.")
 @click.option("--fresh", is_flag=True, help="Set an interrupted search's rows aside and start over.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows to print.")
+@click.option("--uncertainty", type=int, default=None, metavar="N",
+              help="Simulate every layout under the same N draws of the fitted parameters (GEMM, "
+                   "NCCL, links) and add p10/p50/p90 of the iteration time; replaces the space's "
+                   "uncertainty key. About N+1 times the time.")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed of the --uncertainty draws.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @clean_errors
 def command(space: Path | None, out_dir: Path | None, jobs: int | None, scheduler: str | None,
-            resume: bool, fresh: bool, max_tp: int, top: int, no_progress: bool, **options: Any) -> None:
+            resume: bool, fresh: bool, max_tp: int, top: int, no_progress: bool, uncertainty: int | None,
+            seed: int | None, **options: Any) -> None:
     """Search the whole-job layouts (TP mesh x PP x DP x micro-batch x ...) of a design space:
     prune those that do not divide the model or fit in memory, simulate the rest (as `atpsim
     run` does: -j, --scheduler, --resume), print the best by model FLOP/s per GPU (for one
@@ -106,6 +116,7 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
     \b
     atpsim search -t ib-cluster:8x8 -m gpt3-1.3b --global-batch 512 -o out/ -j 2
     atpsim search --space space.yaml -o out/ --scheduler tcp://host:8786
+    atpsim search -t ib-cluster:8x8 -m gpt3-1.3b --global-batch 512 --uncertainty 8
     """
     if resume and fresh:
         raise AtpsimError("give --resume or --fresh, not both", key="--fresh")
@@ -117,7 +128,8 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
             result = run_search(searched, out_dir, max_tp=max_tp, max_layouts=max_layouts, top=top,
                             jobs=jobs or (LOCAL_WORKERS if scheduler == "local" else 1),
                             scheduler=scheduler, resume=resume, fresh=fresh,
-                            progress=not no_progress, console=console, announce=click.echo)  # fmt: skip
+                            progress=not no_progress, console=console, announce=click.echo,
+                            uncertainty=uncertainty, seed=seed)  # fmt: skip
         except SweepInterrupted as stop:
             click.echo(f"atpsim: {show_params(stop.message(), flag)}", err=True)
             sys.exit(EXIT_INTERRUPTED)
@@ -126,10 +138,11 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
 
 def _print(result: SearchResult, top: int) -> None:
     table = Table(title=f"the {min(top, len(result.best))} best layouts (most model FLOP/s per GPU)")
-    for _, header in SHOWN:
+    shown = [(name, header) for name, header in SHOWN if name not in DRAWN or name in result.best]
+    for _, header in shown:
         table.add_column(header, justify="right")
     for _, row in result.best.iterrows():
-        table.add_row(*(_cell(name, row[name]) for name, _ in SHOWN))
+        table.add_row(*(_cell(name, row[name]) for name, _ in shown))
     Console(width=180).print(table)
     written = result.table
     click.echo(f"every row ({written.n_points:,} layouts) in {written.path}; search.yaml beside it")

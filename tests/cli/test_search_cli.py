@@ -207,3 +207,29 @@ def test_the_first_line_names_the_defaulted_settings(tmp_path, monkeypatch):
     given = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "b"), "--vocab", "0",
                                       "--zero", "0,1", "--network", "joint", "--hardware", "h100-sxm"])
     assert given.stdout.splitlines()[0] == "# defaults: sequence_parallel false; recompute none; schedule 1f1b"
+
+
+def test_uncertainty_adds_the_iteration_time_s_percentiles_under_the_same_draws(tmp_path):
+    """Three layouts of 8 GPUs (TP meshes of at most 2, pp 1), each simulated for real under
+    2 draws: p10 <= p50 <= p90 in every row and in the printed table; the same seed gives
+    the same numbers; --resume keeps the drawn rows (their keys name the draws); without
+    --uncertainty no percentile column and an unchanged table."""
+    tiny = ["-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--global-batch", "16", "--pp", "1",
+            "--micro-batch", "2", "--max-tp", "2", "--no-progress"]  # fmt: skip
+    drawn = [*tiny, "--uncertainty", "2", "--seed", "1"]
+    one = CliRunner().invoke(main, ["search", *drawn, "-o", str(tmp_path / "one")])
+    assert one.exit_code == 0, one.output
+    assert "p50 s" in one.stdout
+    rows = read_rows(tmp_path / "one" / "results.csv")
+    assert len(rows) == 3 and all(r["draws"] == 2 and r["draw_seed"] == 1 for r in rows)
+    assert all(r["iteration_time_s_p10"] <= r["iteration_time_s_p50"] <= r["iteration_time_s_p90"] for r in rows)
+    two = CliRunner().invoke(main, ["search", *drawn, "-o", str(tmp_path / "two")])
+    assert two.exit_code == 0, two.output
+    same = (tmp_path / "two" / "results.csv").read_bytes()
+    assert same == (tmp_path / "one" / "results.csv").read_bytes()
+    resumed = CliRunner().invoke(main, ["search", *drawn, "-o", str(tmp_path / "two"), "--resume"])
+    assert resumed.exit_code == 0 and "3 of 3 points already done" in resumed.output, resumed.output
+    assert (tmp_path / "two" / "results.csv").read_bytes() == same
+    plain = CliRunner().invoke(main, ["search", *tiny, "-o", str(tmp_path / "plain")])
+    assert plain.exit_code == 0 and "p50 s" not in plain.stdout
+    assert not any(key.startswith("iteration_time_s_p") for key in read_rows(tmp_path / "plain" / "results.csv")[0])
