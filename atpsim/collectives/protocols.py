@@ -17,6 +17,11 @@ loses beyond them (NVLink achieved by NCCL's kernels, the pipeline fill of Simpl
 ``python -m atpsim.calibrate.fit.nccl_curve`` to a measured curve, or derived from one and the
 spec, with the source beside it. A topology names its profile in ``meta["nccl"]``; without
 one it gets :data:`SPEC_PROFILE` (line formats only).
+
+NVLS (NVLink SHARP all-reduce, :mod:`atpsim.collectives.nvls`) runs NCCL's Simple protocol
+(Simple's latency and overhead) but reaches its own fraction of the links: the switch's
+multimem loads and stores are not Simple's ring kernel. Its links are scaled by the profile's
+``NVLS`` row (:func:`link_row`), equal to Simple's where no NVLS efficiency is given.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ STEP_LATENCY_S = {"nvlink": {"LL": 0.6e-6, "LL128": 1.9e-6, "Simple": 3.4e-6},
                   "net": {"LL": 2.7e-6, "LL128": 4.0e-6, "Simple": 14e-6}}
 #: Data bytes per wire byte of each protocol's line format (derived, module docstring).
 LINE_EFFICIENCY = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
+#: The efficiency row of an NVLS call run with Simple (:func:`link_row`).
+NVLS_ROW = "NVLS"
+#: Rows of a profile's efficiency: the protocols, then NVLS.
+LINK_ROWS = (*PROTOCOLS, NVLS_ROW)
 #: Link kind -> latency / efficiency class.
 LINK_CLASS = {"nvlink": "nvlink", "nvlink_network": "nvlink", "torus": "nvlink",
               "custom": "nvlink", "pcie": "pcie", "host": "pcie", "socket": "pcie", "ib": "net"}
@@ -54,7 +63,8 @@ LINK_CLASS = {"nvlink": "nvlink", "nvlink_network": "nvlink", "torus": "nvlink",
 @dataclass(frozen=True)
 class Profile:
     """A machine's effective NCCL parameters: *efficiency[P][class]* (fraction of a link's
-    bandwidth protocol P achieves) and *overhead_s[P]* (fixed cost per call, s)."""
+    bandwidth protocol P achieves; P one of :data:`LINK_ROWS`, ``NVLS`` for an NVLS call with
+    Simple) and *overhead_s[P]* (fixed cost per call, s, per protocol)."""
 
     name: str
     efficiency: dict[str, dict[str, float]] = field(hash=False)
@@ -62,7 +72,8 @@ class Profile:
 
 
 def _line_only() -> dict[str, dict[str, float]]:
-    return {p: {c: LINE_EFFICIENCY[p] for c in ("nvlink", "pcie", "net")} for p in PROTOCOLS}
+    eff = {p: {c: LINE_EFFICIENCY[p] for c in ("nvlink", "pcie", "net")} for p in PROTOCOLS}
+    return {**eff, NVLS_ROW: dict(eff["Simple"])}
 
 
 #: No fit: every class at the line-format efficiency, no overhead.
@@ -72,8 +83,10 @@ SPEC_PROFILE = Profile("spec", _line_only(), {p: 0.0 for p in PROTOCOLS})
 def profile_from_dict(name: str, data: dict[str, Any]) -> Profile:
     """A :class:`Profile` from a ``nccl.yaml`` entry: ``simple_nvlink_efficiency``,
     ``ll128_nvlink_efficiency`` (fractions), ``net_efficiency`` (Simple over the network),
-    ``simple_overhead_s``, ``ll128_overhead_s``. LL's NVLink efficiency is LL128's scaled by
-    the line formats (1/2 over 120/128); PCIe stays at the line formats."""
+    ``simple_overhead_s``, ``ll128_overhead_s``, and optionally ``nvls_nvlink_efficiency``
+    (an NVLS call's NVLink fraction; default Simple's: a machine without NVLS never uses it).
+    LL's NVLink efficiency is LL128's scaled by the line formats (1/2 over 120/128); PCIe
+    stays at the line formats."""
     eff = _line_only()
     nvl_s, nvl_128 = float(data["simple_nvlink_efficiency"]), float(data["ll128_nvlink_efficiency"])
     net = float(data.get("net_efficiency", 1.0))
@@ -81,6 +94,7 @@ def profile_from_dict(name: str, data: dict[str, Any]) -> Profile:
     eff["LL128"].update(nvlink=nvl_128, net=net * LINE_EFFICIENCY["LL128"])
     eff["LL"].update(nvlink=nvl_128 * LINE_EFFICIENCY["LL"] / LINE_EFFICIENCY["LL128"],
                      net=net * LINE_EFFICIENCY["LL"])
+    eff[NVLS_ROW] = dict(eff["Simple"], nvlink=float(data.get("nvls_nvlink_efficiency", nvl_s)))
     overhead = {"LL": 0.0, "LL128": float(data["ll128_overhead_s"]),
                 "Simple": float(data["simple_overhead_s"])}
     return Profile(name, eff, overhead)
@@ -139,6 +153,12 @@ def latency_s(protocol: str, kind: str, step_classes: list[str], profile: Profil
     return BASE_LATENCY_S[kind][protocol] + steps + profile.overhead_s[protocol]
 
 
+def link_row(algorithm: str, protocol: str) -> str:
+    """The efficiency row (:data:`LINK_ROWS`) that scales the links of a call of NCCL
+    *algorithm* with *protocol*: ``NVLS`` for NVLS with Simple, else the protocol itself."""
+    return NVLS_ROW if algorithm == "nvls" and protocol == "Simple" else protocol
+
+
 _EFFECTIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: Effective topology -> the topology it scales (same graph, links and router).
 _SCALED_FROM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -162,8 +182,8 @@ def with_profile(topology: Topology, profile: Profile) -> Topology:
 
 
 def effective_topology(topology: Topology, protocol: str, profile: Profile) -> Topology:
-    """*topology* with each link's bandwidth x *profile*'s efficiency of *protocol* for the
-    link's class (cached per topology, so the engine's memo holds across calls)."""
+    """*topology* with each link's bandwidth x *profile*'s efficiency of *protocol* (a row of
+    :data:`LINK_ROWS`: :func:`link_row`) for the link's class (cached per topology, so the engine's memo holds across calls)."""
     per_topology = _EFFECTIVE.setdefault(topology, {})
     key = (protocol, profile.name)
     if key not in per_topology:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atpsim.collectives.nccl import Candidate, NcclPlanner
-from atpsim.collectives.protocols import effective_topology, topology_profile
+from atpsim.collectives.protocols import effective_topology, link_row, topology_profile
 from atpsim.engine.collective import run_collective
 from atpsim.engine.methods import find
 from atpsim.engine.solvers.event_loop import PastHorizon, horizon
@@ -95,8 +95,9 @@ def _fastest(planner: NcclPlanner, candidates: list[Candidate], nbytes: float,
 
 def _nccl_call(planner: NcclPlanner, candidate: Candidate, nbytes: float, engine: str,
                memory_bytes: int | None) -> NcclCall:
-    """*candidate* timed by the engine on the links at its protocol's efficiency, plus its
-    fixed latency on every group that moves bytes."""
+    """*candidate* timed by the engine on the links at its protocol's efficiency (NVLS with
+    Simple: NVLS's, :func:`~atpsim.collectives.protocols.link_row`), plus its fixed latency
+    on every group that moves bytes."""
     topology, op, groups = planner.topology, planner.op, planner.groups
     plan, protocol = candidate.plan, candidate.protocol
     profile = topology_profile(topology)
@@ -106,7 +107,8 @@ def _nccl_call(planner: NcclPlanner, candidate: Candidate, nbytes: float, engine
         return NcclCall(result.time_s, result.time_s, 0.0, plan.algorithm, "none", plan.channels,
                         result.path, result.n_flows, result.group_time_s, result.link_bytes,
                         plan.schedule)
-    result = run_collective(effective_topology(topology, protocol, profile), op, plan.schedule,
+    links = effective_topology(topology, link_row(plan.algorithm, protocol), profile)
+    result = run_collective(links, op, plan.schedule,
                             groups, nbytes, engine=engine, memory_bytes=memory_bytes)
     if result.time_s == 0:
         return NcclCall(0.0, 0.0, 0.0, plan.algorithm, protocol, plan.channels, result.path, 0,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from atpsim.api import collective
-from atpsim.calibrate.fit import nccl_curve
+from atpsim.calibrate.fit import nccl_curve, nccl_h100
 from atpsim.calibrate.fit.nccl_overhead import AZURE_A100_ALLREDUCE
 from atpsim.collectives.channels import group_layout, rail_count, ring_orders
 from atpsim.collectives.hierarchical import hierarchical_time_s
@@ -44,8 +44,34 @@ def test_the_data_file_holds_what_the_fit_command_fits():
         fitted["ll128_nvlink_efficiency"], rel=1e-3)
     assert a100.overhead_s["Simple"] == pytest.approx(fitted["simple_overhead_s"], rel=1e-3)
     h100 = nccl_curve.derive_h100(fitted)
-    assert load_profile("h100").efficiency["Simple"]["nvlink"] == pytest.approx(
-        h100["simple_nvlink_efficiency"], rel=1e-3)
+    assert load_profile("h100").efficiency["LL128"]["nvlink"] == pytest.approx(
+        h100["ll128_nvlink_efficiency"], rel=1e-3)
+    assert load_profile("h100").overhead_s["Simple"] == pytest.approx(
+        h100["simple_overhead_s"], rel=1e-3)
+
+
+def test_the_data_file_holds_what_the_h100_fit_command_fits():
+    """The h100 entry's Simple and NVLS efficiencies are nccl_h100's fit; a100 has no NVLS
+    hardware, so its NVLS row is Simple's (unused)."""
+    fitted = nccl_h100.fit()
+    h100 = load_profile("h100")
+    assert h100.efficiency["Simple"]["nvlink"] == pytest.approx(
+        fitted["simple_nvlink_efficiency"], rel=1e-3)
+    assert h100.efficiency["NVLS"]["nvlink"] == pytest.approx(
+        fitted["nvls_nvlink_efficiency"], rel=1e-3)
+    a100 = load_profile("a100")
+    assert a100.efficiency["NVLS"] == a100.efficiency["Simple"]
+
+
+@pytest.mark.parametrize("size", ["1G", "4G"])
+@pytest.mark.parametrize(("op", "measured"), [("reduce_scatter", 370), ("all_gather", 370),
+                                              ("all_reduce", 480)])
+def test_dgx_h100_reaches_the_measured_busbw(op, measured, size):
+    """measured-data.md, '8×H100-SXM on NVSwitch (NVLink4)': reduce-scatter and all-gather
+    ~370 GB/s busbw, all-reduce (auto: NVLS) ~480, at large sizes; within 10% at 1 and 4 GiB."""
+    (row,) = collective("dgx-h100", op, size).rows
+    assert (row.algorithm == "nvls") == (op == "all_reduce")
+    assert row.busbw_Bps / GB == pytest.approx(measured, rel=0.10)
 
 
 def test_three_nodes_of_four_hdr_nics_match_the_measured_average():

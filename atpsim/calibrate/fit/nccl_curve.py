@@ -17,9 +17,11 @@ formats and gets no overhead), by Nelder-Mead on the squared log errors of busbw
 sizes (:data:`~atpsim.calibrate.fit.nccl_overhead.AZURE_A100_ALLREDUCE`, measured-data.md
 'All-reduce', AZ [M]).
 
-H100 (no NCCL curve in the shared data): efficiencies x (376/450) / (274/300), the measured
-GPU-GPU NVLink copy fractions of H100 and A100 (measured-data.md 'Links', MLE [M]); overheads
-x 300/450 (Simple's overhead is its pipeline fill, chunks moving at the link rate).
+H100 (no NCCL curve in the shared data): LL128's efficiency x (376/450) / (274/300), the
+measured GPU-GPU NVLink copy fractions of H100 and A100 (measured-data.md 'Links', MLE [M]);
+overheads x 300/450 (Simple's overhead is its pipeline fill, chunks moving at the link rate).
+Simple's and NVLS's NVLink efficiencies are fitted to the two H100 figures at large sizes by
+``python -m atpsim.calibrate.fit.nccl_h100`` (run it after this command).
 
 Uncertainty (written beside the values, the a100 entry's ``uncertainty`` block; the h100
 entry's says it is derived): a **residual bootstrap**
@@ -68,7 +70,8 @@ BOUNDS = {"simple_nvlink_efficiency": (0.05, 1.0), "ll128_nvlink_efficiency": (0
 BOOTSTRAP_WHY = ("residual bootstrap, not the Jacobian covariance: ll128_overhead_s sits at "
                  "its bound (0) and the tuner's protocol choice per size makes the loss "
                  "non-smooth; a refit costs a fraction of a second")
-DERIVED_WHY = "the h100 entry is derived from a100: its draws are a100's draws, derived again"
+DERIVED_WHY = ("the h100 entry's derived parameters are drawn as a100's draws, derived again; "
+               "its two fitted efficiencies (one figure each, no residual) are held")
 
 
 @dataclass(frozen=True)
@@ -162,11 +165,11 @@ def derive(name: str, a100: dict[str, float]) -> dict[str, float]:
 
 
 def derive_h100(a100: dict[str, float]) -> dict[str, float]:
-    """The h100 entry from the a100 fit and the spec (module docstring)."""
+    """The h100 entry's derived parameters from the a100 fit and the spec (module docstring;
+    Simple's and NVLS's efficiencies are fitted: :mod:`atpsim.calibrate.fit.nccl_h100`)."""
     copy = COPY_FRACTION["h100"] / COPY_FRACTION["a100"]
     rate = NVLINK3_BPS / NVLINK4_BPS
-    return {"simple_nvlink_efficiency": a100["simple_nvlink_efficiency"] * copy,
-            "ll128_nvlink_efficiency": a100["ll128_nvlink_efficiency"] * copy,
+    return {"ll128_nvlink_efficiency": a100["ll128_nvlink_efficiency"] * copy,
             "simple_overhead_s": a100["simple_overhead_s"] * rate,
             "ll128_overhead_s": a100["ll128_overhead_s"] * rate}
 
@@ -236,11 +239,16 @@ def rewrite_data_file(result: CurveFit, record: FitUncertainty) -> Path:
     return path
 
 
+def fit_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A fit command's arguments: ``--dry-run`` (print; do not rewrite the data file)."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print; do not rewrite the file")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command (module docstring): fit, print, bootstrap, print, rewrite the data file."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="print; do not rewrite the file")
-    args = parser.parse_args(argv)
+    args = fit_parser(__doc__).parse_args(argv)
     result = fit()
     for line in fit_lines(result):
         print(line)

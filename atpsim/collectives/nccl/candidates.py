@@ -20,6 +20,7 @@ from atpsim.collectives.protocols import (
     PROTOCOLS,
     check_protocol,
     effective_topology,
+    link_row,
     topology_profile,
 )
 from atpsim.collectives.registry import build_schedule
@@ -88,10 +89,11 @@ class NcclPlanner:
         """A time *candidate* cannot beat for *nbytes* per rank: its fixed latency plus the
         longest any GPU needs to push out (or take in) its schedule's bytes through all its
         links at once, at the protocol's efficiency (each byte a GPU sends leaves over one of
-        its own links)."""
+        its own links; NVLS with Simple at NVLS's, :func:`~atpsim.collectives.protocols.link_row`)."""
         fixed = self.fixed_s(candidate)
+        row = link_row(candidate.algorithm, candidate.protocol)
         links = self.topology if candidate.protocol == "none" else \
-            effective_topology(self.topology, candidate.protocol, topology_profile(self.topology))
+            effective_topology(self.topology, row, topology_profile(self.topology))
         schedule = build_schedule(self.op, candidate.plan.schedule, self.groups, nbytes)
         sent, received = _bytes_per_gpu(schedule.steps, links.n_gpus)
         if not sent.any():

@@ -30,8 +30,9 @@ import numpy as np
 from atpsim.collectives.nccl import nccl_algorithm_names
 from atpsim.collectives.protocols import (
     LINK_CLASS,
-    PROTOCOLS,
+    LINK_ROWS,
     effective_topology,
+    link_row,
     runs_nccl,
     topology_profile,
 )
@@ -45,8 +46,9 @@ from atpsim.engine.routes import route_pairs
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 
-#: Weight-table rows: bare links, then NCCL's protocols.
-PROTOCOL_ROWS = ("none", *PROTOCOLS)
+#: Weight-table rows: bare links, then NCCL's protocols, then NVLS (an NVLS call with Simple:
+#: :func:`~atpsim.collectives.protocols.link_row`).
+PROTOCOL_ROWS = ("none", *LINK_ROWS)
 #: Weight-table columns: the protocols' link classes.
 CLASSES = ("nvlink", "pcie", "net")
 
@@ -186,12 +188,12 @@ def _nccl_plan(spec: CallSpec, topology: Topology, nominal: Topology, groups: li
         return CallPlan(spec, topology, nominal, "ring", "none", 0.0, np.zeros(len(groups)))
     chosen = spec.algorithm if spec.algorithm in nccl_algorithm_names(spec.op) else "auto"
     call = run_nccl(nominal, spec.op, chosen, groups, spec.nbytes)
-    name = call.schedule
-    plan = CallPlan(spec, topology, nominal, name, call.protocol, call.latency_s,
+    name, row = call.schedule, link_row(call.algorithm, call.protocol)
+    plan = CallPlan(spec, topology, nominal, name, row, call.latency_s,
                     np.asarray(call.group_time_s))  # fmt: skip
     if topology is nominal:
         return plan
-    return CallPlan(spec, topology, nominal, name, call.protocol, call.latency_s,
+    return CallPlan(spec, topology, nominal, name, row, call.latency_s,
                     _alone_all(plan, groups))  # fmt: skip
 
 
@@ -203,10 +205,10 @@ def _alone_all(plan: CallPlan, groups: list[list[int]]) -> np.ndarray:
 
 def weight_table(topology: Topology) -> np.ndarray:
     """Wire bytes per data byte, ``[protocol row, class]``: 1 on bare links, ``1 / e`` for
-    NCCL's protocol with efficiency ``e`` on the class (the topology's NCCL profile)."""
+    NCCL's protocol (or NVLS) with efficiency ``e`` on the class (the topology's NCCL profile)."""
     profile = topology_profile(topology)
     table = np.ones((len(PROTOCOL_ROWS), len(CLASSES)))
-    for i, protocol in enumerate(PROTOCOLS, start=1):
+    for i, protocol in enumerate(LINK_ROWS, start=1):
         for j, name in enumerate(CLASSES):
             table[i, j] = 1.0 / profile.efficiency[protocol][name]
     return table
