@@ -5,9 +5,11 @@
   ``ic1``, ``ic2``, ``ic4`` and the profile ``a100-sxm4-80gb-paper-stack`` (each parameter's
   ``target``), drawn together.
 - ``nccl:a100``: the NCCL curve fit (``python -m atpsim.calibrate.fit.nccl_curve``), the block
-  ``uncertainty`` of the ``a100`` entry of ``atpsim/data/nccl.yaml``. The ``h100`` entry is
-  derived from it (its block says ``derived_from: a100``): its draws are the a100 draws put
-  through the same derivation.
+  ``uncertainty`` of the ``a100`` entry of ``atpsim/data/nccl.yaml``. The ``h100`` entry's
+  derived parameters come from it (its block says ``derived_from: a100``): their draws are the
+  a100 draws put through the same derivation; its Simple and NVLS NVLink efficiencies, fitted
+  to one measured figure each (``python -m atpsim.calibrate.fit.nccl_h100``), have no residual
+  to bootstrap and are held at their values.
 - ``gemm:NAME``: the GEMM efficiency curve of hardware profile NAME
   (``python -m atpsim.calibrate.fit.gemm_curve``), ``atpsim/data/calibration/gemm-curve.yaml``.
 - ``fitted:DIR``: an ``atpsim validate`` fit, the block ``uncertainty`` of ``DIR/fit.yaml``
