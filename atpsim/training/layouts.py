@@ -127,30 +127,37 @@ def plan_job(
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
-    name = topology_hardware(topo, hardware)
-    sources = () if draws is None else machine_sources(topology, devices, name)
+    hardware_name = topology_hardware(topo, hardware)
+    sources = () if draws is None else machine_sources(topology, devices, hardware_name)
     if draws is not None:
-        require_sources(sources, f"{topology_label(topology)} with {name}")
-    depths = pipelines or layer_divisors(config_model)
-    pruned = {"divisibility": 0, "memory": 0}
+        require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
     axes = {"chunks": tuple(chunk_counts), "sequence_parallel": (sequence_parallel,),
-            **{name: (value,) for name, value in options.items()}}  # fmt: skip
-    layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
+            **{key: (value,) for key, value in options.items()}}  # fmt: skip
+    layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
+                          pipelines or layer_divisors(config_model), micro_batches,
                           (global_batch,), axes)  # fmt: skip
-    kept = []
-    for config in candidates(map(one_d_sequence_parallel, layouts), profile.memory_capacity_bytes):
-        if isinstance(config, str):
-            pruned[config] += 1
-        else:
-            kept.append(config)
+    kept, pruned = _prune(layouts, profile.memory_capacity_bytes)
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
                for config in (track(kept) if track else kept)]  # fmt: skip
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
     plan = JobPlan(tuple(results), pruned, profile.name)
     if draws is None or not results:
         return plan
-    machine = DrawnMachine(topology, devices, profile, name, network)
+    machine = DrawnMachine(topology, devices, profile, hardware_name, network)
     return drawn_ranking(plan, machine, draws, sources, top, track)
+
+
+def _prune(layouts: Iterable[JobConfig], capacity_bytes: float) -> tuple[list[JobConfig], dict[str, int]]:
+    """The *layouts* (1D meshes with sequence parallelism as asked, 2D without) that divide
+    the model and fit in *capacity_bytes* per GPU, and how many were pruned for each reason."""
+    pruned = {"divisibility": 0, "memory": 0}
+    kept = []
+    for config in candidates(map(one_d_sequence_parallel, layouts), capacity_bytes):
+        if isinstance(config, str):
+            pruned[config] += 1
+        else:
+            kept.append(config)
+    return kept, pruned
 
 
 @dataclass(frozen=True)
