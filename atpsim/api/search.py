@@ -364,19 +364,7 @@ def run_search(
         _require_draw_sources(space)
     out = Path(out_dir) if out_dir is not None else Path("reports") / space.name
     check_owner(out, "search", space.name, fresh)
-    size = check_space_size(space, max_tp, max_layouts=max_layouts)
-    if size > 100_000:
-        announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
-                 f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip
-    points = search_points(space, max_tp)
-    description = describe_search(space, points, max_tp)  # prunes: a layout that cannot be made fails here
-    announce(f"# defaults: {'; '.join(defaulted_settings(space)) or 'none (the space sets every one)'}")
-    announce(description)
-    if not len(points):
-        pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items()))
-        why = f"pruned {pruned}" if pruned else "no TP mesh x depth listed divides the devices"
-        raise SimulationError(f"no layout of the space divides the model and fits in memory ({why})",
-                              source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
+    points = _pruned_points(space, max_tp, max_layouts, announce)
     warning = long_sweep_warning(points, jobs, "search", copies=1 + (draws.n if draws else 0))
     if warning:
         log.warning(warning)
@@ -392,6 +380,27 @@ def run_search(
     best = summarize(table.path, top, extra=schema.names).top
     best = pd.DataFrame() if best is None else best.head(top)
     return SearchResult(out, table, dict(points.pruned), best, [*table.files, copy])
+
+
+def _pruned_points(space: Scenario, max_tp: int, max_layouts: int | None,
+                   announce: Callable[[str], None]) -> LazyPoints:
+    """The layouts of *space* to simulate, pruned, after refusing a space past *max_layouts*
+    and announcing a long pruning, the defaulted settings and what will run; a
+    SimulationError when every candidate is pruned."""
+    size = check_space_size(space, max_tp, max_layouts=max_layouts)
+    if size > 100_000:
+        announce(f"search {space.name}: pruning {size:,} candidate layouts (about "
+                 f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip
+    points = search_points(space, max_tp)
+    description = describe_search(space, points, max_tp)  # prunes: a layout that cannot be made fails here
+    announce(f"# defaults: {'; '.join(defaulted_settings(space)) or 'none (the space sets every one)'}")
+    announce(description)
+    if not len(points):
+        pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items()))
+        why = f"pruned {pruned}" if pruned else "no TP mesh x depth listed divides the devices"
+        raise SimulationError(f"no layout of the space divides the model and fits in memory ({why})",
+                              source=getattr(space, "_source", None), key="parallelism")  # fmt: skip
+    return points
 
 
 def _require_draw_sources(space: Scenario) -> None:
