@@ -159,12 +159,7 @@ def collective(
     True
     """
     algorithm = algorithm or "auto"
-    check_nccl_algorithm(op, algorithm)
-    check_protocol(protocol)
-    if channels is not None:
-        check_channels(channels)
-    if dtype not in DTYPE_BYTES:
-        raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", param="dtype")
+    _check_call(op, algorithm, protocol, channels, dtype)
     spec = topology if isinstance(topology, str) else dict(topology)
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     topo = load_topology(spec, n_gpus=devices or mesh_size(groups), source=param("topology"))
@@ -185,6 +180,17 @@ def collective(
                        DTYPE_BYTES[dtype])  # fmt: skip
     return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus,
                            rows, protocol, drawn, hardware)
+
+
+def _check_call(op: str, algorithm: str, protocol: str, channels: int | None, dtype: str) -> None:
+    """Refuse an algorithm NCCL does not run for *op*, an unknown *protocol* or *dtype*, or a
+    channel count out of range, before any topology is built."""
+    check_nccl_algorithm(op, algorithm)
+    check_protocol(protocol)
+    if channels is not None:
+        check_channels(channels)
+    if dtype not in DTYPE_BYTES:
+        raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", param="dtype")
 
 
 def _sources(spec: str | dict[str, Any], n_gpus: int | None) -> tuple[str, ...]:

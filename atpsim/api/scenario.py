@@ -121,20 +121,10 @@ def run_scenario(
     default: Simulate = workload.simulate
     if draws is not None:
         points, default = with_draws(list(points), draws), simulate_with_draws
-    parquet = "parquet" in scenario.output.formats
     with folder_lock(out):
-        table = stream_sweep(
-            points,
-            out,
-            jobs=jobs,
-            scheduler=scheduler,
-            resume=resume,
-            fresh=fresh,
-            simulate=simulate or default,
-            progress=progress,
-            console=console,
-            parquet=parquet,
-        )
+        table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
+                             fresh=fresh, simulate=simulate or default, progress=progress,
+                             console=console, parquet="parquet" in scenario.output.formats)
         _copy_scenario(Path(path), out / SCENARIO_COPY)
         summary = RunSummary(out, table, [table.path, *_rebuild_report(out)])
         if selections:
