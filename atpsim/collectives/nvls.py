@@ -1,4 +1,4 @@
-"""NVLS: all-reduce reduced inside the NVSwitch (NVLink SHARP, H100 and later).
+"""NVLS: collectives reduced or multicast inside the NVSwitch (NVLink SHARP, H100 and later).
 
 With NVLS each GPU pushes its whole buffer up its NVLink once (the switch reduces it with
 ``multimem.ld_reduce``) and takes the reduced buffer down once (the switch multicasts it with
@@ -13,6 +13,15 @@ puts on the links: one step in which every GPU sends ``n / (p - 1)`` to every ot
 ``n`` up and ``n`` down each GPU's link, all at once -- the same link loads and, on a
 non-blocking switch, the same time (:func:`nvls_time_s`). Reduction throughput inside the switch
 is taken as unlimited (no measurement in the shared data), so the GPU link binds.
+
+NCCL runs reduce-scatter and all-gather by NVLS too (NCCL 2.19 release notes). A reduce-scatter
+has each GPU read its reduced shard through the switch (``multimem.ld_reduce``): the switch reads
+every GPU's whole buffer, ``n`` up each link, and returns ``n / p`` down. An all-gather has each
+GPU store its shard to every GPU at once (``multimem.st``): ``n / p`` up, ``n`` down. One
+direction of each GPU link carries ``n``, so ``T = alpha + n / B`` as for the all-reduce, and the
+same one-step pattern gives that time on a non-blocking switch. The pattern also loads the other
+direction with ``n`` (where the switch moves ``n / p``): a flow network cannot show a switch
+that reduces or copies, so under contention from other traffic it overstates that direction.
 """
 
 from __future__ import annotations
@@ -22,12 +31,15 @@ import numpy as np
 from atpsim.collectives.schedule import Pattern, Steps, step
 from atpsim.topology.graph import Topology
 
+#: Collectives NCCL runs by NVLS (module docstring).
+NVLS_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 #: NVLink generations whose NVSwitch reduces (NVLink SHARP): Hopper and later.
 NVLS_GENERATIONS = frozenset({"h100"})
 
 
 def nvls_all_reduce(p: int, nbytes: float) -> Pattern:
-    """One step: every GPU sends ``n / (p - 1)`` to every other (module docstring)."""
+    """One step: every GPU sends ``n / (p - 1)`` to every other (module docstring). Also the
+    pattern of NVLS reduce-scatter and all-gather: one direction of each link carries ``n``."""
     if p < 2:
         return Steps.of(())
     src, dst = np.divmod(np.arange(p * p), p)
@@ -36,7 +48,8 @@ def nvls_all_reduce(p: int, nbytes: float) -> Pattern:
 
 
 def nvls_time_s(p: int, nbytes: float, bandwidth_Bps: float, latency_s: float) -> float:
-    """The closed form: ``alpha + n / B`` (0 for one rank)."""
+    """The closed form of all-reduce, reduce-scatter and all-gather: ``alpha + n / B`` (0 for
+    one rank)."""
     return 0.0 if p < 2 or nbytes == 0 else latency_s + nbytes / bandwidth_Bps
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from atpsim.collectives.all_to_all import pairwise_all_to_all
 from atpsim.collectives.broadcast import binomial_broadcast, ring_broadcast
-from atpsim.collectives.nvls import nvls_all_reduce
+from atpsim.collectives.nvls import NVLS_OPS, nvls_all_reduce
 from atpsim.collectives.planned import PlannedPattern
 from atpsim.collectives.rabenseifner import (
     rabenseifner_all_gather,
@@ -49,10 +49,10 @@ _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
     "reduce": {"ring": ring_reduce, "binomial": binomial_reduce},
     "all_to_all": {"pairwise": pairwise_all_to_all},
 }
-#: Patterns valid by name but not listed: NVLS, which only NVSwitch machines run
-#: (atpsim.collectives.nccl checks). Patterns planned for one machine (NCCL's channel rings,
+#: Patterns valid by name but not listed: NVLS (all-reduce, reduce-scatter, all-gather), which
+#: only NVSwitch machines run (atpsim.collectives.nccl checks). Patterns planned for one machine (NCCL's channel rings,
 #: trees) are not named here: they come as :class:`~atpsim.collectives.planned.PlannedPattern`.
-_UNLISTED: dict[str, dict[str, PatternFn]] = {"all_reduce": {"nvls": nvls_all_reduce}}
+_UNLISTED: dict[str, dict[str, PatternFn]] = {op: {"nvls": nvls_all_reduce} for op in NVLS_OPS}
 _DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
              "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise"}
 

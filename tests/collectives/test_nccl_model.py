@@ -173,6 +173,45 @@ def test_nvls_matches_its_closed_form():
     assert collective("dgx-h100", "all_reduce", "1G").rows[0].algorithm == "nvls"
 
 
+@pytest.mark.parametrize("op", ["reduce_scatter", "all_gather"])
+def test_nvls_reduce_scatter_and_all_gather_match_their_closed_form(op):
+    """NVLS reduce-scatter / all-gather: one direction of each 450 GB/s link carries n:
+    T = 0.6 us + n / B, as for the all-reduce; forced, the engine gives it."""
+    topo = load_topology("dgx-h100")
+    n = 256 * MIB
+    call = run_nccl(topo, op, "nvls", [list(range(8))], n, protocol="none")
+    assert call.time_s == pytest.approx(nvls_time_s(8, n, 450e9, 0.6e-6), rel=1e-9)
+    assert {r.algorithm for r in collective("dgx-h100", op, "1G", algorithm="nvls").rows} == {"nvls"}
+
+
+def test_nvls_runs_simple_only():
+    """NCCL's NVLS kernels have Simple only: auto weighs NVLS with Simple, and NVLS with LL or
+    LL128 is refused."""
+    with pytest.raises(SimulationError, match="Simple protocol only"):
+        collective("dgx-h100", "all_reduce", "1M", algorithm="nvls", protocol="LL128")
+    for size in ("64K", "1M", "1G"):
+        (row,) = collective("dgx-h100", "all_reduce", size, algorithm="nvls").rows
+        assert row.protocol == "Simple"
+
+
+@pytest.mark.parametrize("spec", ["dgx-a100", "dgx-h100"])
+@pytest.mark.parametrize("op", ["reduce_scatter", "all_gather"])
+def test_one_phase_ops_pay_half_the_fitted_overhead(spec, op):
+    """An all-reduce is a reduce-scatter then an all-gather: the fitted Simple overhead (the
+    fill of both phases' chunk pipeline) is all-reduce's; a one-phase op pays half. So with the
+    same ring, a 48 MiB reduce-scatter's fixed time is the all-reduce's less half the overhead
+    and less the 7 steps it does not run, and its busbw is the all-reduce's within 5%
+    (issue 23: it was 20-45% lower, borrowing all of all-reduce's fixed cost)."""
+    topo = load_topology(spec)
+    group, n = [list(range(8))], 48 * MIB
+    ar = run_nccl(topo, "all_reduce", "ring", group, n, protocol="Simple")
+    one = run_nccl(topo, op, "ring", group, n, protocol="Simple")
+    overhead = load_profile(spec.split("-")[1]).overhead_s["Simple"]
+    assert ar.latency_s - one.latency_s == pytest.approx(overhead / 2 + 7 * 3.4e-6, rel=1e-9)
+    ar_busbw = 2 * 7 / 8 * n / ar.time_s
+    assert 7 / 8 * n / one.time_s == pytest.approx(ar_busbw, rel=0.05)
+
+
 def test_tree_matches_its_closed_form():
     """2 nodes of one GPU, one NIC each: tree 0 reduces 1 -> 0 while tree 1 reduces 0 -> 1 (and
     the broadcasts the other way), so no link carries two transfers: depth 1, C = 8 chunks of n/2,

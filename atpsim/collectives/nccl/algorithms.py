@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from atpsim.collectives.channels import RING_STEPS, group_layout
-from atpsim.collectives.nvls import has_nvls
+from atpsim.collectives.nvls import NVLS_OPS, has_nvls
 from atpsim.collectives.registry import algorithm_names, default_algorithm
 from atpsim.errors import SimulationError, did_you_mean
 from atpsim.topology.graph import Topology
@@ -20,8 +20,9 @@ from atpsim.topology.graph import Topology
 #: ``hierarchical`` = intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather
 #: (:mod:`atpsim.collectives.hierarchical`); ``tree`` = NCCL's double binary tree across nodes,
 #: chains inside (:mod:`atpsim.collectives.tree`); ``nvls`` = NVLink SHARP on NVSwitch machines
-#: that have it (:mod:`atpsim.collectives.nvls`) -- these three all-reduce only; ``auto`` = what
-#: NCCL's tuner picks (:func:`auto_algorithms`, the fastest by this model).
+#: that have it (:mod:`atpsim.collectives.nvls`: all-reduce, reduce-scatter and all-gather, with
+#: Simple only); ``hierarchical`` and ``tree`` are all-reduce only; ``auto`` = what NCCL's tuner
+#: picks (:func:`auto_algorithms`, the fastest by this model).
 NCCL_ALGORITHMS = ("ring", "ring-rank-order", "hierarchical", "tree", "nvls", "auto")
 #: What ``auto`` chooses among, per op.
 AUTO_CANDIDATES = {"all_reduce": ("ring",), "reduce_scatter": ("ring",), "all_gather": ("ring",)}
@@ -30,7 +31,8 @@ AUTO_CANDIDATES = {"all_reduce": ("ring",), "reduce_scatter": ("ring",), "all_ga
 def nccl_algorithm_names(op: str) -> list[str]:
     """Algorithm names NCCL's planning takes for *op*: its own and the registry's."""
     own = [a for a in NCCL_ALGORITHMS
-           if (a != "ring" or op in RING_STEPS) and (a not in ("hierarchical", "tree", "nvls") or op == "all_reduce")]
+           if (a != "ring" or op in RING_STEPS) and (a not in ("hierarchical", "tree") or op == "all_reduce")
+           and (a != "nvls" or op in NVLS_OPS)]
     return sorted(set(own) | set(algorithm_names(op)))
 
 
@@ -45,13 +47,13 @@ def check_nccl_algorithm(op: str, algorithm: str, key: str | None = None) -> Non
 
 def auto_algorithms(topology: Topology, op: str, groups: Sequence[Sequence[int]]) -> tuple[str, ...]:
     """What ``auto`` chooses among: :data:`AUTO_CANDIDATES`, plus the tree for an all-reduce
-    across nodes and NVLS for one inside one node of an NVSwitch that reduces (NCCL's tuner
-    weighs the same: ring, tree, NVLS)."""
+    across nodes and NVLS for an all-reduce, reduce-scatter or all-gather inside one node of an
+    NVSwitch that reduces (NCCL's tuner weighs the same: ring, tree, NVLS)."""
     base = AUTO_CANDIDATES.get(op, (default_algorithm(op),))
-    if op != "all_reduce":
+    if op not in NVLS_OPS:
         return base
     if not one_node_each(topology, groups):
-        return (*base, "tree")
+        return (*base, "tree") if op == "all_reduce" else base
     return (*base, "nvls") if has_nvls(topology) else base
 
 

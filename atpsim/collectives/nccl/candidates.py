@@ -25,6 +25,7 @@ from atpsim.collectives.protocols import (
 )
 from atpsim.collectives.registry import build_schedule
 from atpsim.collectives.schedule import Steps
+from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 
 
@@ -65,8 +66,7 @@ class NcclPlanner:
             if algorithm == "auto" else (algorithm,)
         if "nvls" in algorithms:
             check_nvls(self.topology, self.groups)
-        protocols = PROTOCOLS if protocol == "auto" else (protocol,)
-        return [Candidate(self.plan(a), p) for a in algorithms for p in protocols]
+        return [Candidate(self.plan(a), p) for a in algorithms for p in _protocols(a, protocol)]
 
     def plan(self, algorithm: str) -> NcclPlan:
         """*algorithm* laid over the call's groups (:func:`~.plan.plan_algorithm`)."""
@@ -82,7 +82,7 @@ class NcclPlanner:
         plan = candidate.plan
         if plan.algorithm not in self._classes:
             self._classes[plan.algorithm] = step_classes(self.topology, self.op, plan, self.groups)
-        return fixed_latency_s(self.topology, candidate.protocol, plan,
+        return fixed_latency_s(self.topology, self.op, candidate.protocol, plan,
                                self._classes[plan.algorithm])
 
     def lower_bound_s(self, candidate: Candidate, nbytes: float) -> float:
@@ -104,6 +104,19 @@ class NcclPlanner:
         out_Bps = np.bincount(table.src, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
         in_Bps = np.bincount(table.dst, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
         return fixed + float(max((sent / out_Bps).max(), (received / in_Bps).max()))
+
+
+def _protocols(algorithm: str, protocol: str) -> tuple[str, ...]:
+    """The protocols *algorithm* runs with *protocol* asked (``auto``: every one it has): NVLS
+    has Simple only (NCCL's NVLS kernels), the rest all three; a SimulationError for NVLS with
+    LL or LL128."""
+    own = ("Simple",) if algorithm == "nvls" else PROTOCOLS
+    if protocol == "auto":
+        return own
+    if protocol not in (*own, "none"):
+        raise SimulationError(f"NVLS runs NCCL's Simple protocol only, not {protocol}",
+                              param="protocol")
+    return (protocol,)
 
 
 def _bytes_per_gpu(steps: Steps, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,11 +18,12 @@ from atpsim.collectives.registry import pattern
 from atpsim.topology.graph import Topology
 
 
-def fixed_latency_s(topology: Topology, protocol: str, plan: NcclPlan, classes: list[str]) -> float:
-    """*protocol*'s fixed time for one call of *plan* whose steps are of *classes*
+def fixed_latency_s(topology: Topology, op: str, protocol: str, plan: NcclPlan,
+                    classes: list[str]) -> float:
+    """*protocol*'s fixed time for one call of *op* by *plan* whose steps are of *classes*
     (:func:`step_classes`), by *topology*'s NCCL profile (s)."""
     kind = "tree" if plan.kind == "tree" else "ring"
-    return latency_s(protocol, kind, classes, topology_profile(topology))
+    return latency_s(protocol, kind, classes, topology_profile(topology), op)
 
 
 def step_classes(topology: Topology, op: str, plan: NcclPlan,
