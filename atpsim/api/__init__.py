@@ -42,6 +42,9 @@ _EXPORTS: dict[str, str] = {
     "trace_job": "job_trace",
     "JobPrediction": "training.job",
     "JobConfig": "training.config",
+    "JOB_DEFAULTS": "training.defaults",
+    "job_default": "training.defaults",
+    "preset_vocab": "training.defaults",
     "simulate_job_point": "job_point",
     "plan_job": "training.layouts",
     "simulate_jobs": "training.fabric",
@@ -140,6 +143,9 @@ __all__ = [
     "SearchResult",
     "SweepPoints",
     "JobConfig",
+    "JOB_DEFAULTS",
+    "job_default",
+    "preset_vocab",
     "JobPlan",
     "JobPrediction",
     "LayerDims",
@@ -307,6 +313,7 @@ if TYPE_CHECKING:
         topology_summary,
     )
     from atpsim.training.config import JobConfig
+    from atpsim.training.defaults import JOB_DEFAULTS, job_default, preset_vocab
     from atpsim.training.fabric import SharedFabric, simulate_jobs
     from atpsim.training.job import JobPrediction
     from atpsim.training.layouts import JobCandidate, JobPlan, plan_job

@@ -68,7 +68,6 @@ from atpsim.training.layouts import (
     candidates,
     job_layouts,
     layer_divisors,
-    one_d_sequence_parallel,
     tp_meshes,
 )
 
@@ -198,8 +197,8 @@ def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, voca
     """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
     par = part.parallelism
     meshes, depths, micro_batches, axes = _axes(part, model, devices, max_tp, vocab)
-    yield from map(one_d_sequence_parallel, job_layouts(model, devices, meshes, depths, micro_batches,
-                                                        par.global_batch, axes, dps=par.dp))  # fmt: skip
+    yield from job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes,
+                           dps=par.dp)
 
 
 def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int

@@ -25,9 +25,11 @@ from atpsim.api import (
     JobPlan,
     Plan,
     PlanEntry,
+    job_default,
     load_topology,
     plan,
     plan_job,
+    preset_vocab,
     trace_job,
     write_job_links,
     write_trace,
@@ -66,16 +68,20 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @click.option("--pp", "pipelines", default=None, help="Job: pipeline depths to try, e.g. 1,2,4 (default: divisors of the layers).")
 @click.option("--micro-batch", "micro_batches", default="1,2,4", show_default=True, help="Job: micro-batch sizes to try.")
 @click.option("--max-tp", type=click.IntRange(min=1), default=8, show_default=True, help="Job: largest TP mesh.")
-@click.option("--vocab", type=click.IntRange(min=0), default=0, show_default=True, help="Job: vocabulary (embedding and LM head).")
-@click.option("--zero", type=click.IntRange(0, 1), default=0, show_default=True, help="Job: ZeRO stage (0 or 1).")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
-@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
+@click.option("--vocab", type=click.IntRange(min=0), default=None,
+              help="Job: vocabulary (embedding and LM head; default: the model preset's, else 0).")
+@click.option("--zero", type=click.IntRange(0, 1), default=job_default("zero"), show_default=True,
+              help="Job: ZeRO stage (0 or 1; 1 = Megatron-LM's distributed optimizer).")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=job_default("recompute"),
+              show_default=True)
+@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=job_default("schedule"), show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
 @click.option("--network", type=click.Choice(["joint", "isolated"]), default="joint", show_default=True,
               help="Job: joint = every call in flight shares the links; isolated = each call timed "
                    "alone (much faster where TP groups are smaller than a node).")
-@click.option("--sequence-parallel/--no-sequence-parallel", default=False, show_default=True,
-              help="Job: Megatron-LM's sequence parallelism on the 1D TP meshes (t x 1; a 2D mesh runs without).")
+@click.option("--sequence-parallel/--no-sequence-parallel", default=None,
+              help="Job: Megatron-LM's sequence parallelism on the 1D TP meshes (t x 1; a 2D mesh runs "
+                   "without); default: each 1D layout with and without, the faster shown.")
 @click.option("--no-progress", is_flag=True, help="Job: no progress bar (none where stderr is not a terminal).")
 @click.option("--links", "links_path", type=click.Path(dir_okay=False), default=None,
               help="Job: write the best layout's bytes and busy time per link to this CSV, and "
@@ -112,8 +118,10 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                schedule=schedule, network=network, sequence_parallel=sequence_parallel,
                                track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                top=top)  # fmt: skip
-        click.echo(_job_defaults(ranked_jobs.hardware, vocab=vocab, sequence_parallel=sequence_parallel,
-                                 recompute=recompute, zero=zero, network=network, schedule=schedule))  # fmt: skip
+        both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
+        click.echo(_job_defaults(ranked_jobs.hardware, vocab=f"{preset_vocab(model_name)} (the preset's)",
+                                 sequence_parallel=both, recompute=recompute, zero=zero, network=network,
+                                 schedule=schedule))  # fmt: skip
         _print_jobs(ranked_jobs, top, network)
         if links_path:
             _print_links(write_job_links(topology, ranked_jobs.best.config, links_path, hardware=hardware),
@@ -210,10 +218,7 @@ def _job_defaults(hardware: str, **settings: Any) -> str:
     for name, value in settings.items():
         if given(name):
             continue
-        if isinstance(value, bool):
-            shown.append(f"--{'' if value else 'no-'}{name.replace('_', '-')}")
-        else:
-            shown.append(f"--{name.replace('_', '-')} {value}")
+        shown.append(value if str(value).startswith("--") else f"--{name.replace('_', '-')} {value}")
     return f"# defaults: {', '.join(shown) or 'none (every setting given)'}"
 
 

@@ -20,7 +20,8 @@ from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.results.schema import JOB_SCHEMA, ResultsSchema
 from atpsim.scenario.workload import JOB, Workload
-from atpsim.training.config import JobConfig
+from atpsim.training.config import JobConfig, resolved_sequence_parallel
+from atpsim.training.defaults import job_default
 
 MEGATRON_1D, ATP_2D = "megatron-1d", "atp-2d"
 
@@ -50,18 +51,23 @@ class JobPoint:
     dp: int
     micro_batch: int
     global_batch: int
-    schedule: str = "1f1b"
+    schedule: str = job_default("schedule")
     virtual_stages: int = 1
     chunks: int = 1
     algorithm: str = "ring"
-    sequence_parallel: bool = False
-    recompute: str = "none"
-    zero: int = 0
+    sequence_parallel: bool | None = None
+    recompute: str = job_default("recompute")
+    zero: int = job_default("zero")
     vocab: int = 0
     order: tuple[str, str, str] = ("tp", "pp", "dp")
     network: str = "joint"
     perturb: tuple[tuple[str, Any], ...] = ()
     neighbour: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        # The key names the setting that ran: None (the default) is on for a 1D mesh only.
+        object.__setattr__(self, "sequence_parallel",
+                           resolved_sequence_parallel(self.sequence_parallel, self.tp))
 
     def config(self) -> JobConfig:
         """The :class:`JobConfig` this point stands for: its layout (*tp*, *pp*, *dp*, *order*)

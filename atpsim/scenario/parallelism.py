@@ -14,9 +14,11 @@ pipeline x tensor-parallel layout (issue 12)::
       global_batch: 1536         # samples per iteration (int or list); required
       schedule: 1f1b             # gpipe | 1f1b | interleaved (= interleaved-1f1b), or a list
       virtual_stages: 1          # model chunks per stage (interleaved only; int or list)
-      sequence_parallel: true    # Megatron-LM's (1D TP only: a 2D mesh runs without)
-      recompute: selective       # none | selective | full (or a list)
-      zero: 1                    # ZeRO stage 0 | 1 (or a list)
+      sequence_parallel: true    # Megatron-LM's (1D TP only: a 2D mesh runs without);
+                                 #   default [true, false]: each 1D layout both ways
+      recompute: selective       # none | selective | full (or a list); default selective
+      zero: 1                    # ZeRO stage 0 | 1 (or a list); default 1
+                                 # (defaults: atpsim.training.defaults, Megatron-LM's)
       vocab: 51200               # optional; default: the model preset's (GPT presets), else 0
       order: [tp, pp, dp]        # layout dimensions, innermost first
       network: joint             # joint (every call in flight shares the links, issue 13) |
@@ -59,6 +61,7 @@ from atpsim.scenario.fields import (
     show,
 )
 from atpsim.scenario.workload import JOB, STEP, Workload
+from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, job_default
 
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
@@ -191,10 +194,10 @@ class Neighbour(Frozen):
     dp: Annotated[int, Field(strict=True, ge=1)] = 1
     micro_batch: Annotated[int, Field(strict=True, ge=1)] = 1
     global_batch: Annotated[int, Field(strict=True, ge=1)] | None = None
-    schedule: Schedule = "1f1b"
-    zero: Zero = 0
-    recompute: Recompute = "none"
-    sequence_parallel: StrictBool = False
+    schedule: Schedule = job_default("schedule")
+    zero: Zero = job_default("zero")
+    recompute: Recompute = job_default("recompute")
+    sequence_parallel: StrictBool | None = None  # the default: on for a 1D mesh (JobConfig)
     overlap_grad_reduce: StrictBool = True
 
     def canonical(self) -> tuple[tuple[str, Any], ...]:
@@ -222,11 +225,11 @@ class Parallelism(Frozen):
     dp: DpField = None
     micro_batch: OneOrMore[PositiveInt] = (1,)
     global_batch: OneOrMore[PositiveInt] = ()
-    schedule: OneOrMore[Schedule] = ("1f1b",)
+    schedule: OneOrMore[Schedule] = (job_default("schedule"),)
     virtual_stages: OneOrMore[PositiveInt] = (1,)
-    sequence_parallel: OneOrMore[StrictBool] = (False,)
-    recompute: OneOrMore[Recompute] = ("none",)
-    zero: OneOrMore[Zero] = (0,)
+    sequence_parallel: OneOrMore[StrictBool] = SEARCH_SEQUENCE_PARALLEL
+    recompute: OneOrMore[Recompute] = (job_default("recompute"),)
+    zero: OneOrMore[Zero] = (job_default("zero"),)
     vocab: NonNegativeInt | None = None
     order: Order = LAYOUT_DIMENSIONS
     network: OneOrMore[Network] = ("joint",)

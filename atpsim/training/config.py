@@ -9,7 +9,9 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError, SizeLimitError
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineShape
+from atpsim.training.defaults import job_default
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
 DEFAULT_BUCKET_BYTES = 25 * 2**20
@@ -23,16 +25,22 @@ class JobConfig:
     layout: ParallelLayout
     micro_batch: int
     global_batch: int
-    schedule: str = "1f1b"
+    schedule: str = job_default("schedule")
     virtual_stages: int = 1
     chunks: int = 1
     algorithm: str = "auto"
     bucket_bytes: float = DEFAULT_BUCKET_BYTES
     overlap_grad_reduce: bool = True
-    zero: int = 0
-    recompute: str = "none"
-    sequence_parallel: bool = False
+    zero: int = job_default("zero")
+    recompute: str = job_default("recompute")
+    sequence_parallel: bool | None = None
     vocab: int = 0
+
+    def __post_init__(self) -> None:
+        # None is the default: on where the TP mesh is 1D (atpsim.training.defaults); asked
+        # for on a 2D mesh, it is refused when the job is checked.
+        object.__setattr__(self, "sequence_parallel",
+                           resolved_sequence_parallel(self.sequence_parallel, self.layout.tp))
 
     @property
     def n_microbatches(self) -> int:
@@ -48,6 +56,19 @@ class JobConfig:
         layers = self.model.layers // (self.layout.pp * self.virtual_stages)
         return replace(self.model, layers=layers, batch=self.micro_batch)
 
+
+
+def runs_sequence_parallel(mesh: object) -> bool:
+    """Whether a TP *mesh* can run Megatron-LM's sequence parallelism: a 1D DeviceMesh (t, 1)."""
+    return isinstance(mesh, DeviceMesh) and mesh.d2 == 1
+
+
+def resolved_sequence_parallel(asked: bool | None, mesh: object) -> bool:
+    """Sequence parallelism as *asked*, or where None (the default) the default setting
+    (:data:`~atpsim.training.defaults.JOB_DEFAULTS`) on a 1D TP *mesh* and off on a 2D one."""
+    if asked is None:
+        return bool(job_default("sequence_parallel")) and runs_sequence_parallel(mesh)
+    return asked
 
 
 def check_job(config: JobConfig) -> None:

@@ -70,6 +70,7 @@ from atpsim.training.calls import (
     transfer_timer,
 )
 from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job
+from atpsim.training.defaults import preset_vocab
 from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
 from atpsim.training.perturb import job_perturbation
 
@@ -148,7 +149,8 @@ def simulate_job(
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
     on *topology*; *order* names the layout's dimensions innermost first. *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
-    overlap_grad_reduce, zero, recompute, sequence_parallel, vocab). *global_batch* defaults
+    overlap_grad_reduce, zero, recompute, sequence_parallel, vocab; their defaults are
+    :data:`atpsim.training.defaults.JOB_DEFAULTS`, the vocabulary a preset's own). *global_batch* defaults
     to one micro-batch per replica and stage (``micro_batch · dp · pp``). *network*: ``joint``
     or ``isolated`` (module docstring); *perturb*: a Perturbation or its keys (``seed``,
     ``stragglers``, ``straggler_factor``, ``slow_nics``, ``nic_factor``, ``gpus``, ``links``:
@@ -157,6 +159,8 @@ def simulate_job(
     (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
     Chrome/Perfetto trace there)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
+    if options.get("vocab") is None:
+        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
     config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
                        ParallelLayout(mesh, pp, dp, order), micro_batch,
                        global_batch or micro_batch * dp * pp, **options)  # fmt: skip

@@ -37,7 +37,8 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.topology.spec import topology_label
-from atpsim.training.config import JobConfig, check_job
+from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
+from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, preset_vocab
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
 
 
@@ -60,7 +61,8 @@ class JobCandidate:
         layout = self.config.layout
         tp = f"{layout.tp.d1}x{layout.tp.d2}" if isinstance(layout.tp, DeviceMesh) else str(layout.tp)
         chunks = f", chunks {self.config.chunks}" if self.config.chunks > 1 else ""
-        return f"tp {tp}, pp {layout.pp}, dp {layout.dp}, mb {self.config.micro_batch}{chunks}"
+        sp = ", SP" if self.config.sequence_parallel else ""
+        return f"tp {tp}{sp}, pp {layout.pp}, dp {layout.dp}, mb {self.config.micro_batch}{chunks}"
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def plan_job(
     chunk_counts: Sequence[int] = (1,),
     hardware: str | None = None,
     network: str = "joint",
-    sequence_parallel: bool = False,
+    sequence_parallel: bool | None = None,
     track: Track | None = None,
     uncertainty: int | None = None,
     seed: int = 0,
@@ -118,8 +120,10 @@ def plan_job(
     recompute, ...); *network* how each candidate's calls share the links
     (:data:`atpsim.training.job.NETWORKS`: ``joint``, one network for every call in flight, or
     ``isolated``, each call alone; much faster where TP groups are smaller than a node);
-    *sequence_parallel* Megatron-LM's sequence parallelism for the 1D meshes (t, 1) (a 2D
-    mesh runs without, as in a search or a job scenario). All layouts are pruned first; then
+    *sequence_parallel* Megatron-LM's sequence parallelism for the 1D meshes (t, 1) (default:
+    each 1D layout with and without, :data:`~atpsim.training.defaults.SEARCH_SEQUENCE_PARALLEL`;
+    a 2D mesh runs without, as in a search or a job scenario); *options* not given take
+    :data:`~atpsim.training.defaults.JOB_DEFAULTS` (the vocabulary: a preset's own). All layouts are pruned first; then
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`). *uncertainty* = N simulates the *top* fastest layouts again
@@ -131,7 +135,10 @@ def plan_job(
     sources = () if draws is None else machine_sources(topology, devices, hardware_name)
     if draws is not None:
         require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
-    axes = {"chunks": tuple(chunk_counts), "sequence_parallel": (sequence_parallel,),
+    if options.get("vocab") is None:
+        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
+    both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
+    axes = {"chunks": tuple(chunk_counts), "sequence_parallel": both,
             **{key: (value,) for key, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
                           pipelines or layer_divisors(config_model), micro_batches,
@@ -152,7 +159,7 @@ def _prune(layouts: Iterable[JobConfig], capacity_bytes: float) -> tuple[list[Jo
     the model and fit in *capacity_bytes* per GPU, and how many were pruned for each reason."""
     pruned = {"divisibility": 0, "memory": 0}
     kept = []
-    for config in candidates(map(one_d_sequence_parallel, layouts), capacity_bytes):
+    for config in candidates(layouts, capacity_bytes):
         if isinstance(config, str):
             pruned[config] += 1
         else:
@@ -197,15 +204,6 @@ def drawn_ranking(plan: JobPlan, machine: DrawnMachine, draws: Draws, sources: t
 
 #: Wraps the layouts a job planner simulates, yielding each as it is simulated (a progress bar).
 Track = Callable[[Sequence[JobConfig]], Iterable[JobConfig]]
-
-
-def one_d_sequence_parallel(config: JobConfig) -> JobConfig:
-    """*config* with sequence parallelism only where its TP mesh is 1D (t, 1): Megatron-LM's
-    sequence parallelism splits the sequence over a 1D TP group; a 2D mesh runs without."""
-    mesh = config.layout.tp
-    if config.sequence_parallel and not (isinstance(mesh, DeviceMesh) and mesh.d2 == 1):
-        return replace(config, sequence_parallel=False)
-    return config
 
 
 def layer_divisors(model: ModelConfig) -> list[int]:
@@ -285,12 +283,19 @@ def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], 
                 dps: Sequence[int] | None = None) -> Iterator[JobConfig]:  # fmt: skip
     """Every layout of *model* on *devices* GPUs as a JobConfig (:func:`layout_grid`): the
     depths whose TP x PP divides the devices (the rest is DP, one of *dps* if given); *axes*
-    are JobConfig fields -> values, ``order`` the layout's."""
+    are JobConfig fields -> values, ``order`` the layout's. Sequence parallelism applies to the
+    1D meshes only (a 2D mesh runs without), so a layout the axes make twice comes once."""
+    seen: set[JobConfig] = set()
     for layout in layout_grid(meshes, depths, auto_dps(devices, dps), micro_batches, global_batches, axes or {}):
         fields = dict(layout.fields)
         order = [fields.pop("order")] if "order" in fields else []
         parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order)
-        yield JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
+        if fields.get("sequence_parallel"):
+            fields["sequence_parallel"] = runs_sequence_parallel(layout.mesh)
+        config = JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
+        if config not in seen:
+            seen.add(config)
+            yield config
 
 
 def candidates(configs: Iterable[JobConfig], capacity_bytes: float) -> Iterator[JobConfig | str]:
