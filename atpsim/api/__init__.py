@@ -16,6 +16,8 @@ returns a typed result:
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
 - :func:`validate` / :func:`fit_nccl_log` calibrate against measurements
+- :func:`machine_provenance` the machine a run ran as (hardware, NCCL, NIC, PCIe), each part
+  measured, fitted, derived, spec or given -> :class:`MachineProvenance` (``.line()``)
 
 Names are resolved on first use (PEP 562), so ``import atpsim.api`` costs nothing until a
 function is called: ``atpsim topo show`` does not pay for pandas and matplotlib.
@@ -101,6 +103,10 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "calibrate",
     "validate_trace": "calibrate",
     "TraceComparison": "calibrate",
+    # what a run's machine is, and how each part came to be
+    "machine_provenance": "calibrate.provenance",
+    "MachineProvenance": "calibrate.provenance",
+    "MachinePart": "calibrate.provenance",
     # types and helpers the validation harness builds programs with
     "ModelConfig": "harness",
     "model_preset": "harness",
@@ -150,6 +156,8 @@ __all__ = [
     "JobPrediction",
     "LayerDims",
     "LinkUse",
+    "MachinePart",
+    "MachineProvenance",
     "Perturbation",
     "SharedFabric",
     "LinkFit",
@@ -175,6 +183,7 @@ __all__ = [
     "collective",
     "describe_os_error",
     "machine_memory_bytes",
+    "machine_provenance",
     "env_limit",
     "draw_topology",
     "expand_sweep",
@@ -312,6 +321,7 @@ if TYPE_CHECKING:
         route,
         topology_summary,
     )
+    from atpsim.calibrate.provenance import MachinePart, MachineProvenance, machine_provenance
     from atpsim.training.config import JobConfig
     from atpsim.training.defaults import JOB_DEFAULTS, job_default, preset_vocab
     from atpsim.training.fabric import SharedFabric, simulate_jobs

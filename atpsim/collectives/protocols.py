@@ -116,6 +116,21 @@ def load_profile(name: str | None) -> Profile:
     return profile_from_dict(name, data[name])
 
 
+def profile_names() -> list[str]:
+    """The entries of ``atpsim/data/nccl.yaml``, in the file's order."""
+    return [str(name) for name in _profiles_data()]
+
+
+def profile_provenance(name: str) -> dict[str, Any]:
+    """The ``provenance`` mapping of entry *name* of ``atpsim/data/nccl.yaml`` (``status``,
+    ``parts``, ``summary``; :mod:`atpsim.calibrate.provenance` checks and shows it); empty
+    where the entry says none or there is no such entry. The parameters' parsing
+    (:func:`profile_from_dict`) does not read it."""
+    entry = _profiles_data().get(name)
+    found = entry.get("provenance") if isinstance(entry, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def topology_profile(topology: Topology) -> Profile:
     """The profile *topology* names in ``meta["nccl"]`` (or holds there: a parameter draw,
     :func:`with_profile`), else :data:`SPEC_PROFILE`."""

@@ -24,6 +24,7 @@ A profile file is YAML with these keys (SI units; the key names carry them)::
       points:                             # measured GEMMs: [m, n, k, flops_per_s] (dtype: fp16)
         - [1024, 1024, 1024, 119.4e+12]
     sources: {peak_flops: "...", ...}     # a citation for every number
+    provenance: {status: fitted, summary: "..."}  # optional: the profile as a whole (below)
 
 ``gemm.model`` is ``curve`` (the fitted curve alone) or ``table`` (the curve corrected toward
 the measured ``points``, see :mod:`atpsim.compute.gemm`); a fit that measured GEMMs can write
@@ -37,6 +38,13 @@ reach about the same fraction of bandwidth whatever they compute, but unfused ea
 CPU core bound by ``exp``/``erf`` do not. A class missing from the mapping falls back to its
 forward class, then to ``memory_efficiency``, so a profile without the key times every op as
 before.
+
+``provenance`` says in one word how the profile as a whole came to be, so every output can name
+it (:mod:`atpsim.calibrate.provenance`): ``status`` one of :data:`PROVENANCE_STATUSES`
+(``measured``: its numbers are measurements; ``fitted``: its decisive numbers, the GEMM curve,
+are fitted to measurements; ``derived``: computed from another profile or fit; ``spec``:
+datasheet values), and ``summary``, one sentence on which part is which. The per-number
+citations stay in ``sources``.
 
 ``layer_overhead_s`` is a fixed time per transformer layer outside the modelled ops: the
 framework's per-layer host work (Python dispatch, autograd bookkeeping, allocator calls that
@@ -61,6 +69,11 @@ from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.topology.graph import Topology
 
 _GEMM_MODELS = ("curve", "table")
+
+#: How a profile (or an NCCL profile, :mod:`atpsim.calibrate.provenance`) came to be: its
+#: numbers measured, fitted to measurements, derived from another fit, or datasheet values.
+PROVENANCE_STATUSES = ("measured", "fitted", "derived", "spec")
+_PROVENANCE_KEYS = {"status", "summary"}
 
 #: The hardware profile of a topology that names none.
 DEFAULT_HARDWARE = "a100-sxm4-80gb"
@@ -92,8 +105,10 @@ class HardwareProfile:
     collective by :mod:`atpsim.engine.step.run`), and optionally a memory efficiency per class of
     memory-bound op (*memory_efficiency_by_class*, see :meth:`memory_efficiency_for`), and a
     fixed time per transformer layer outside the modelled ops (*layer_overhead_s*, seconds,
-    >= 0; 0 by default; see the module docstring). Frozen and hashable, so timings can be
-    memoized per profile."""
+    >= 0; 0 by default; see the module docstring), and how the profile came to be
+    (*provenance*: ``(("status", ...), ("summary", ...))``, empty where the file says
+    nothing; see the module docstring). Frozen and hashable, so timings can be memoized per
+    profile."""
 
     name: str
     peak_flops: tuple[tuple[str, float], ...]
@@ -107,6 +122,13 @@ class HardwareProfile:
     sources: tuple[tuple[str, str], ...] = ()
     memory_efficiency_by_class: tuple[tuple[str, float], ...] = ()
     layer_overhead_s: float = 0.0
+    provenance: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def provenance_status(self) -> str | None:
+        """The profile's ``provenance.status`` (one of :data:`PROVENANCE_STATUSES`), None where
+        its file states none."""
+        return dict(self.provenance).get("status")
 
     def memory_efficiency_for(self, op_class: str | None = None) -> float:
         """The achievable fraction of memory bandwidth for memory-bound ops of *op_class*
@@ -183,7 +205,7 @@ def _read_profile_text(name_or_path: str) -> tuple[str, str]:
 _TOP_KEYS = {
     "name", "description", "peak_flops", "memory_bandwidth_Bps", "memory_capacity_bytes",
     "memory_efficiency", "launch_overhead_s", "collective_overhead_s", "gemm", "sources",
-    "memory_efficiency_by_class", "layer_overhead_s",
+    "memory_efficiency_by_class", "layer_overhead_s", "provenance",
 }  # fmt: skip
 _GEMM_KEYS = {
     "model", "efficiency_max", "output_half_elements", "k_half", "smoothness",
@@ -218,6 +240,7 @@ def profile_from_dict(data: Any) -> HardwareProfile:
         gemm=_gemm_from_dict(table.get("gemm", {})),
         memory_efficiency_by_class=_efficiency_by_class(table.get("memory_efficiency_by_class")),
         layer_overhead_s=_non_negative(table.get("layer_overhead_s", 0.0), "layer_overhead_s"),
+        provenance=_provenance(table.get("provenance")),
         sources=tuple(
             sorted(
                 (str(k), str(v)) for k, v in _mapping(table.get("sources", {}), "sources").items()
@@ -263,6 +286,19 @@ def _efficiency_by_class(data: Any) -> tuple[tuple[str, float], ...]:
     )
 
 
+def _provenance(data: Any) -> tuple[tuple[str, str], ...]:
+    """``{status, summary}`` -> sorted pairs; *status* one of :data:`PROVENANCE_STATUSES`."""
+    table = _mapping(data, "provenance")
+    if not table:
+        return ()
+    _check_keys(table, _PROVENANCE_KEYS, "provenance.")
+    status = str(_required(table, "status", "provenance."))
+    if status not in PROVENANCE_STATUSES:
+        raise AtpsimError(f"expected one of {list(PROVENANCE_STATUSES)}, got {status!r}",
+                          key="provenance.status")  # fmt: skip
+    return tuple(sorted((str(k), str(v)) for k, v in table.items()))
+
+
 def _gemm_point(value: Any, key: str) -> tuple[int, int, int, float]:
     if not isinstance(value, (list, tuple)) or len(value) != 4:
         raise AtpsimError("expected [m, n, k, flops_per_s]", key=key)
@@ -273,7 +309,7 @@ def _gemm_point(value: Any, key: str) -> tuple[int, int, int, float]:
 def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
     """The YAML-ready mapping of *profile* (what :func:`profile_from_dict` reads back); the
     per-class memory efficiencies and the per-layer overhead only when the profile has them, so
-    a profile without them writes the mapping it always did."""
+    a profile without them writes the mapping it always did (its provenance likewise)."""
     gemm = profile.gemm
     return {
         "name": profile.name,
@@ -297,6 +333,7 @@ def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
             "points": [list(p) for p in gemm.points],
         },
         "sources": dict(profile.sources),
+        **({"provenance": dict(profile.provenance)} if profile.provenance else {}),
     }
 
 
@@ -319,9 +356,9 @@ def _check_keys(table: dict[str, Any], allowed: set[str], prefix: str) -> None:
             raise AtpsimError(f"unknown key{did_you_mean(key, allowed)}", key=f"{prefix}{key}")
 
 
-def _required(table: dict[str, Any], key: str) -> Any:
+def _required(table: dict[str, Any], key: str, prefix: str = "") -> Any:
     if key not in table:
-        raise AtpsimError("missing required key", key=key)
+        raise AtpsimError("missing required key", key=f"{prefix}{key}")
     return table[key]
 
 

@@ -54,7 +54,8 @@ def base_profile(name: str, machine: dict[str, Any], n_ranks: int) -> HardwarePr
     sources = {"fit": "atpsim.calibrate.fit.profile on this folder's GEMM measurements"}
     gpu = _bundled_gpu(machine)
     if gpu is not None:
-        profile = replace(load_profile(gpu), name=name, description=describe(machine))
+        # the bundled profile's provenance is not this fit's: the fitted file states none
+        profile = replace(load_profile(gpu), name=name, description=describe(machine), provenance=())
         sources["memory_bandwidth_Bps"] = f"bundled profile {gpu} (datasheet)"
     else:
         capacity = float(machine.get("memory_total_bytes") or DEFAULT_CAPACITY_BYTES * n_ranks)

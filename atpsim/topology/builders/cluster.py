@@ -270,15 +270,25 @@ def ib_cluster(
             f"at {tree.nic_Bps * 8 / 1e9:g} Gb/s behind PCIe Gen{shape.pcie_gen} x16, {leaves} leaf and {spines} spine switch(es), "
             f"oversubscription {tree.oversubscription:g}:1, {wiring} wiring"
         ),
-        meta=_meta(nodes, shape, wiring),
+        meta=_meta(nodes, shape, wiring, tree.nic_Bps, given=_given(nic_bandwidth_Bps, pcie_gen)),
     )
 
 
-def _meta(nodes: int, shape: _NodeShape, wiring: str) -> dict[str, Any]:
-    """The cluster's meta: sizes, wiring, the GPU-NIC PCIe generation, and the generation, NCCL
+def _given(nic_bandwidth_Bps: Any, pcie_gen: Any) -> dict[str, bool]:
+    """Whether the caller gave the NIC rate and the PCIe generation (else the generation's DGX
+    chose them: :data:`DGX_NIC_BPS`, :data:`DGX_PCIE_GEN`)."""
+    return {"nic_given": nic_bandwidth_Bps is not None, "pcie_gen_given": pcie_gen is not None}
+
+
+def _meta(nodes: int, shape: _NodeShape, wiring: str, nic_Bps: float,
+          given: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
+    """The cluster's meta: sizes, wiring, the GPU-NIC PCIe generation, the NIC rate (B/s per
+    port and direction), whether each was *given* or the default of the DGX of generation
+    ``dgx_defaults`` (what :mod:`atpsim.calibrate.provenance` names), and the generation, NCCL
     profile and hardware profile of NVSwitch nodes."""
     meta: dict[str, Any] = {"builder": "ib-cluster", "nodes": nodes, "gpus_per_node": shape.gpus,
-                            "wiring": wiring, "pcie_gen": shape.pcie_gen}
+                            "wiring": wiring, "pcie_gen": shape.pcie_gen, "nic_Bps": nic_Bps,
+                            "dgx_defaults": shape.generation, **given}
     if shape.intra == "nvswitch":
         meta.update(generation=shape.generation, nccl=shape.generation,
                     hardware=GENERATION_HARDWARE[shape.generation])
