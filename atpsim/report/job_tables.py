@@ -23,8 +23,8 @@ COMPARISON = ("topology", "hardware", "model", "n_devices", "global_batch")
 SETTINGS = ("network", "perturb", "neighbour")
 SCHEMES = {"megatron-1d": "Megatron-LM 1D", "atp-2d": "ATP 2D"}
 BEST_COLUMNS = (
-    "topology", "model", "n_devices", "tp_scheme", "tp_mesh", "pp", "dp", "micro_batch",
-    "schedule", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
+    "topology", "model", "n_devices", "tp_scheme", "tp_mesh", "sequence_parallel", "pp", "dp",
+    "micro_batch", "schedule", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
     "memory_per_rank_bytes",
 )  # fmt: skip
 ALL_COLUMNS = (
@@ -115,7 +115,10 @@ def failures(frame: pd.DataFrame) -> Table | None:
 
 
 def _layout(row: pd.Series) -> str:
-    return (f"{row['tp_mesh']}, pp {row['pp']}, dp {row['dp']}, micro-batch "
+    """A layout in a few words; sequence parallelism named where it ran (1D TP only)."""
+    ran = row.get("sequence_parallel")
+    sp = ", sequence parallelism" if not pd.isna(ran) and bool(ran) else ""
+    return (f"{row['tp_mesh']}{sp}, pp {row['pp']}, dp {row['dp']}, micro-batch "
             f"{row['micro_batch']}")  # fmt: skip
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from atpsim.report.build import build_report
 from atpsim.report.job_tables import best_rows, verdicts
 from atpsim.results.io import read_results, to_frame, write_results
@@ -89,9 +91,21 @@ def test_the_job_report_builds_and_rebuilds_byte_for_byte(tmp_path):
     assert (tmp_path / "report.md").read_text() == md
     assert "## Does ATP's best 2D mesh beat Megatron-LM's 1D TP?" in md
     assert "ATP is 20.0% faster." in md
-    assert "| ib-cluster:8x8 | gpt3-13b | 64 | ATP 2D | 4x2 | 2 | 4 |" in md
+    assert "| ib-cluster:8x8 | gpt3-13b | 64 | ATP 2D | 4x2 |  | 2 | 4 |" in md
 
 
 def test_times_within_a_thousandth_are_a_tie():
     (sentence,) = verdicts(to_frame([row(0, "8x1", 1, 8.000), row(1, "4x2", 1, 8.004)], JOB_SCHEMA))
     assert ": a tie, " in sentence and sentence.endswith("within 0.1% of each other.")
+
+
+def test_the_best_table_and_verdict_say_whether_sequence_parallelism_ran():
+    """A 1D layout's sequence parallelism is a swept setting: the best table has a column for
+    it and the verdict names it, so the row can be reproduced (issue 23)."""
+    from atpsim.report.job_tables import BEST_COLUMNS, _layout
+
+    assert "sequence_parallel" in BEST_COLUMNS
+    row = pd.Series({"tp_mesh": "8x1", "pp": 2, "dp": 4, "micro_batch": 1, "sequence_parallel": True})
+    assert _layout(row) == "8x1, sequence parallelism, pp 2, dp 4, micro-batch 1"
+    assert _layout(row.drop("sequence_parallel")) == "8x1, pp 2, dp 4, micro-batch 1"
+    assert _layout(pd.Series({**row.to_dict(), "sequence_parallel": False})) == "8x1, pp 2, dp 4, micro-batch 1"
