@@ -44,6 +44,7 @@ from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
 from atpsim.api.scenario import scenario_draws
 from atpsim.api.uncertainty import DrawnJobPoint, Draws, require_sources, simulate_with_draws
+from atpsim.calibrate.provenance import machine_provenance
 from atpsim.calibrate.uncertainty.machine import machine_sources
 from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import PRESET_VOCAB, ModelConfig
@@ -319,6 +320,17 @@ def defaulted_settings(space: Scenario) -> list[str]:
     return [f"{key} {', '.join(values)}" for key, values in found.items()]
 
 
+def machine_lines(space: Scenario) -> list[str]:
+    """``# machine: ...`` for each machine of *space* (topology with hardware,
+    :func:`~atpsim.calibrate.provenance.machine_provenance`): each part with its status; with
+    several machines, each line names its topology."""
+    machines = {(entry.label(), hardware): machine_provenance(sized[0][2], hardware)
+                for _, entry, sized, hardware in _machines(space)}  # fmt: skip
+    if len(machines) == 1:
+        return [next(iter(machines.values())).line()]
+    return list(dict.fromkeys(machine.line(label) for (label, _), machine in machines.items()))
+
+
 def _yaml_word(value: Any) -> str:
     """*value* as a scenario file writes it (``false``, ``1f1b``, ``0``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -347,7 +359,8 @@ def run_search(
     :func:`atpsim.run_scenario` does, resumable), and return the *top* rows with the most model
     FLOP/s per GPU (for one model, batch and GPU count: the shortest iterations). A space of
     more than *max_layouts* candidates (None: :data:`DEFAULT_MAX_LAYOUTS`) is refused before
-    it is pruned (:func:`check_space_size`). Once pruned, it *announce*s the settings the
+    it is pruned (:func:`check_space_size`). Once pruned, it *announce*s each machine with how
+    its parts came to be (``# machine: ...``, :func:`machine_lines`), the settings the
     space leaves to their defaults (``# defaults: ...``, :func:`defaulted_settings`), then
     what it will simulate (:func:`describe_search`). Raises
     SimulationError when every candidate is pruned, SweepInterrupted on Ctrl-C.
@@ -384,7 +397,7 @@ def run_search(
 def _pruned_points(space: Scenario, max_tp: int, max_layouts: int | None,
                    announce: Callable[[str], None]) -> LazyPoints:
     """The layouts of *space* to simulate, pruned, after refusing a space past *max_layouts*
-    and announcing a long pruning, the defaulted settings and what will run; a
+    and announcing a long pruning, the machines, the defaulted settings and what will run; a
     SimulationError when every candidate is pruned."""
     size = check_space_size(space, max_tp, max_layouts=max_layouts)
     if size > 100_000:
@@ -392,6 +405,8 @@ def _pruned_points(space: Scenario, max_tp: int, max_layouts: int | None,
                  f"{format_duration(size / PRUNED_PER_S)}) before anything is simulated")  # fmt: skip
     points = search_points(space, max_tp)
     description = describe_search(space, points, max_tp)  # prunes: a layout that cannot be made fails here
+    for line in machine_lines(space):
+        announce(line)
     announce(f"# defaults: {'; '.join(defaulted_settings(space)) or 'none (the space sets every one)'}")
     announce(description)
     if not len(points):

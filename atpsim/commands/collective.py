@@ -9,11 +9,11 @@ from dataclasses import asdict
 
 import click
 
-from atpsim.api import CollectiveSweep, collective
+from atpsim.api import CollectiveSweep, MachineProvenance, collective, machine_provenance
 from atpsim.commands._common import clean_errors, given, memory_cap, refuse_unused
 
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
-HEADER = ["topology", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
+HEADER = ["topology", "hardware", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
           "count", "time_us", "algbw_GBps", "busbw_GBps", "overhead_us", "engine", "n_flows"]
 
 
@@ -51,15 +51,16 @@ def command(topology: str, op: str, algorithm: str | None, protocol: str, channe
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
                        dtype=dtype, engine=engine, protocol=protocol, channels=channels,
                        uncertainty=draws, seed=seed, memory_bytes=memory_cap())  # fmt: skip
+    machine = machine_provenance(topology, sweep.hardware)
     if as_json:
         data = asdict(sweep)
         if sweep.uncertainty is None:
             data.pop("uncertainty")
-        click.echo(json.dumps(data, indent=1))
+        click.echo(json.dumps({**data, "machine": asdict(machine)}, indent=1))
     elif as_csv:
         _print_csv(sweep)
     else:
-        _print_text(sweep)
+        _print_text(sweep, machine)
 
 
 #: The CSV columns --uncertainty adds (percentiles over the draws).
@@ -72,7 +73,7 @@ def _print_csv(sweep: CollectiveSweep) -> None:
     drawn = sweep.uncertainty
     writer.writerow(HEADER + (DRAWN_HEADER if drawn else []))
     for k, row in enumerate(sweep.rows):
-        values = [sweep.topology, sweep.op, row.algorithm, row.protocol, row.channels, sweep.p,
+        values = [sweep.topology, sweep.hardware, sweep.op, row.algorithm, row.protocol, row.channels, sweep.p,
                   sweep.dtype, row.size_bytes, row.count, row.time_s * 1e6, row.algbw_Bps / 1e9,
                   row.busbw_Bps / 1e9, row.overhead_s * 1e6, row.path, row.n_flows]
         if drawn:
@@ -81,8 +82,9 @@ def _print_csv(sweep: CollectiveSweep) -> None:
         writer.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in values])
 
 
-def _print_text(sweep: CollectiveSweep) -> None:
+def _print_text(sweep: CollectiveSweep, machine: MachineProvenance) -> None:
     click.echo(f"# atpsim collective: {sweep.op} by {sweep.algorithm} on {sweep.topology} ({sweep.n_gpus} GPUs)")
+    click.echo(machine.line())
     click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, protocol: {sweep.protocol}, engine: {sweep.engine}")
     overhead = sweep.rows[0].overhead_s * 1e6 if sweep.rows else 0.0
     click.echo(f"# per-call cost in time: NCCL's latency model; plus hardware {sweep.hardware}'s "

@@ -27,6 +27,7 @@ from atpsim.api import (
     PlanEntry,
     job_default,
     load_topology,
+    machine_provenance,
     plan,
     plan_job,
     preset_vocab,
@@ -119,6 +120,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
+        click.echo(machine_provenance(topology, ranked_jobs.hardware).line())
         click.echo(_job_defaults(ranked_jobs.hardware, vocab=f"{preset_vocab(model_name)} (the preset's)",
                                  sequence_parallel=both, recompute=recompute, zero=zero, network=network,
                                  schedule=schedule))  # fmt: skip
@@ -134,6 +136,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
         ranked = plan(topology, model_name, devices=devices, chunks=_int_list(chunks),
                       algorithm=algorithm, hardware=hardware, placement=placement,
                       calibration=calibration, uncertainty=draws, seed=seed)  # fmt: skip
+    click.echo(machine_provenance(topology, ranked.hardware).line())
     _print_plan(ranked)
     if trace_path:
         best = ranked.des_choice

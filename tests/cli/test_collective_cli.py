@@ -107,6 +107,19 @@ def test_json_rows_carry_the_nccl_columns():
     assert row["overhead_s"] == 0.0 and row["busbw_Bps"] > 450e9
 
 
+def test_the_header_csv_and_json_name_the_machine():
+    """The header's second line is the machine (atpsim.calibrate.provenance); the CSV names the
+    hardware per row; the JSON carries every part with its status."""
+    text = run("-t", "dgx-a100", "--bytes", "1G").output.splitlines()
+    assert text[1] == ("# machine: hardware a100-sxm4-80gb (fitted), NCCL a100 (fitted: Simple, "
+                       "LL128, fixed costs; measured: network)")  # fmt: skip
+    (row,) = rows(run("-t", "dgx-h100", "--bytes", "1G", "--csv"))
+    assert (row["topology"], row["hardware"]) == ("dgx-h100", "h100-sxm")
+    machine = json.loads(run("-t", "dgx-h100", "--bytes", "1G", "--json").output)["machine"]
+    assert [(p["kind"], p["name"], p["status"]) for p in machine["parts"]] == \
+        [("hardware", "h100-sxm", "fitted"), ("nccl", "h100", "fitted")]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

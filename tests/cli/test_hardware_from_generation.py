@@ -26,10 +26,11 @@ def invoke(*args: str) -> str:
 
 
 def test_plan_on_an_h100_cluster_runs_h100_sxm_and_names_it_in_the_title():
-    """The step table's title names the profile; its steps are those of --hardware h100-sxm,
-    not of the A100 profile the cluster ran before."""
+    """The machine line, then the step table's title, name the profile; its steps are those of
+    --hardware h100-sxm, not of the A100 profile the cluster ran before."""
     output = invoke("plan", "-t", H100, "-m", "M1", "--chunks", "1")
-    assert output.splitlines()[0].strip() == f"M1 on {H100}, 8 GPUs, h100-sxm"
+    assert output.splitlines()[0].startswith("# machine: hardware h100-sxm (fitted), NCCL h100 (")
+    assert output.splitlines()[1].strip() == f"M1 on {H100}, 8 GPUs, h100-sxm"
     ranked = api.plan(H100, "M1", chunks=(1,))
     given = api.plan(H100, "M1", chunks=(1,), hardware="h100-sxm")
     as_a100 = api.plan(H100, "M1", chunks=(1,), hardware="a100-sxm4-80gb")
@@ -37,14 +38,15 @@ def test_plan_on_an_h100_cluster_runs_h100_sxm_and_names_it_in_the_title():
     assert [e.des.step_time_s for e in ranked.entries] == \
         [e.des.step_time_s for e in given.entries]  # fmt: skip
     assert ranked.entries[0].des.step_time_s < as_a100.entries[0].des.step_time_s
-    assert invoke("plan", "-t", "ib-cluster:1x8", "-m", "M1", "--chunks", "1").splitlines()[0].strip() \
+    assert invoke("plan", "-t", "ib-cluster:1x8", "-m", "M1", "--chunks", "1").splitlines()[1].strip() \
         == "M1 on ib-cluster:1x8, 8 GPUs, a100-sxm4-80gb"  # fmt: skip
 
 
 def test_plan_global_batch_on_an_h100_cluster_runs_and_names_h100_sxm():
     output = invoke("plan", "-t", H100, "-m", "gpt3-125m", "--global-batch", "16", "--pp", "1",
                     "--micro-batch", "2", "--max-tp", "2", "--no-progress")  # fmt: skip
-    assert output.splitlines()[0].startswith("# defaults: --hardware h100-sxm (the topology's),")
+    assert output.splitlines()[0].startswith("# machine: hardware h100-sxm (fitted), NCCL h100 (")
+    assert output.splitlines()[1].startswith("# defaults: --hardware h100-sxm (the topology's),")
     planned = api.plan_job(H100, "gpt3-125m", devices=8, global_batch=16, pipelines=(1,),
                            micro_batches=(2,), max_tp=2)  # fmt: skip
     assert planned.hardware == "h100-sxm"
@@ -53,6 +55,7 @@ def test_plan_global_batch_on_an_h100_cluster_runs_and_names_h100_sxm():
 def test_collective_names_the_hardware_it_ran():
     output = invoke("collective", "-t", H100, "--bytes", "1M")
     assert "plus hardware h100-sxm's collective_overhead_s" in output
+    assert "\n# machine: hardware h100-sxm (fitted), NCCL h100 (" in output
     assert api.collective(H100, sizes="1M").hardware == "h100-sxm"
     assert api.collective("dgx-a100", sizes="1M").hardware == "a100-sxm4-80gb"
 
@@ -67,6 +70,21 @@ def test_the_api_a_scenario_and_a_search_default_to_the_generation_s_profile():
     space = search_space(topology=[H100], model=["gpt3-125m"],
                          parallelism={"global_batch": [16], "pp": [1], "micro_batch": [2]})
     assert {p.hardware for p in search_points(space, max_tp=2)} == {"h100-sxm"}
+
+
+def test_search_names_each_machine_before_its_defaults(tmp_path):
+    """One line per machine of the space, each naming its topology when there are several."""
+    result = CliRunner().invoke(main, [
+        "search", "-t", H100, "-t", "dgx-a100", "-m", "gpt3-125m", "--global-batch", "16",
+        "--pp", "1", "--micro-batch", "2", "--max-tp", "2", "--network", "isolated",
+        "-o", str(tmp_path), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    first = lines.index(next(line for line in lines if line.startswith("# machine")))
+    assert lines[first].startswith(f"# machine ({H100}): hardware h100-sxm (fitted), NCCL h100 (")
+    assert "NIC 400 Gb/s NDR (spec, the DGX H100's)" in lines[first]
+    assert lines[first + 1].startswith("# machine (dgx-a100): hardware a100-sxm4-80gb (fitted)")
+    assert lines[first + 2].startswith("# defaults: ")
 
 
 @pytest.mark.parametrize("spec", ["ib-cluster:2x8,generation=h100", "ib-cluster:2x8"])

@@ -13,15 +13,28 @@ ARGS = ["plan", "-t", "torus:2x2", "-m", "M1", "--chunks", "1,2"]
 
 
 @pytest.fixture(scope="module")
-def printed() -> list[list[str]]:
+def stdout() -> str:
     result = CliRunner().invoke(main, ARGS)
     assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def printed(stdout: str) -> list[list[str]]:
     rows = []
-    for line in result.stdout.splitlines():
+    for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("│┃").split("│" if "│" in line else "┃")]
         if len(cells) >= 10:
             rows.append(cells)
     return rows
+
+
+def test_the_first_line_names_the_machine(stdout):
+    """A torus is a theory fabric: the A100 profile (the default), collectives on bare links,
+    no NIC (atpsim.calibrate.provenance)."""
+    assert stdout.splitlines()[0] == (
+        "# machine: hardware a100-sxm4-80gb (fitted), NCCL none (bare links)"
+    )
 
 
 def test_columns_name_their_units(printed):
