@@ -14,7 +14,9 @@ from atpsim.errors import AtpsimError
 
 
 def test_bundled_profiles_are_listed():
-    assert profile_names() == ["a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "h100-sxm"]
+    assert profile_names() == [
+        "a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "b200", "gb200", "h100-sxm"
+    ]
 
 
 @pytest.mark.parametrize(
