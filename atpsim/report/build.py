@@ -2,7 +2,7 @@
 ``report.html``, and ``figures/*.png|svg``. :func:`rebuild_report` does it from a run folder
 alone (``results.csv`` + ``scenario.yaml``), which is what ``atpsim report DIR`` calls.
 
-Every page has the same parts: the description, provenance and units, the key findings, the
+Every page has the same parts: the description, provenance, the machines and units, the key findings, the
 paper's claims, the scenario's notes, the sections of the table's workload, the raw rows, the
 scenario and the files. What differs between a step table and a job scenario's table
 (:mod:`atpsim.results.schema`) is the workload's entry in :mod:`atpsim.report.workloads`: its
@@ -35,6 +35,7 @@ from atpsim.report.document import (
     Paragraph,
     Table,
 )
+from atpsim.report.machine import machine_lines
 from atpsim.report.pages import FIGURES_DIR, SCENARIO_COPY, write_pages
 from atpsim.report.provenance import RESULTS, Provenance, provenance, sentence
 from atpsim.report.workloads import Workload, workload
@@ -82,7 +83,7 @@ def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list
     prov, record = provenance(out_dir, len(frame))
     page, shown = read_page(out_dir, frame, scenario_text, prov), workload(frame)
     document = Document(page.title)
-    _intro(document, page, frame, shown)
+    _intro(document, page, frame, shown, machine_lines(frame, scenario_text, out_dir))
     _claims(document, frame, reference, page.verdicts)
     if options.notes:
         document.add(Heading("What the results show"))
@@ -119,9 +120,11 @@ UNIT_SENTENCES = {
 }
 
 
-def _intro(document: Document, page: Page, frame: pd.DataFrame, shown: Workload) -> None:
-    """The description, provenance and units lines (with those the *shown* workload adds),
-    and the key findings."""
+def _intro(document: Document, page: Page, frame: pd.DataFrame, shown: Workload,
+           machines: list[str]) -> None:  # fmt: skip
+    """The description, provenance, *machines* (one line per topology and hardware of the
+    results, :mod:`atpsim.report.machine`) and units lines (with those the *shown* workload
+    adds), and the key findings."""
     if page.description:
         document.add(Paragraph(page.description))
     units = [UNIT_SENTENCES[page.unit], "times in seconds"]
@@ -130,6 +133,7 @@ def _intro(document: Document, page: Page, frame: pd.DataFrame, shown: Workload)
     units += shown.units
     document.add(
         Paragraph(sentence(page.provenance), note=True),
+        *(Paragraph(line, note=True) for line in machines),
         Paragraph("Units, one per quantity on this page: " + "; ".join(units) + ".", note=True),
         Heading("Key findings"),
         Bullets(page.findings),
