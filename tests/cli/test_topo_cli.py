@@ -109,7 +109,7 @@ def test_list_shows_every_builder_parameter_with_type_and_default():
 @pytest.mark.parametrize(
     "builder, param, words",
     [
-        ("ib-cluster", "generation", ["a100", "|", "h100", "a100", "NVLink"]),
+        ("ib-cluster", "generation", ["a100", "|", "h100", "|", "b200", "a100", "NVLink"]),
         ("ib-cluster", "nic_bandwidth_Bps", ["bandwidth", "[B/s]", "none", "per", "NIC"]),
         ("ib-cluster", "ib_latency_s", ["time", "[s]", "0.3", "us"]),
         ("torus", "dims", ["list", "of", "int", "4x4"]),

@@ -4,7 +4,9 @@ source; a caller's value overrides either.
 
 Sources: DGX A100 = A100-SXM4-80GB GPUs, PCIe Gen4 switches to ConnectX-6 HDR NICs (NVIDIA DGX
 A100 User Guide); DGX H100 = H100 SXM5 80GB GPUs, Xeon 8480C with PCIe 5.0 and eight ConnectX-7
-400 Gb/s NICs (NVIDIA DGX H100 User Guide, DGX BasePOD reference architecture). PCIe x16 per
+400 Gb/s NICs (NVIDIA DGX H100 User Guide, DGX BasePOD reference architecture); DGX B200 = eight
+B200 (1,440 GB), two NVLink 5 switches (14.4 TB/s aggregate: 900 GB/s per GPU and direction),
+Xeon 8570 PCIe Gen5 CPUs and eight ConnectX-7 400 Gb/s NICs (NVIDIA DGX B200 User Guide). PCIe x16 per
 direction (PCI-SIG): Gen4 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s, Gen5 32 GT/s = 63 GB/s.
 """
 
@@ -28,12 +30,12 @@ def pcie_rates_Bps(topo):
 
 
 def test_each_generation_names_its_dgx_gpu_profile():
-    assert GENERATION_HARDWARE == {"a100": "a100-sxm4-80gb", "h100": "h100-sxm"}
+    assert GENERATION_HARDWARE == {"a100": "a100-sxm4-80gb", "h100": "h100-sxm", "b200": "b200"}
     assert set(GENERATION_HARDWARE.values()) <= set(profile_names())
 
 
 def test_each_generation_names_its_dgx_pcie_generation():
-    assert DGX_PCIE_GEN == {"a100": 4, "h100": 5}
+    assert DGX_PCIE_GEN == {"a100": 4, "h100": 5, "b200": 5}
 
 
 def test_pcie_x16_rates_are_the_pci_sig_figures():
@@ -46,6 +48,7 @@ def test_pcie_x16_rates_are_the_pci_sig_figures():
 @pytest.mark.parametrize("generation, hardware, pcie_Bps", [
     ("a100", "a100-sxm4-80gb", 31.5e9),
     ("h100", "h100-sxm", 63e9),
+    ("b200", "b200", 63e9),
 ])  # fmt: skip
 def test_a_cluster_s_generation_brings_hardware_and_pcie(generation, hardware, pcie_Bps):
     topo = load_topology(f"ib-cluster:2x8,generation={generation}")
@@ -102,12 +105,24 @@ def ib_rates_Bps(topo):
 
 def test_each_generation_names_its_dgx_nic():
     """DGX A100: ConnectX-6 HDR 200 Gb/s = 25 GB/s per direction; DGX H100: ConnectX-7 NDR
-    400 Gb/s = 50 GB/s (module docstring's sources)."""
-    assert DGX_NIC_BPS == {"a100": 25e9, "h100": 50e9}
+    400 Gb/s = 50 GB/s, DGX B200 the same ConnectX-7 (module docstring's sources)."""
+    assert DGX_NIC_BPS == {"a100": 25e9, "h100": 50e9, "b200": 50e9}
 
 
-@pytest.mark.parametrize("generation, nic_Bps", [("a100", 25e9), ("h100", 50e9)])
+@pytest.mark.parametrize("generation, nic_Bps", [("a100", 25e9), ("h100", 50e9), ("b200", 50e9)])
 def test_a_cluster_s_nics_are_its_generation_s_unless_given(generation, nic_Bps):
     assert ib_rates_Bps(ib_cluster(nodes=2, generation=generation)) == {nic_Bps}
     given = ib_cluster(nodes=2, generation=generation, nic_bandwidth_Bps=12.5e9)
     assert ib_rates_Bps(given) == {12.5e9}
+
+
+def test_generation_b200_is_nvlink5_with_the_b200_profile_and_nccl_entry():
+    """A DGX B200 node: NVLink 5 at 900 GB/s per GPU and direction (1.8 TB/s both ways), the
+    b200 hardware profile and the b200 NCCL entry; an ib-cluster of them the same inside."""
+    node = load_topology("nvswitch:8,generation=b200")
+    assert set(node.links.bandwidth_Bps) == {900e9}
+    assert (node.meta["hardware"], node.meta["nccl"]) == ("b200", "b200")
+    cluster = load_topology("ib-cluster:2x8,generation=b200")
+    nvlink = {d["bandwidth_Bps"] for _, _, d in cluster.graph.edges(data=True) if d["kind"] == "nvlink"}
+    assert nvlink == {900e9} and ib_rates_Bps(cluster) == {50e9}
+    assert (cluster.meta["hardware"], cluster.meta["nccl"]) == ("b200", "b200")

@@ -27,6 +27,7 @@ def test_defaults_come_from_the_signature():
     assert params["generation"].default == "a100" and params["generation"].choices == (
         "a100",
         "h100",
+        "b200",
     )
     assert params["nic_bandwidth_Bps"].default is None and params["nic_bandwidth_Bps"].unit == "B/s"
     assert params["nics_per_node"].default is None

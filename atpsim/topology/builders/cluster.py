@@ -3,7 +3,8 @@ InfiniBand fat tree (leaf and spine switches) with an oversubscription ratio.
 
 Intra-node fabrics:
 - 'nvswitch': every GPU of a node on one NVSwitch (as :func:`~.switch.nvswitch`), NVLink3
-  300 GB/s (A100) or NVLink4 450 GB/s (H100) per GPU per direction [S];
+  300 GB/s (A100), NVLink4 450 GB/s (H100) or NVLink5 900 GB/s (B200) per GPU per direction
+  [S];
 - 'nvlink-mesh': the paper's Figure 7(a) node: GPUs fully connected, each pair by
   *links_per_pair* NVLink3 links of 25 GB/s per direction (4 links = 100 GB/s per direction,
   the paper's "200 GB/s" P2P counted both ways; 3 peers x 4 links = all 12 links of an A100).
@@ -15,7 +16,9 @@ By default the generation's DGX has: Gen4 in a DGX A100 (PCIe Gen4 switches join
 ConnectX-6 HDR NICs; NVIDIA DGX A100 User Guide, NVIDIA "Defining AI Innovation with DGX A100"),
 Gen5 in a DGX H100 (Xeon Platinum 8480C with PCIe 5.0, eight single-port ConnectX-7 400 Gb/s
 NICs on PCIe network modules; NVIDIA DGX H100 User Guide "Network Modules", NVIDIA DGX BasePOD
-reference architecture "Core Components"), so an NDR NIC is not held to a Gen4 link. NICs hang off leaf switches, *leaf_size* NIC
+reference architecture "Core Components"), so an NDR NIC is not held to a Gen4 link; Gen5 in a
+DGX B200 too (two Xeon 8570 "PCIe Gen5 CPUs" and eight single-port ConnectX-7 cards at up to
+400 Gb/s InfiniBand; NVIDIA DGX B200 User Guide, "Hardware Overview"). NICs hang off leaf switches, *leaf_size* NIC
 ports per leaf, in node order; each leaf has ``ceil(leaf_size / oversubscription)`` uplinks of
 the NIC rate, one to each spine. A cluster that fits on one leaf has no spines. By default a
 leaf holds whole nodes: the largest multiple of the NICs per node within 20 ports (a node's
@@ -26,7 +29,8 @@ channels`) stays on its leaf; 'fat-tree' (default) fills leaves in node order.
 
 Nodes on NVSwitch at the spec NVLink rate name the NCCL profile of their generation
 (``meta["nccl"]``, ``atpsim/data/nccl.yaml``): the effective protocol parameters fitted to the
-Azure A100 curve (a100) or derived from it (h100); and the hardware profile of their GPU
+Azure A100 curve (a100), fitted to the 8xH100 rows (h100), or derived from h100's (b200);
+and the hardware profile of their GPU
 (``meta["hardware"]``, :data:`~.switch.GENERATION_HARDWARE`), which a caller's hardware
 overrides.
 
@@ -67,16 +71,16 @@ from atpsim.topology.routing import UpDownRouter
 HDR_BPS = 25e9
 #: NDR 400 Gb/s = 50 GB/s per port per direction (ConnectX-7; NVIDIA DGX H100 User Guide).
 NDR_BPS = 50e9
-#: The NIC of each generation's DGX: DGX A100 one HDR ConnectX-6 per GPU, DGX H100 one NDR
-#: ConnectX-7 per GPU (module docstring's sources).
-DGX_NIC_BPS = {"a100": HDR_BPS, "h100": NDR_BPS}
+#: The NIC of each generation's DGX: DGX A100 one HDR ConnectX-6 per GPU, DGX H100 and DGX B200
+#: one NDR ConnectX-7 per GPU (module docstring's sources).
+DGX_NIC_BPS = {"a100": HDR_BPS, "h100": NDR_BPS, "b200": NDR_BPS}
 IB_LINK_LATENCY_S = 0.3e-6
 NVLINK3_LINK_BPS = 25e9
 INTRA_FABRICS = ("nvswitch", "nvlink-mesh")
 WIRINGS = ("fat-tree", "rail")
 #: The PCIe generation of the GPU-NIC links in each generation's DGX (module docstring): DGX A100
-#: Gen4, DGX H100 Gen5.
-DGX_PCIE_GEN = {"a100": 4, "h100": 5}
+#: Gen4, DGX H100 and DGX B200 Gen5.
+DGX_PCIE_GEN = {"a100": 4, "h100": 5, "b200": 5}
 #: Leaf switch ports when none are given (a 40-port HDR switch split half down, half up).
 DEFAULT_LEAF_PORTS = 20
 
@@ -95,9 +99,9 @@ CLUSTER_PARAMS = (
     ),
     BuilderParam(
         "pcie_gen", "choice", "PCIe generation of each GPU-NIC x16 link; none: the generation's "
-        "DGX (a100: 4, 31.5 GB/s; h100: 5, 63 GB/s)", PCIE_GENERATIONS,
+        "DGX (a100: 4, 31.5 GB/s; h100, b200: 5, 63 GB/s)", PCIE_GENERATIONS,
     ),
-    BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (default: the generation's DGX NIC, HDR 200 Gb/s for a100, NDR 400 Gb/s for h100)"),
+    BuilderParam("nic_bandwidth_Bps", "bandwidth", "per NIC port and direction (default: the generation's DGX NIC, HDR 200 Gb/s for a100, NDR 400 Gb/s for h100 and b200)"),
     BuilderParam("ib_latency_s", "time", "each InfiniBand link (NIC-leaf-NIC ~0.6 us)"),
     BuilderParam("leaf_size", "count", "NIC ports per leaf; none: whole nodes within 20 ports"),
     BuilderParam("oversubscription", "ratio", "leaf down-ports per up-port (1: non-blocking)"),
@@ -243,12 +247,13 @@ def ib_cluster(
 ) -> Topology:
     """Nodes of GPUs with an intra-node fabric and NICs on a leaf/spine InfiniBand fat tree
     (by default DGX A100-class nodes: NVSwitch, NVLink3, one HDR NIC per GPU; with
-    ``generation='h100'`` DGX H100-class: NVLink4, one NDR NIC per GPU behind PCIe Gen5).
+    ``generation='h100'`` DGX H100-class: NVLink4, one NDR NIC per GPU behind PCIe Gen5; with
+    ``generation='b200'`` DGX B200-class: NVLink5, the same NICs).
 
     *nodes* nodes of *gpus_per_node* GPUs on an *intra* fabric ('nvswitch' or 'nvlink-mesh'),
     *nics_per_node* NICs each (default: one per GPU on 'nvswitch' as in a DGX A100, one per node
     on 'nvlink-mesh' as in the paper's Figure 7(a)), each GPU's NIC behind a PCIe x16 link of
-    generation *pcie_gen* (default: the generation's DGX, Gen4 for a100 and Gen5 for h100, see
+    generation *pcie_gen* (default: the generation's DGX, Gen4 for a100, Gen5 for h100 and b200, see
     the module docstring for the sources), on a leaf/spine fat tree with *leaf_size*
     NIC ports per leaf (default: whole nodes within 20 ports), *oversubscription* = leaf
     down-ports / up-ports, and *wiring* 'fat-tree' (leaves in node order) or 'rail' (NIC k of

@@ -2,7 +2,7 @@
 
 Both model the fabric as one non-blocking logical switch node: each GPU has one link to it
 whose per-direction bandwidth is the GPU's total NVLink bandwidth. Assumption: real fabrics are
-several switch chips (DGX A100: 6 NVSwitches; DGX H100: 4; the NVLink Switch System of Hot Chips
+several switch chips (DGX A100: 6 NVSwitches; DGX H100: 4; DGX B200: 2; the NVLink Switch System of Hot Chips
 34 joins up to 256 H100s through second-level NVLink switches) wired so that any GPU can use its
 full bandwidth to any other, which a single non-blocking node represents.
 
@@ -30,13 +30,16 @@ from atpsim.topology.params import (
 from atpsim.topology.routing import UpDownRouter
 
 #: Per-GPU, per-direction NVLink bandwidth by generation (measured-data.md "Links" [S], NVIDIA):
-#: NVLink3 (A100) 12 links, 300 GB/s; NVLink4 (H100) 18 links, 450 GB/s.
-NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9}
+#: NVLink3 (A100) 12 links, 300 GB/s; NVLink4 (H100) 18 links, 450 GB/s; NVLink5 (B200) 18
+#: links, 900 GB/s (1.8 TB/s both directions: NVIDIA DGX B200 User Guide, "Hardware Overview",
+#: two NVLink 5 switches with 14.4 TB/s aggregate for 8 GPUs; the GB200 NVL72 and HGX B200
+#: specifications, "5th Generation NVLink: 1.8TB/s").
+NVLINK_BANDWIDTH_BPS = {"a100": 300e9, "h100": 450e9, "b200": 900e9}
 #: The hardware profile (``atpsim/data/hardware/``) each generation brings: the GPU of its DGX
-#: (DGX A100: A100-SXM4-80GB; DGX H100: H100 SXM5 80GB; NVIDIA DGX A100 and DGX H100 user
-#: guides). A topology built with a generation names it in ``meta["hardware"]``; a preset's
-#: ``hardware`` or a caller's ``--hardware`` overrides it.
-GENERATION_HARDWARE = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm"}
+#: (DGX A100: A100-SXM4-80GB; DGX H100: H100 SXM5 80GB; DGX B200: B200, 180 GB; NVIDIA DGX
+#: A100, DGX H100 and DGX B200 user guides). A topology built with a generation names it in
+#: ``meta["hardware"]``; a preset's ``hardware`` or a caller's ``--hardware`` overrides it.
+GENERATION_HARDWARE = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm", "b200": "b200"}
 #: Half of NCCL's NVLink per-step latency (LL, 0.6 us) per GPU-switch link [C].
 NVLINK_HOP_LATENCY_S = 0.3e-6
 
@@ -45,7 +48,8 @@ NVLINK_HOP_LATENCY_S = 0.3e-6
 GENERATION_PARAM = BuilderParam(
     "generation",
     "choice",
-    "NVLink generation: a100 = NVLink3 300 GB/s, h100 = NVLink4 450 GB/s per GPU and direction",
+    "NVLink generation: a100 = NVLink3 300 GB/s, h100 = NVLink4 450 GB/s, b200 = NVLink5 "
+    "900 GB/s per GPU and direction",
     tuple(NVLINK_BANDWIDTH_BPS),
 )
 _LATENCY_PARAM = BuilderParam("latency_s", "time", "each GPU-switch link (half an NVLink step)")
@@ -95,10 +99,10 @@ def nvswitch(
     gpu_bandwidth_Bps: Any = None,
     latency_s: Any = NVLINK_HOP_LATENCY_S,
 ) -> Topology:
-    """GPUs on one NVSwitch fabric (a DGX A100 or DGX H100 node).
+    """GPUs on one NVSwitch fabric (a DGX A100, DGX H100 or DGX B200 node).
 
-    *gpus* GPUs; *generation* 'a100' (NVLink3, 300 GB/s per
-    direction per GPU) or 'h100' (NVLink4, 450 GB/s); *gpu_bandwidth_Bps* overrides the figure.
+    *gpus* GPUs; *generation* 'a100' (NVLink3, 300 GB/s per direction per GPU), 'h100'
+    (NVLink4, 450 GB/s) or 'b200' (NVLink5, 900 GB/s); *gpu_bandwidth_Bps* overrides the figure.
     The generation also names the GPUs' hardware profile (:data:`GENERATION_HARDWARE`)."""
     gpus = count_param(gpus, "gpus")
     generation = choice_param(generation, "generation", GENERATION_PARAM.choices)
