@@ -50,8 +50,6 @@ PART_LABELS = {"hardware": "hardware", "nccl": "NCCL", "links": "links of", "nic
 NIC_KEY = "nic_bandwidth_Bps"
 #: InfiniBand rates by name (per port and direction, B/s).
 NIC_NAMES = {HDR_BPS: "HDR", NDR_BPS: "NDR"}
-#: The DGX whose NIC and PCIe generation an ib-cluster of each GPU generation defaults to.
-DGX_NAMES = {"a100": "DGX A100", "h100": "DGX H100"}
 _NCCL_KEYS = {"status", "parts", "summary"}
 #: What the line says of :data:`~atpsim.collectives.protocols.SPEC_PROFILE`.
 SPEC_BREAKDOWN = (("derived", ("line formats only",)),)
@@ -198,9 +196,8 @@ def nic_part(meta: Mapping[str, Any], fitted: bool = False) -> MachinePart:
     name = f"{nic_Bps * 8 / 1e9:.4g} Gb/s" + (f" {named}" if named else "")
     if not meta.get("nic_given"):
         generation = str(meta.get("dgx_defaults", ""))
-        dgx = DGX_NAMES.get(generation)
-        default = DGX_NIC_BPS.get(generation) == nic_Bps and dgx is not None
-        return MachinePart("nic", name, "spec", f"the {dgx}'s" if default else "")
+        default = DGX_NIC_BPS.get(generation) == nic_Bps
+        return MachinePart("nic", name, "spec", f"the DGX {generation.upper()}'s" if default else "")
     if fitted:
         spec = preset_info(str(meta["preset"]))["spec"][NIC_KEY]
         return MachinePart("nic", name, "fitted", f"the {meta['preset']} preset's; spec {spec}")
