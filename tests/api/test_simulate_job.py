@@ -54,9 +54,10 @@ def test_the_bubble_is_close_to_the_1f1b_closed_form_on_fast_links():
 def test_dp_exposed_time_is_the_whole_all_reduce_without_overlap_and_shrinks_with_it():
     """DP only (TP 8 in each node, 4 replicas): with overlap off every bucket starts after the
     backward, so the exposed time is the sum of the bucket all-reduces; with overlap on the
-    buckets of the last backward's first layers run under the rest of it."""
-    off = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=False)
-    on = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=True)
+    buckets of the last backward's first layers run under the rest of it. ZeRO 0: gradients
+    all-reduced (ZeRO-1, the default, reduce-scatters them instead)."""
+    off = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=False, zero=0)
+    on = job(tp=(8, 1), pp=1, dp=4, global_batch=4, overlap_grad_reduce=True, zero=0)
     assert off.exposed_dp_comm_s == pytest.approx(bucket_all_reduces_s(dp=4), rel=1e-12)
     assert on.exposed_dp_comm_s < off.exposed_dp_comm_s
     assert on.iteration_time_s < off.iteration_time_s
@@ -87,7 +88,8 @@ def test_buckets_split_the_gradients():
 
 
 def test_recomputation_adds_forward_work_to_backward():
-    none = job(tp=(8, 1), pp=2, dp=2, global_batch=8)
+    """none < selective (the default) < full: each recomputes more of the forward."""
+    none = job(tp=(8, 1), pp=2, dp=2, global_batch=8, recompute="none")
     selective = job(tp=(8, 1), pp=2, dp=2, global_batch=8, recompute="selective")
     full = job(tp=(8, 1), pp=2, dp=2, global_batch=8, recompute="full")
     assert none.iteration_time_s < selective.iteration_time_s < full.iteration_time_s
@@ -95,7 +97,8 @@ def test_recomputation_adds_forward_work_to_backward():
 
 
 def test_sequence_parallelism_runs_and_moves_the_same_forward_bytes():
-    plain = job(tp=(8, 1), pp=2, dp=2, global_batch=8)
+    """SP off (asked: on is the default on a 1D mesh) against on."""
+    plain = job(tp=(8, 1), pp=2, dp=2, global_batch=8, sequence_parallel=False)
     sp = job(tp=(8, 1), pp=2, dp=2, global_batch=8, sequence_parallel=True)
     assert sp.compute_s < plain.compute_s  # LayerNorm and dropout on 1/8 of the tokens
     assert parts(sp) == pytest.approx(sp.iteration_time_s, rel=1e-12)

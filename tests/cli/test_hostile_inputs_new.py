@@ -63,7 +63,8 @@ def test_a_row_torn_by_a_crash_is_dropped_before_a_resume_appends(tmp_path, monk
     """A crash mid-write leaves the partial file's last line without its newline; a resume
     appended its first row onto that line, which then no reader could parse: that point's
     row was lost and the resumed search stopped with exit 2. Now the torn text is cut first
-    and the resumed table equals a clean run's byte for byte."""
+    and the resumed table equals a clean run's byte for byte. (SEARCH is 18 layouts: each 1D
+    mesh with and without sequence parallelism, the default.)"""
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     assert run(*SEARCH, "-o", tmp_path / "clean").exit_code == 0
     clean = (tmp_path / "clean" / "results.csv").read_text()
@@ -72,7 +73,7 @@ def test_a_row_torn_by_a_crash_is_dropped_before_a_resume_appends(tmp_path, monk
     (tmp_path / "torn" / "results.partial.csv").write_text("".join(lines[:4]) + lines[4][:40])
     resumed = run(*SEARCH, "-o", tmp_path / "torn", "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert "resuming: 3 of 12 points" in resumed.stderr
+    assert "resuming: 3 of 18 points" in resumed.stderr
     assert (tmp_path / "torn" / "results.csv").read_text() == clean
 
 
@@ -96,10 +97,11 @@ def test_more_worker_processes_than_the_cpus_can_use_are_refused(tmp_path, args)
 def test_a_search_space_past_the_limit_is_refused_before_it_is_pruned(tmp_path, monkeypatch):
     """A space of millions of layouts was counted silently for minutes (pruning checks some
     3,500 a second). Its size is now known from the axes alone: 10 TP meshes of 1-8 GPUs x
-    2 depths x 1 micro-batch x 1 batch = 20 candidates, past a limit of 19, is refused."""
-    monkeypatch.setattr("atpsim.api.search.DEFAULT_MAX_LAYOUTS", 19)
-    line = refused(run(*SEARCH, "-o", tmp_path), "parallelism", "20 candidate layouts", "ATPSIM_MAX_LAYOUTS=20")
-    assert "19" in line
+    2 depths x 1 micro-batch x 1 batch x 2 sequence-parallel settings (on and off, the
+    default) = 40 candidates, past a limit of 39, is refused."""
+    monkeypatch.setattr("atpsim.api.search.DEFAULT_MAX_LAYOUTS", 39)
+    line = refused(run(*SEARCH, "-o", tmp_path), "parallelism", "40 candidate layouts", "ATPSIM_MAX_LAYOUTS=40")
+    assert "39" in line
     monkeypatch.setenv("ATPSIM_MAX_LAYOUTS", "lots")
     refused(run(*SEARCH, "-o", tmp_path), "ATPSIM_MAX_LAYOUTS", "'lots'")
 

@@ -18,7 +18,8 @@ from atpsim.cli import main
 from atpsim.results.io import read_results
 from atpsim.scenario.workload import JOB
 
-#: Two layouts of a 2-layer model on 16 GPUs of two nodes: tp 4x1 and 2x2, each pp 2 x dp 2.
+#: Two meshes of a 2-layer model on 16 GPUs of two nodes: tp 4x1 and 2x2, each pp 2 x dp 2;
+#: three layouts, 4x1 with and without sequence parallelism (a job scenario's default).
 SCENARIO = """\
 name: job-trace
 topology: "ib-cluster:2x8"
@@ -61,8 +62,12 @@ def test_job_selectors_use_the_job_columns(scenario):
     timeline = WORKLOADS[JOB].timeline
     [mesh] = select_trace_points(points, ["tp_mesh=2x2,pp=2"], timeline)
     assert [points[i].tp.d2 for i in mesh.indices] == [2]
+    [one_d] = select_trace_points(points, ["tp_mesh=4x1"], timeline)
+    assert [points[i].sequence_parallel for i in one_d.indices] == [True, False]
+    [plain] = select_trace_points(points, ["tp_mesh=4x1,sequence_parallel=false"], timeline)
+    assert [(points[i].tp.d1, points[i].sequence_parallel) for i in plain.indices] == [(4, False)]
     [best] = select_trace_points(points, ["best"], timeline)
-    assert best.best and best.indices == (0, 1)
+    assert best.best and best.indices == (0, 1, 2)
 
 
 def test_run_trace_best_writes_the_fastest_iteration(scenario, tmp_path):

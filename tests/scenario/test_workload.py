@@ -46,12 +46,20 @@ def test_a_scenario_names_its_workload_and_its_points_agree():
 
 
 def test_describe_counts_each_case_with_its_workloads_expander():
-    data = {**JOB_DATA, "cases": [{"parallelism": {"tp": [[4, 1]], "pp": 1, "global_batch": 32}},
-                                  {"parallelism": {"tp": [[4, 1]], "pp": [1, 2], "global_batch": 32}}]}  # fmt: skip
-    text = describe_sweep(Scenario.model_validate(data))
-    assert text.splitlines()[:2] == ["scenario j: 2 points", "  cases[0]: 1 point"]
-    assert "  cases[1]: 2 points" in text
+    """The 4x1 mesh with and without sequence parallelism (the default): case 0 (pp 1) is 2
+    points, case 1 (pp 1, 2) 4, the scenario 4 (case 0's are case 1's). With sequence
+    parallelism off (asked) case 0 is 1 point, still one of case 1's."""
+    cases = [{"parallelism": {"tp": [[4, 1]], "pp": 1, "global_batch": 32}},
+             {"parallelism": {"tp": [[4, 1]], "pp": [1, 2], "global_batch": 32}}]  # fmt: skip
+    text = describe_sweep(Scenario.model_validate({**JOB_DATA, "cases": cases}))
+    assert text.splitlines()[:2] == ["scenario j: 4 points", "  cases[0]: 2 points"]
+    assert "  cases[1]: 4 points" in text
+    assert "    seq. par.    true, false (1D TP only)" in text
     assert "    global_batch 32" in text  # the job axes' 12-character column
+    off = [{"parallelism": {**cases[0]["parallelism"], "sequence_parallel": False}}, cases[1]]
+    text = describe_sweep(Scenario.model_validate({**JOB_DATA, "cases": off}))
+    assert text.splitlines()[:2] == ["scenario j: 4 points", "  cases[0]: 1 point"]
+    assert "    seq. par.    false (1D TP only)" in text and "  cases[1]: 4 points" in text
 
 
 def test_every_jobconfig_field_is_carried_by_the_point_or_named_as_not():

@@ -66,12 +66,13 @@ def test_a_perturbation_needs_the_joint_network():
 
 def test_a_job_scenario_sweeps_network_and_perturbation(tmp_path):
     """``parallelism.network`` and ``parallelism.perturb`` are axes (a perturbation only on
-    the joint network); the default point keeps the key it had before they existed."""
+    the joint network); the default point keeps the key it had before they existed.
+    Sequence parallelism off (asked: the default tries the 8x1 mesh both ways)."""
     text = """
 name: perturbed
 topology: ib-cluster:4x8
 model: gpt3-125m
-parallelism: {tp: [[8, 1]], pp: 2, dp: auto, micro_batch: 1, global_batch: 8,
+parallelism: {tp: [[8, 1]], pp: 2, dp: auto, micro_batch: 1, global_batch: 8, sequence_parallel: false,
               network: [joint, isolated], perturb: [{}, {seed: 1, stragglers: 1, straggler_factor: 1.5}]}
 """
     path = tmp_path / "s.yaml"

@@ -40,12 +40,14 @@ def test_jobs_on_separate_leaves_do_not_meet():
 
 
 def test_a_scenario_point_with_a_neighbour_reports_both_slowdowns(tmp_path):
+    """One point (sequence parallelism off, asked: a job scenario's default tries the 8x1
+    mesh both ways) with a neighbour job: both slowed, the time alone x slowdown."""
     path = tmp_path / "two.yaml"
     path.write_text("""
 name: two-jobs
 topology: {builder: ib-cluster, gpus_per_node: 8, oversubscription: 4, leaf_size: 16}
 model: gpt3-1.3b
-parallelism: {devices: 24, tp: [[8, 1]], pp: 1, dp: 3, global_batch: 48,
+parallelism: {devices: 24, tp: [[8, 1]], pp: 1, dp: 3, global_batch: 48, sequence_parallel: false,
               neighbour: {model: gpt3-1.3b, tp: [8, 1], dp: 3, global_batch: 48}}
 """)
     (point,) = expand_sweep(load_scenario(path))
