@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from atpsim.errors import TopologyError, did_you_mean
 from atpsim.topology import custom  # noqa: F401  (registers 'custom')
-from atpsim.topology.builders import cluster, pcie, switch, torus  # noqa: F401  (register theirs)
+from atpsim.topology.builders import cluster, nvl72, pcie, switch, torus  # noqa: F401  (register theirs)
 from atpsim.topology.builders.base import REGISTERED, Builder, BuilderFn
 
 __all__ = ["Builder", "BuilderFn", "builder_info", "builder_names", "get_builder"]

@@ -33,6 +33,17 @@ def _parse_cluster(text: str) -> dict[str, Any]:
     }
 
 
+def _parse_domains(text: str) -> dict[str, Any]:
+    """``nvl72:2`` = 2 racks; ``nvl72:2x36`` = 2 racks of 36 GPUs."""
+    parts = text.split("x")
+    if len(parts) > 2:
+        raise TopologyError(f"expected DOMAINS or DOMAINSxGPUS such as '2x72', got {text!r}", key="size")
+    sized = {"domains": _parse_int(parts[0], "domains")}
+    if len(parts) == 2:
+        sized["gpus_per_domain"] = _parse_int(parts[1], "gpus_per_domain")
+    return sized
+
+
 def _parse_int(text: str, key: str) -> int:
     try:
         return int(text)
@@ -57,6 +68,15 @@ def _size_cluster(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
     return {"nodes": n_gpus // per_node}
 
 
+def _size_domains(n_gpus: int, params: dict[str, Any]) -> dict[str, Any]:
+    per_domain = int(params.get("gpus_per_domain", 72))
+    if n_gpus % per_domain:
+        raise TopologyError(
+            f"expected a GPU count divisible by gpus_per_domain={per_domain}, got {n_gpus}", key="gpus"
+        )
+    return {"domains": n_gpus // per_domain}
+
+
 #: How the SIZE of ``BUILDER:SIZE`` reads, per builder.
 SIZE_PARSERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "torus": _parse_dims,
@@ -65,6 +85,7 @@ SIZE_PARSERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "pcie-tree": _parse_gpus,
     "nvlink-pairs": _parse_gpus,
     "ib-cluster": _parse_cluster,
+    "nvl72": _parse_domains,
 }
 #: How a builder is sized to *n_gpus* when a spec leaves the size open.
 SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
@@ -74,6 +95,7 @@ SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "pcie-tree": _size_gpus,
     "nvlink-pairs": _size_gpus,
     "ib-cluster": _size_cluster,
+    "nvl72": _size_domains,
 }
 
 

@@ -4,8 +4,10 @@ for the same 4096-GPU fabric many times.
 
 Spec strings: ``BUILDER:SIZE[,key=value...]`` — ``torus:32x32``, ``torus:16x16x16``,
 ``nvswitch:8``, ``ib-cluster:4x8`` (4 nodes x 8 GPUs), ``pcie-tree:8``,
-``nvlink-network-switch:4096``, ``nvlink-pairs:8``; other parameters take their documented
-defaults unless given after a comma (``torus:4x4,link_bandwidth_Bps=50 GB/s``).
+``nvlink-network-switch:4096``, ``nvlink-pairs:8``, ``nvl72:2`` (2 racks of 72 GPUs); other
+parameters take their documented defaults unless given after a comma
+(``torus:4x4,link_bandwidth_Bps=50 GB/s``), or alone where the size is left to its default
+(``nvl72:domains=2``: a first part with ``=`` is a parameter, not a size).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def requested_gpus(spec: TopologySpec, n_gpus: int | None = None) -> int | None:
         if "nodes" in params:
             nodes, per_node = _int_or_none(params["nodes"]), _int_or_none(params.get("gpus_per_node", 8))
             return None if nodes is None or per_node is None else nodes * per_node
+        if "domains" in params:
+            return _product([params["domains"], params.get("gpus_per_domain", 72)])
         return n_gpus
     if kind == "preset":
         if preset_info(name).get("scalable"):
@@ -163,6 +167,8 @@ def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:
     if not rest:
         return {}
     size, *pairs = [p.strip() for p in rest.split(",")]
+    if "=" in size:
+        size, pairs = "", [size, *pairs]
     params: dict[str, Any] = {}
     if size:
         if builder not in SIZE_PARSERS:
