@@ -121,7 +121,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
         click.echo(machine_provenance(topology, ranked_jobs.hardware).line())
-        click.echo(_job_defaults(ranked_jobs.hardware, vocab=f"{preset_vocab(model_name)} (the preset's)",
+        click.echo(_job_defaults(ranked_jobs.hardware, vocab=_default_vocab(model_name),
                                  sequence_parallel=both, recompute=recompute, zero=zero, network=network,
                                  schedule=schedule))  # fmt: skip
         _print_jobs(ranked_jobs, top, network)
@@ -211,6 +211,12 @@ def _ms(seconds: float) -> str:
 
 def _all_gpus(topology: str) -> int:
     return load_topology(topology).n_gpus
+
+
+def _default_vocab(model_name: str) -> str:
+    """The vocabulary a job takes when --vocab is not given, and why."""
+    vocab = preset_vocab(model_name)
+    return f"{vocab} (the preset's)" if vocab else "0 (the model has no preset vocabulary)"
 
 
 def _job_defaults(hardware: str, **settings: Any) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from atpsim.compute.models import ModelConfig
+from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError, SizeLimitError
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineShape
-from atpsim.training.defaults import job_default
+from atpsim.training.defaults import job_default, preset_vocab
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
 DEFAULT_BUCKET_BYTES = 25 * 2**20
@@ -59,8 +59,22 @@ class JobConfig:
 
 
 def runs_sequence_parallel(mesh: object) -> bool:
-    """Whether a TP *mesh* can run Megatron-LM's sequence parallelism: a 1D DeviceMesh (t, 1)."""
-    return isinstance(mesh, DeviceMesh) and mesh.d2 == 1
+    """Whether a TP *mesh* can run Megatron-LM's sequence parallelism: a 1D DeviceMesh (t, 1)
+    of t > 1 ranks (over one rank it changes nothing)."""
+    return isinstance(mesh, DeviceMesh) and mesh.d2 == 1 and mesh.d1 > 1
+
+
+def job_config(model: str | ModelConfig, layout: ParallelLayout, micro_batch: int,
+               global_batch: int, **options: object) -> JobConfig:
+    """The JobConfig of *model* (a preset's name or a ModelConfig) on *layout*, its *options*
+    the JobConfig fields given; a vocabulary not given (or None) is the preset's
+    (:func:`~atpsim.training.defaults.preset_vocab`: 0 for a ModelConfig). Unchecked
+    (:func:`check_job`). One constructor for :func:`atpsim.simulate_job` and
+    :func:`atpsim.simulate_jobs`, so the same job is the same config in both."""
+    if options.get("vocab") is None:
+        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
+    config_model = model if isinstance(model, ModelConfig) else model_preset(model)
+    return JobConfig(config_model, layout, micro_batch, global_batch, **options)  # type: ignore[arg-type]
 
 
 def resolved_sequence_parallel(asked: bool | None, mesh: object) -> bool:
@@ -94,3 +108,7 @@ def check_job(config: JobConfig) -> None:
     if config.recompute not in ("none", "selective", "full"):
         raise SimulationError(f"expected recompute none, selective or full, got {config.recompute!r}",
                               key="recompute")  # fmt: skip
+    mesh = config.layout.tp
+    if config.sequence_parallel and isinstance(mesh, DeviceMesh) and mesh.d2 != 1:
+        raise SimulationError(f"sequence parallelism is for 1D TP (DeviceMesh(t, 1)), not {mesh}",
+                              key="sequence_parallel")  # fmt: skip

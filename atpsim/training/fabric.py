@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from atpsim.compute.hardware import HardwareProfile
-from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphTimeline, merge_graphs
 from atpsim.engine.joint.network import JointNetwork
@@ -24,7 +23,7 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
-from atpsim.training.config import JobConfig, check_job
+from atpsim.training.config import JobConfig, check_job, job_config
 from atpsim.training.job import JobPrediction, joint_job, joint_prediction, load_machine
 
 #: The keys of one job in :func:`simulate_jobs` besides the :class:`JobConfig` options.
@@ -82,8 +81,7 @@ def job_config_at(job: Mapping[str, Any], offset: int, key: str) -> JobConfig:
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     pp, dp, micro = int(job.get("pp", 1)), int(job.get("dp", 1)), int(job.get("micro_batch", 1))
     layout = OffsetLayout(mesh, pp, dp, tuple(job.get("order", ("tp", "pp", "dp"))), offset)  # type: ignore[arg-type]
-    config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model), layout,
-                       micro, int(job.get("global_batch") or micro * dp * pp), **options)  # fmt: skip
+    config = job_config(model, layout, micro, int(job.get("global_batch") or micro * dp * pp), **options)
     check_job(config)
     return config
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from atpsim.compute.hardware import HardwareProfile, hardware_profile, topology_hardware
-from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import compute_time_s
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
@@ -69,8 +69,7 @@ from atpsim.training.calls import (
     tp_isolated,
     transfer_timer,
 )
-from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job
-from atpsim.training.defaults import preset_vocab
+from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job, job_config
 from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
 from atpsim.training.perturb import job_perturbation
 
@@ -159,11 +158,8 @@ def simulate_job(
     (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
     Chrome/Perfetto trace there)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
-    if options.get("vocab") is None:
-        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
-    config = JobConfig(model if isinstance(model, ModelConfig) else model_preset(model),
-                       ParallelLayout(mesh, pp, dp, order), micro_batch,
-                       global_batch or micro_batch * dp * pp, **options)  # fmt: skip
+    config = job_config(model, ParallelLayout(mesh, pp, dp, order), micro_batch,
+                        global_batch or micro_batch * dp * pp, **options)
     check_job(config)
     topo, profile = load_machine(topology, config.layout.size, hardware)
     drawn = job_perturbation(topo, config, perturb)

@@ -41,14 +41,15 @@ def fake_job(point: JobPoint) -> dict[str, Any]:
 def test_layouts_that_split_the_heads_or_do_not_fit_are_pruned_before_simulation():
     """gpt3-125m has 12 heads: the 4 meshes of 8 GPUs split them unevenly, and 8x1 is tried
     with and without sequence parallelism (the default), 5 pruned; the 12 layouts that stay
-    are 18 rows, each 1D one (1x1, 2x1, 4x1 at pp 1 and 2) both ways. Sequence parallelism off
+    are 16 rows, each 1D one of more than one rank (2x1, 4x1 at pp 1 and 2) both ways (1x1:
+    sequence parallelism over one rank changes nothing, so once). Sequence parallelism off
     (asked): the 12 once each, 4 pruned. gpt3-13b at TP 1 x PP 1 with ZeRO 0 (asked: ZeRO-1,
     the default, splits the optimizer state over the 8 replicas and fits) needs more than 80 GB
     a rank."""
     small = search_points(search_space(**SMALL))
-    assert len(small) == 18 and small.pruned == {"divisibility": 5}
+    assert len(small) == 16 and small.pruned == {"divisibility": 5}
     assert {p.tp.size for p in small} == {1, 2, 4}
-    assert sum(p.sequence_parallel for p in small) == 6
+    assert sum(p.sequence_parallel for p in small) == 4
     assert all(p.tp.d2 == 1 for p in small if p.sequence_parallel)
     off = search_points(search_space(**{**SMALL, "parallelism": {**SMALL["parallelism"], "sequence_parallel": False}}))
     assert len(off) == 12 and off.pruned == {"divisibility": 4} and not any(p.sequence_parallel for p in off)
@@ -76,16 +77,16 @@ def test_the_layout_limit_is_an_argument(tmp_path):
 def test_a_search_simulates_what_plan_job_does(tmp_path):
     """Three meshes of 8 GPUs (TP meshes of at most 2), simulated for real both ways, each
     taking the same defaults (the preset's vocabulary, selective recomputation, ZeRO-1, 1F1B)
-    and trying the 1D meshes 1x1 and 2x1 with and without sequence parallelism: 5 layouts."""
+    and trying the 1D mesh 2x1 with and without sequence parallelism: 4 layouts."""
     space = search_space(**{**SMALL, "parallelism": {"global_batch": [16], "pp": [1], "micro_batch": [2]}})
     result = run_search(space, tmp_path, max_tp=2, progress=False)
     plan = plan_job("ib-cluster:1x8", "gpt3-125m", devices=8, global_batch=16, max_tp=2,
                     pipelines=(1,), micro_batches=(2,))  # fmt: skip
     planned = {(c.config.layout.tp.d1, c.config.layout.tp.d2, c.config.sequence_parallel):
                c.prediction.iteration_time_s for c in plan.candidates}  # fmt: skip
-    assert len(planned) == 5
+    assert len(planned) == 4
     rows = read_rows(result.table.path)
-    assert len(rows) == 5 and {(r["vocab"], r["recompute"], r["zero"], r["schedule"]) for r in rows} == {
+    assert len(rows) == 4 and {(r["vocab"], r["recompute"], r["zero"], r["schedule"]) for r in rows} == {
         (51200, "selective", 1, "1f1b")}
     searched = {(r["d1"], r["d2"], r["sequence_parallel"]): r["iteration_time_s"] for r in rows}
     assert searched == pytest.approx(planned, rel=1e-9)
@@ -96,15 +97,15 @@ def test_the_command_prints_the_best_and_writes_every_row(tmp_path, monkeypatch)
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     result = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path), "--top", "3"])
     assert result.exit_code == 0, result.output
-    assert "search search: 18 layouts to simulate; pruned before simulation: 5 by divisibility" in result.stdout
+    assert "search search: 16 layouts to simulate; pruned before simulation: 5 by divisibility" in result.stdout
     assert "the 3 best layouts" in result.stdout
     rows = read_rows(tmp_path / "results.csv")
-    assert len(rows) == 18 and [r["point_index"] for r in rows] == list(range(18))
+    assert len(rows) == 16 and [r["point_index"] for r in rows] == list(range(16))
     best = max(rows, key=lambda r: r["tflops_per_gpu"])
     assert (best["tp_mesh"], best["pp"]) == ("1x1", 1)
     again = CliRunner().invoke(main, ["search", "--space", str(tmp_path / "search.yaml"),
                                       "-o", str(tmp_path), "--resume", "--no-progress"])
-    assert again.exit_code == 0 and "resuming: 18 of 18 points already done" in again.stderr
+    assert again.exit_code == 0 and "resuming: 16 of 16 points already done" in again.stderr
 
 
 def test_an_interrupted_search_resumes_to_the_same_table(tmp_path, monkeypatch):
@@ -120,7 +121,7 @@ def test_an_interrupted_search_resumes_to_the_same_table(tmp_path, monkeypatch):
 
     monkeypatch.setattr(SweepProgress, "advance", advance_then_interrupt)
     stopped = CliRunner().invoke(main, run)
-    assert stopped.exit_code == 130 and "interrupted: 5 of 18 points kept" in stopped.stderr
+    assert stopped.exit_code == 130 and "interrupted: 5 of 16 points kept" in stopped.stderr
     monkeypatch.setattr(SweepProgress, "advance", advance)
     assert CliRunner().invoke(main, [*run, "--resume"]).exit_code == 0
     clean = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "b")])
@@ -182,18 +183,19 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch):
 
 def test_network_isolated_is_searched_and_named_in_every_row(tmp_path, monkeypatch):
     """--network (or the space's parallelism.network) is an axis of the search: each layout
-    once per network, innermost, and every row says which ran; search.yaml lists it. 18
-    layouts a network (each 1D one with and without sequence parallelism, the default)."""
+    once per network, innermost, and every row says which ran; search.yaml lists it. 16
+    layouts a network (each 1D one of 2 or more ranks with and without sequence parallelism, the
+    default)."""
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     one = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "one"), "--network", "isolated"])
     assert one.exit_code == 0, one.output
     rows = read_rows(tmp_path / "one" / "results.csv")
-    assert len(rows) == 18 and {r["network"] for r in rows} == {"isolated"}
+    assert len(rows) == 16 and {r["network"] for r in rows} == {"isolated"}
     assert "  network:\n  - isolated\n" in (tmp_path / "one" / "search.yaml").read_text()
     assert "  network      isolated\n" in one.stdout
     both = search_space(**{**SMALL, "parallelism": {**SMALL["parallelism"], "network": ["joint", "isolated"]}})
     points = search_points(both)
-    assert len(points) == 36 and points.pruned == {"divisibility": 10}
+    assert len(points) == 32 and points.pruned == {"divisibility": 10}
     assert [p.network for p in points][:2] == ["joint", "isolated"]
     assert check_space_size(both) == 80
     refused = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "bad"), "--network", "shared"])
@@ -238,7 +240,7 @@ def test_the_first_line_names_the_defaulted_settings(tmp_path, monkeypatch):
 
 
 def test_uncertainty_adds_the_iteration_time_s_percentiles_under_the_same_draws(tmp_path):
-    """Five layouts of 8 GPUs (TP meshes of at most 2, pp 1; 1x1 and 2x1 with and without
+    """Four layouts of 8 GPUs (TP meshes of at most 2, pp 1; 2x1 with and without
     sequence parallelism, the default), each simulated for real under 2 draws: p10 <= p50 <= p90 in every row and in the printed table; the same seed gives
     the same numbers; --resume keeps the drawn rows (their keys name the draws); without
     --uncertainty no percentile column and an unchanged table."""
@@ -249,14 +251,14 @@ def test_uncertainty_adds_the_iteration_time_s_percentiles_under_the_same_draws(
     assert one.exit_code == 0, one.output
     assert "p50 s" in one.stdout
     rows = read_rows(tmp_path / "one" / "results.csv")
-    assert len(rows) == 5 and all(r["draws"] == 2 and r["draw_seed"] == 1 for r in rows)
+    assert len(rows) == 4 and all(r["draws"] == 2 and r["draw_seed"] == 1 for r in rows)
     assert all(r["iteration_time_s_p10"] <= r["iteration_time_s_p50"] <= r["iteration_time_s_p90"] for r in rows)
     two = CliRunner().invoke(main, ["search", *drawn, "-o", str(tmp_path / "two")])
     assert two.exit_code == 0, two.output
     same = (tmp_path / "two" / "results.csv").read_bytes()
     assert same == (tmp_path / "one" / "results.csv").read_bytes()
     resumed = CliRunner().invoke(main, ["search", *drawn, "-o", str(tmp_path / "two"), "--resume"])
-    assert resumed.exit_code == 0 and "5 of 5 points already done" in resumed.output, resumed.output
+    assert resumed.exit_code == 0 and "4 of 4 points already done" in resumed.output, resumed.output
     assert (tmp_path / "two" / "results.csv").read_bytes() == same
     plain = CliRunner().invoke(main, ["search", *tiny, "-o", str(tmp_path / "plain")])
     assert plain.exit_code == 0 and "p50 s" not in plain.stdout

@@ -88,6 +88,7 @@ def test_sequence_parallelism_defaults_to_on_for_a_1d_mesh_and_off_for_a_2d_one(
     assert tiny_config(DeviceMesh(4, 1)).sequence_parallel is True
     assert tiny_config(DeviceMesh(2, 2)).sequence_parallel is False
     assert tiny_config(DeviceMesh(4, 1), sequence_parallel=False).sequence_parallel is False
+    assert tiny_config(DeviceMesh(1, 1)).sequence_parallel is False  # one rank: nothing to split
     resolved = [resolved_sequence_parallel(None, DeviceMesh(*m)) for m in ((8, 1), (1, 8), (4, 2))]
     assert resolved == [True, False, False]
 
@@ -170,8 +171,8 @@ def tried(**settings) -> list[tuple[int, int, bool]]:
 
 
 def test_plan_job_tries_each_1d_layout_with_and_without_sequence_parallelism():
-    """By default the 1D meshes (1x1, 2x1) twice, the 2D mesh 1x2 once (without); asked
-    either way, each mesh once (on only where it is 1D)."""
-    assert tried() == [(1, 1, False), (1, 1, True), (1, 2, False), (2, 1, False), (2, 1, True)]
-    assert tried(sequence_parallel=True) == [(1, 1, True), (1, 2, False), (2, 1, True)]
+    """By default the 1D mesh 2x1 twice, the 2D mesh 1x2 and the one-rank 1x1 once (without:
+    nothing to split); asked either way, each mesh once (on only where it is 1D of 2+ ranks)."""
+    assert tried() == [(1, 1, False), (1, 2, False), (2, 1, False), (2, 1, True)]
+    assert tried(sequence_parallel=True) == [(1, 1, False), (1, 2, False), (2, 1, True)]
     assert tried(sequence_parallel=False) == [(1, 1, False), (1, 2, False), (2, 1, False)]
