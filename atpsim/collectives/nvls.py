@@ -33,8 +33,10 @@ from atpsim.topology.graph import Topology
 
 #: Collectives NCCL runs by NVLS (module docstring).
 NVLS_OPS = ("all_reduce", "reduce_scatter", "all_gather")
-#: NVLink generations whose NVSwitch reduces (NVLink SHARP): Hopper and later.
-NVLS_GENERATIONS = frozenset({"h100"})
+#: NVLink generations whose NVSwitch reduces (NVLink SHARP): Hopper and later (third-generation
+#: NVSwitch, DGX H100; NVLink Switch of HGX B200 and the GB200 NVL72 rack, NVIDIA's Blackwell
+#: architecture brief: "NVLink SHARP" in-network reductions).
+NVLS_GENERATIONS = frozenset({"h100", "b200", "gb200"})
 
 
 def nvls_all_reduce(p: int, nbytes: float) -> Pattern:
