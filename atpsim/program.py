@@ -21,7 +21,9 @@ Stream = Literal["compute", "comm"]
 class ComputeOp:
     """Work on one rank. *kind* 'gemm' is timed by the GEMM model from (m, n, k) and *batch*
     (a batched GEMM, e.g. attention scores over the heads a rank holds); 'memory' is timed as
-    memory-bound from *bytes_moved*. *flops* counts 2 per multiply-add."""
+    memory-bound from *bytes_moved*. *flops* counts 2 per multiply-add. *dtype* is the dtype a
+    GEMM runs in where it is not the model's compute dtype (``"fp8"``: a linear layer's GEMM
+    under Transformer Engine's FP8 training); None for every other op."""
 
     name: str
     kind: Literal["gemm", "memory"]
@@ -31,6 +33,7 @@ class ComputeOp:
     n: int = 0
     k: int = 0
     batch: int = 1
+    dtype: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,18 @@
-"""Transformer model configurations and the paper's presets M1-M4 (Table 2).
+"""Transformer model configurations: the paper's presets M1-M4 (Table 2), the GPT-3 and
+Megatron-LM GPT families, and Llama 3.1.
 
 Defaults b = 4, s = 2048, fp16 are the paper's (Section 5, "By default, we set the batch size
 to 4 and the sequence length to 2048"). ``layers`` defaults to 1: the paper reports
 per-layer FLOPs and TFLOP/s, which do not depend on the layer count.
+
+A layer is GPT's (multi-head attention, a GeLU MLP of ``ffn_mult·hidden``, the LM head tied
+to the embedding) unless told otherwise; Llama-style layers set ``kv_heads`` (grouped-query
+attention: the K and V projections are ``h x kv_heads·head_dim``), ``ffn_hidden`` and
+``ffn: swiglu`` (three ``h x ffn_hidden`` matrices, the gate and up projections fused into
+one ``h -> 2·ffn_hidden`` GEMM as Megatron-LM fuses them) and ``tie_embeddings: false`` (a
+separate ``h x vocab`` output matrix). ``dtype: fp8`` is Transformer Engine's FP8 training:
+the linear layers' GEMMs run in FP8, everything else (attention core, element-wise ops,
+communication, the LM head) in bf16, and the weights are kept in bf16 with an FP8 copy.
 """
 
 from __future__ import annotations
@@ -11,12 +21,28 @@ from dataclasses import dataclass
 
 from atpsim.errors import AtpsimError, did_you_mean
 
+#: Bytes of one element of each dtype (fp8: one byte, the operands of an FP8 GEMM).
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+#: The MLP's activation: GPT's GeLU (two matrices) or SwiGLU (three, gate and up fused).
+FFN_KINDS = ("gelu", "swiglu")
+#: The dtype everything but an FP8 linear's GEMMs runs in when the model trains in fp8
+#: (Transformer Engine keeps the tensors between GEMMs in bf16).
+FP8_COMPUTE_DTYPE = "bf16"
+
+
+#: The fields of a layer's shape beyond GPT's, at their GPT values (:meth:`ModelConfig.as_dict`).
+LAYER_SHAPE_DEFAULTS: dict[str, object] = {
+    "kv_heads": None, "ffn_hidden": None, "ffn": "gelu", "tie_embeddings": True, "vocab": 0,
+}  # fmt: skip
+_UNSET = object()
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A GPT-style decoder: hidden size, heads, layers, batch, sequence length and dtype."""
+    """A decoder-only transformer: hidden size, heads, layers, batch, sequence length, dtype
+    and the layer's shape (module docstring). ``kv_heads`` None = ``heads`` (multi-head
+    attention); ``ffn_hidden`` None = ``ffn_mult·hidden``; ``vocab`` 0 = none given (the job's
+    own setting, or no embedding and LM head)."""
 
     name: str
     hidden: int
@@ -26,27 +52,119 @@ class ModelConfig:
     seq: int = 2048
     dtype: str = "fp16"
     ffn_mult: int = 4
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    ffn: str = "gelu"
+    tie_embeddings: bool = True
+    vocab: int = 0
 
     def __post_init__(self) -> None:
         for field in ("hidden", "heads", "layers", "batch", "seq", "ffn_mult"):
             if getattr(self, field) < 1:
                 raise AtpsimError(f"model.{field} must be >= 1, got {getattr(self, field)}")
+        for field in ("kv_heads", "ffn_hidden"):
+            if getattr(self, field) is not None and getattr(self, field) < 1:
+                raise AtpsimError(f"model.{field} must be >= 1, got {getattr(self, field)}")
         if self.hidden % self.heads:
             raise AtpsimError(
                 f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})"
             )
+        if self.heads % self.n_kv_heads:
+            raise AtpsimError(f"model.kv_heads ({self.n_kv_heads}) must divide model.heads "
+                              f"({self.heads}): each KV head serves a group of query heads")
         if self.dtype not in DTYPE_BYTES:
             raise AtpsimError(f"model.dtype {self.dtype!r} is not one of {sorted(DTYPE_BYTES)}")
+        if self.ffn not in FFN_KINDS:
+            raise AtpsimError(f"model.ffn {self.ffn!r} is not one of {list(FFN_KINDS)}"
+                              f"{did_you_mean(str(self.ffn), FFN_KINDS)}")
+        if self.vocab < 0:
+            raise AtpsimError(f"model.vocab must be >= 0, got {self.vocab}")
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields as a mapping, the layer-shape fields (:data:`LAYER_SHAPE_DEFAULTS`) only
+        where they differ from GPT's: the canonical form a sweep point's key hashes, so a GPT
+        model keys as it did before those fields existed."""
+        return {key: value for key, value in self.__dict__.items()
+                if LAYER_SHAPE_DEFAULTS.get(key, _UNSET) != value}  # fmt: skip
 
     @property
     def dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
+        """Bytes of an activation, gradient or message element: the dtype's, bf16's for fp8
+        (only the FP8 GEMMs' operands are one byte, :func:`atpsim.compute.gemm.gemm_bytes`)."""
+        return DTYPE_BYTES[self.compute_dtype]
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype of every op but an FP8 linear's GEMM: *dtype*, bf16 for fp8."""
+        return FP8_COMPUTE_DTYPE if self.dtype == "fp8" else self.dtype
+
+    @property
+    def linear_dtype(self) -> str | None:
+        """The dtype the linear layers' GEMMs run in where it is not :attr:`compute_dtype`:
+        ``fp8`` for FP8 training (Transformer Engine), else None."""
+        return "fp8" if self.dtype == "fp8" else None
+
+    @property
+    def weight_bytes_per_param(self) -> int:
+        """Bytes of weights one parameter keeps besides the optimizer's: the low-precision
+        copy (``dtype_bytes``) and, in fp8, the FP8 copy the GEMMs read (1 byte; its
+        transpose for the backward is transient and not counted)."""
+        return self.dtype_bytes + (DTYPE_BYTES["fp8"] if self.dtype == "fp8" else 0)
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads: ``kv_heads``, else ``heads`` (multi-head attention)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of the K (and of the V) projection: ``kv_heads·head_dim``."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def qkv_out(self) -> int:
+        """Output width of the fused QKV projection: ``h + 2·kv_heads·head_dim`` (3h without GQA)."""
+        return self.hidden + 2 * self.kv_hidden
+
+    @property
+    def ffn_size(self) -> int:
+        """The MLP's hidden width: ``ffn_hidden``, else ``ffn_mult·hidden``."""
+        return self.ffn_mult * self.hidden if self.ffn_hidden is None else self.ffn_hidden
+
+    @property
+    def gated(self) -> bool:
+        """Whether the MLP is gated (SwiGLU: the first GEMM is ``h -> 2·ffn_size``)."""
+        return self.ffn == "swiglu"
+
+    @property
+    def fc1_out(self) -> int:
+        """Output width of the MLP's first GEMM: ``2·ffn_size`` gated, else ``ffn_size``."""
+        return 2 * self.ffn_size if self.gated else self.ffn_size
+
+    def layer_weights(self) -> int:
+        """Weights of one layer's linears (no biases): ``h·(h + 2·kv) + h² + h·fc1_out + ffn·h``,
+        ``12h²`` for GPT's layer."""
+        h = self.hidden
+        return h * self.qkv_out + h * h + h * self.fc1_out + self.ffn_size * h
 
     def layer_flops(self) -> float:
-        """Forward+backward GEMM FLOPs of one layer: 72·b·s·h² + 12·b·s²·h (Megatron-LM's
-        formula without recomputation; reproduces Table 2's 2.625 ... 83.25 x 2^40)."""
+        """Forward+backward GEMM FLOPs of one layer without recomputation: 3 passes x 2 FLOPs
+        per multiply-add x the tokens ``b·s`` through the linears' weights, plus the attention
+        core's ``Q K^T`` and ``P V`` (``2·b·s²·h`` each forward):
+        ``6·b·s·W + 12·b·s²·h``, W = :meth:`layer_weights`. For GPT's layer (W = 12h²) it is
+        ``72·b·s·h² + 12·b·s²·h``, Narayanan et al. (SC 2021), Appendix ("Floating-point
+        operations", without recomputation), which reproduces Table 2's 2.625 ... 83.25 x 2^40.
+        Grouped-query attention shrinks the K and V projections from ``2h²`` to ``2h·kv``
+        (``kv = kv_heads·head_dim``) and leaves the attention core alone (each query head
+        still attends over the sequence); SwiGLU's MLP is ``3·h·ffn`` instead of ``2·h·ffn``.
+        This is Megatron-LM's ``num_floating_point_operations`` (megatron/training/training.py:
+        ``12·b·s·h²·(1 + kv/h + s/h + (ffn/h)·3/2)`` per layer for SwiGLU)."""
         b, s, h = self.batch, self.seq, self.hidden
-        return 72.0 * b * s * h * h + 12.0 * b * s * s * h
+        return float(6 * b * s * self.layer_weights() + 12 * b * s * s * h)
 
     def step_flops(self) -> float:
         return self.layers * self.layer_flops()
@@ -102,20 +220,47 @@ MEGATRON_PRESETS: dict[str, ModelConfig] = {
     )
 }
 
-#: The padded vocabulary of each preset that has one (tokens): GPT-2's 50,257 padded to
-#: 51,200 for the GPT-3 family (as Megatron-LM pads it), and Table 1's 51,200 for Megatron-LM's.
-PRESET_VOCAB: dict[str, int] = {name: 51200 for name in (*GPT3_PRESETS, *MEGATRON_PRESETS)}
+#: Llama 3.1 (Meta, "The Llama 3 Herd of Models", arXiv:2407.21783, Table 3: layers, model
+#: dimension, FFN dimension, attention heads, key/value heads 8, vocabulary 128,000 -- the
+#: released tokenizer's 128,256 tokens, as each model's published ``config.json`` gives
+#: ``vocab_size``, ``intermediate_size``, ``num_key_value_heads`` and
+#: ``tie_word_embeddings: false``); SwiGLU, untied embeddings, bf16, sequence 8192 (Section
+#: 3.4.1: pre-training runs at 8K tokens before the long-context stage); one sample per
+#: micro-batch. Not modelled: RMSNorm (timed as LayerNorm), the absent linear biases (counted
+#: as Megatron-LM's default ``add_bias_linear``: under 0.01% of the parameters), RoPE.
+LLAMA_PRESETS: dict[str, ModelConfig] = {
+    name: ModelConfig(name, hidden=hidden, heads=heads, layers=layers, batch=1, seq=8192,
+                      dtype="bf16", kv_heads=8, ffn_hidden=ffn, ffn="swiglu",
+                      tie_embeddings=False)
+    for name, layers, hidden, heads, ffn in (
+        ("llama3.1-8b", 32, 4096, 32, 14336),
+        ("llama3.1-70b", 80, 8192, 64, 28672),
+        ("llama3.1-405b", 126, 16384, 128, 53248),
+    )
+}
+
+#: The padded vocabulary of each preset that has one (tokens), the one source of a preset's
+#: vocabulary: GPT-2's 50,257 padded to 51,200 for the GPT-3 family (as Megatron-LM pads it),
+#: Table 1's 51,200 for Megatron-LM's; Llama 3.1's 128,256 as released (a multiple of 128, so
+#: it splits over TP up to 128 ranks; Megatron-LM would pad it to a multiple of 128·TP,
+#: 129,024 at TP 8, which is not modelled: the job takes the vocabulary as given).
+PRESET_VOCAB: dict[str, int] = {
+    **{name: 51200 for name in (*GPT3_PRESETS, *MEGATRON_PRESETS)},
+    **{name: 128256 for name in LLAMA_PRESETS},
+}
+
+_PRESETS: dict[str, ModelConfig] = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS,
+                                    **LLAMA_PRESETS}  # fmt: skip
 
 
 def preset_names() -> list[str]:
-    """Every model preset: M1..M4, the GPT-3 family and Megatron-LM's GPT models."""
-    return [*MODEL_PRESETS, *GPT3_PRESETS, *MEGATRON_PRESETS]
+    """Every model preset: M1..M4, the GPT-3 family, Megatron-LM's GPT models and Llama 3.1."""
+    return list(_PRESETS)
 
 
 def model_preset(name: str) -> ModelConfig:
-    """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...) or
-    a Megatron-LM GPT model (``megatron-1t``, ...)."""
-    presets = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS}
-    if name not in presets:
-        raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, presets)}")
-    return presets[name]
+    """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...),
+    a Megatron-LM GPT model (``megatron-1t``, ...) or Llama 3.1 (``llama3.1-70b``, ...)."""
+    if name not in _PRESETS:
+        raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, _PRESETS)}")
+    return _PRESETS[name]

@@ -3,11 +3,13 @@
 Sharding (paper Sections 3.1-3.2, Figures 5 and 6), per rank, T = tokens of one chunk:
 
 * Activations ``X[b, s, h]`` are ``[Replicate, Shard(hidden)]``: each rank holds ``[T, h/d2]``.
-* Column-first linears (QKV ``h -> 3h``, FC1 ``h -> 4h``), ``W: [Shard(1), Shard(0)]``, local
+* Column-first linears (QKV ``h -> 3h``, FC1 ``h -> 4h``; with grouped-query attention QKV is
+  ``h -> h + 2·kv``, ``kv = kv_heads·head_dim``, and a SwiGLU FC1 is ``h -> 2·ffn``, gate and
+  up fused and split alike), ``W: [Shard(1), Shard(0)]``, local
   ``[k/d2, n/d1]``: the forward GEMM leaves a partial sum over dimension 2, all-reduced there
   (``[T, n/d1]``: f1, f3). Backward: dgrad ``[T, n/d1] x [n/d1, k/d2]`` is partial over
   dimension 1 and all-reduced there (``[T, h/d2]``); wgrad ``[k/d2, T] x [T, n/d1]`` is local.
-* Row-first linears (attention output ``h -> h``, FC2 ``4h -> h``), ``W: [Shard(0), Shard(1)]``,
+* Row-first linears (attention output ``h -> h``, FC2 ``ffn -> h``), ``W: [Shard(0), Shard(1)]``,
   local ``[k/d1, n/d2]``, input ``[T, k/d1]``: the forward sum is partial over dimension 1
   (all-reduce of ``[T, h/d2]``: f2, f4); the dgrad all-reduces ``[T, k/d1]`` on dimension 2.
 * The attention core is fully sharded: after f1 a rank holds Q, K, V of heads/d1 heads
@@ -15,6 +17,11 @@ Sharding (paper Sections 3.1-3.2, Figures 5 and 6), per rank, T = tokens of one 
   runs on heads/(d1·d2) heads; the gather before the output linear is an all-gather on
   dimension 2 of ``[T, h/d1]``. Backward, the gather's gradient is a local slice and the
   scatter's is an all-gather on dimension 2 of the QKV-output gradient ``[T, 3h/d1]``.
+  Grouped-query attention: a rank's query heads and their KV heads go together, so the KV
+  heads split over the d1·d2 ranks as the query heads do (Megatron-LM likewise requires
+  ``num_query_groups`` divisible by the TP size): a mesh of a size that does not divide
+  ``kv_heads`` is refused (key ``tp``); the attention core's work is the query heads', as
+  without grouping.
 * LayerNorm on ``[T, h/d2]`` needs the mean and variance over the whole hidden size: an
   all-reduce on dimension 2 of 2 fp32 values per token, forward and backward (latency, at scale).
 
@@ -40,7 +47,10 @@ Memory-bound ops follow Megatron-LM's fused kernels (bytes read + written per el
 tensor, B = dtype bytes, masks 1 byte): LayerNorm 2B (+B for the statistics pass when the
 hidden is sharded), scale-mask-softmax 2B, dropout 2B+1, bias-GeLU 2B, bias-dropout-residual
 3B+1; backward LayerNorm with the residual-gradient add 4B (+2B statistics pass), softmax 3B,
-dropout 2B+1, GeLU 3B. Linear biases are added in GEMM epilogues (no separate op).
+dropout 2B+1, GeLU 3B (SwiGLU: 3B forward, 5B backward, :func:`~atpsim.parallel.ops.
+mlp_activation_items`). Linear biases are added in GEMM epilogues (no separate op). In FP8
+training the linears' GEMMs (forward, dgrad, wgrad) run in FP8
+(:func:`~atpsim.parallel.ops.linear_op`); the attention core and everything else in bf16.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from dataclasses import replace
 from typing import Literal
 
 from atpsim.compute.models import ModelConfig
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, SimulationError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.ops import (
     LN_BWD_PASSES,
@@ -61,10 +71,11 @@ from atpsim.parallel.ops import (
     attention_core_backward,
     attention_core_forward,
     chain_items,
-    gemm_op,
     layernorm_items,
+    linear_op,
     memory_op,
     mesh_collective,
+    mlp_activation_items,
 )
 from atpsim.parallel.sequence import sp_backward_items, sp_forward_items
 from atpsim.program import ComputeOp, StepProgram
@@ -82,39 +93,64 @@ def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
             raise AtpsimError(
                 f"model.hidden ({model.hidden}) is not divisible by {dim} = {size} of {mesh}"
             )
+    check_kv_heads(model, mesh)
+    if model.ffn_size % mesh.d1:
+        raise SimulationError(f"model.ffn_hidden ({model.ffn_size}) is not divisible by d1 = "
+                              f"{mesh.d1} of {mesh}", key="tp")  # fmt: skip
     share = (model.batch // chunks) * model.heads / mesh.size
     return LayerDims(
         tokens=model.batch // chunks * model.seq,
         seq=model.seq,
         hidden=model.hidden,
-        ffn=model.ffn_mult * model.hidden,
+        ffn=model.ffn_size,
         d1=mesh.d1,
         d2=mesh.d2,
-        head_dim=model.hidden // model.heads,
+        head_dim=model.head_dim,
         head_share=share,
         head_batches=math.ceil(share - 1e-9),
         dtype_bytes=model.dtype_bytes,
+        qkv_out=model.qkv_out,
+        gated=model.gated,
+        linear_dtype=model.linear_dtype,
     )
+
+
+def kv_heads_split(model: ModelConfig, size: int) -> bool:
+    """Whether *model*'s KV heads split over *size* TP ranks: always without grouped-query
+    attention (an uneven split of the heads is flagged, :data:`FLAG_UNEVEN_HEADS`), else
+    when *size* divides ``kv_heads`` (module docstring)."""
+    return model.n_kv_heads == model.heads or model.n_kv_heads % size == 0
+
+
+def check_kv_heads(model: ModelConfig, mesh: DeviceMesh) -> None:
+    """Refuse (key ``tp``) a mesh whose size does not divide the KV heads of a model with
+    grouped-query attention."""
+    if not kv_heads_split(model, mesh.size):
+        raise SimulationError(f"model.kv_heads ({model.n_kv_heads}) does not split over the "
+                              f"{mesh.size} ranks of {mesh}: grouped-query attention needs a TP "
+                              "size that divides kv_heads (as Megatron-LM's num_query_groups)",
+                              key="tp")  # fmt: skip
 
 
 def forward_items(d: LayerDims, layer: int) -> list[Item]:
     """One layer's forward ops for one chunk, in order (Figure 6)."""
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
+    qd1, f1d1 = d.qkv_out // d.d1, d.fc1_out // d.d1
     return [
         *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
-        *chain_items(gemm_op(f"{p}qkv", t, 3 * hd1, hd2, d)),
-        *mesh_collective(f"{p}f1", "all_reduce", 2, t * 3 * hd1 * b, d),
+        *chain_items(linear_op(f"{p}qkv", t, qd1, hd2, d)),
+        *mesh_collective(f"{p}f1", "all_reduce", 2, t * qd1 * b, d),
         *attention_core_forward(p, d),
         *mesh_collective(f"{p}attn_gather", "all_gather", 2, t * hd1 * b, d),
-        *chain_items(gemm_op(f"{p}proj", t, hd2, hd1, d)),
+        *chain_items(linear_op(f"{p}proj", t, hd2, hd1, d)),
         *mesh_collective(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
         *layernorm_items(f"{p}ln2", d, LN_FWD_PASSES),
-        *chain_items(gemm_op(f"{p}fc1", t, fd1, hd2, d)),
-        *mesh_collective(f"{p}f3", "all_reduce", 2, t * fd1 * b, d),
-        *chain_items(memory_op(f"{p}fc1_bias_gelu", t * fd1, 2 * b)),
-        *chain_items(gemm_op(f"{p}fc2", t, hd2, fd1, d)),
+        *chain_items(linear_op(f"{p}fc1", t, f1d1, hd2, d)),
+        *mesh_collective(f"{p}f3", "all_reduce", 2, t * f1d1 * b, d),
+        *mlp_activation_items(f"{p}fc1", t * fd1, d, backward=False),
+        *chain_items(linear_op(f"{p}fc2", t, hd2, fd1, d)),
         *mesh_collective(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add", t * hd2, 3 * b + 1)),
     ]
@@ -126,9 +162,9 @@ def _linear_bwd(
     """dgrad ``[m, n] x [n, k]``, the all-reduce *conjugate* of its ``[m, k]`` output on mesh
     dimension *dim*, then wgrad ``[k, m] x [m, n]`` (Section 4.2)."""
     return [
-        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        (linear_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
         *mesh_collective(conjugate, "all_reduce", dim, m * k * d.dtype_bytes, d),
-        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        (linear_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
@@ -136,17 +172,18 @@ def backward_items(d: LayerDims, layer: int) -> list[Item]:
     """One layer's backward ops for one chunk, in order (the forward reversed)."""
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
+    qd1, f1d1 = d.qkv_out // d.d1, d.fc1_out // d.d1
     return [
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}fc2", f"{p}f4_bwd", t, fd1, hd2, 2, d),
-        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", t * fd1, 3 * b)),
-        *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, fd1, 1, d),
+        *mlp_activation_items(f"{p}fc1", t * fd1, d, backward=True),
+        *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, f1d1, 1, d),
         *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
         *attention_core_backward(p, d),
-        *mesh_collective(f"{p}attn_scatter_bwd", "all_gather", 2, t * 3 * hd1 * b, d),
-        *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, 3 * hd1, 1, d),
+        *mesh_collective(f"{p}attn_scatter_bwd", "all_gather", 2, t * qd1 * b, d),
+        *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, qd1, 1, d),
         *layernorm_items(f"{p}ln1_bwd", d, LN_BWD_PASSES),
     ]
 
@@ -201,12 +238,14 @@ def _flags(model: ModelConfig, mesh: DeviceMesh) -> tuple[str, ...]:
 
 def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:
     """Parameters one rank holds for all of *model*'s layers: the linear weights
-    ``(4h² + 2·h·ffn) / (d1·d2)``; the column-first biases (QKV ``3h``, FC1 ``ffn``) split over
-    dimension 1; the row-first biases (attention output, FC2: ``h`` each) and the two
+    (:meth:`~atpsim.compute.models.ModelConfig.layer_weights`, ``4h² + 2·h·ffn`` for GPT's
+    layer; ``h·(h + 2·kv) + h² + 3·h·ffn`` for grouped-query attention and SwiGLU) over
+    ``d1·d2``; the column-first biases (QKV ``h + 2·kv``, FC1 ``ffn``, ``2·ffn`` gated) split
+    over dimension 1; the row-first biases (attention output, FC2: ``h`` each) and the two
     LayerNorms' gain and bias (``4h``) split over dimension 2."""
-    h, ffn, d1, d2 = model.hidden, model.ffn_mult * model.hidden, mesh.d1, mesh.d2
-    weights = (4 * h * h + 2 * h * ffn) / (d1 * d2)
-    biases = (3 * h + ffn) / d1 + 2 * h / d2
+    h, d1, d2 = model.hidden, mesh.d1, mesh.d2
+    weights = model.layer_weights() / (d1 * d2)
+    biases = (model.qkv_out + model.fc1_out) / d1 + 2 * h / d2
     layernorms = 4 * h / d2
     return model.layers * (weights + biases + layernorms)
 

@@ -17,7 +17,11 @@ vocabulary of *vocab* tokens split over all ``n = d1·d2`` ranks of the TP mesh:
 
 Model FLOPs: the head's GEMMs add ``6·b·s·h·V`` per step (2 forward, 4 backward), Megatron-LM's
 ``V/(16·l·h)`` term (Narayanan et al., SC'21, Eq. 3). Parameters per rank: ``V·h/n`` on the first
-stage and, tied, on the last (the two copies' gradients are all-reduced each step).
+stage and, tied, on the last (the two copies' gradients are all-reduced each step). An untied
+head (``tie_embeddings: false``, Llama) is its own ``h x V`` matrix on the last stage: the same
+GEMMs and parameters per rank, its gradient reduced over the data-parallel replicas with the
+stage's others and no all-reduce between the first and last stage. The head's GEMMs run in
+bf16 under FP8 training (Megatron-LM's output layer is not a Transformer Engine linear).
 """
 
 from __future__ import annotations

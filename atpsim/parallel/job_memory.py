@@ -9,7 +9,12 @@ activations (a 1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards).
   (:func:`~atpsim.parallel.memory.optimizer_bytes_per_param`); ZeRO stage 1 (Megatron-LM's
   distributed optimizer) shards the optimizer state over the ``dp`` replicas, stage 2 the
   gradients too, stage 3 the weights too. A stage holds ``L / p`` layers' parameters of its TP
-  shard (:func:`~atpsim.parallel.atp.params_per_rank`).
+  shard (:func:`~atpsim.parallel.atp.params_per_rank`). FP8 training (Transformer Engine) keeps
+  an FP8 copy of the weights beside the bf16 ones: 2 + 1 bytes of weights per parameter
+  (:attr:`~atpsim.compute.models.ModelConfig.weight_bytes_per_param`).
+* **Embedding and LM head**: the first stage holds its vocabulary shard of the embedding
+  (``V·h/n``); an untied LM head (``tie_embeddings: false``) is a second ``V·h/n`` on the last
+  stage, so on the first too when there is one stage (tied, one stage shares one matrix).
 * **Activations** per layer and micro-batch are :func:`~atpsim.parallel.memory.activation_terms`
   (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022):
   ``selective`` recomputation drops the attention core's softmax and dropout (Section 5);
@@ -104,7 +109,8 @@ def job_memory_per_rank(
 ) -> JobMemory:
     """Memory of the busiest rank when *model* (``model.layers`` in all) trains on *layout*
     with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline;
-    with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``)."""
+    with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``), and of
+    an untied LM head where it is also the last."""
     mesh = _mesh(layout, sequence_parallel)
     if model.layers % (layout.pp * virtual_stages):
         raise SimulationError(f"{model.layers} layers do not split into {layout.pp} stages x "
@@ -112,7 +118,8 @@ def job_memory_per_rank(
     if zero not in (0, 1, 2, 3):
         raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
     params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
-    params += head_params_per_rank(vocab, model, mesh)
+    ends = 2 if layout.pp == 1 and not model.tie_embeddings else 1
+    params += ends * head_params_per_rank(vocab, model, mesh)
     state = params * optimizer_bytes_per_param(model.dtype_bytes)
     shard = layout.dp
     in_flight = layers_in_flight(model.layers, PipelineShape(layout.pp, n_microbatches,
@@ -121,7 +128,7 @@ def job_memory_per_rank(
                                                 recompute, sequence_parallel)  # fmt: skip
     return JobMemory(
         params_per_rank=params,
-        weights_bytes=params * model.dtype_bytes / (shard if zero >= 3 else 1),
+        weights_bytes=params * model.weight_bytes_per_param / (shard if zero >= 3 else 1),
         gradients_bytes=params * model.dtype_bytes / (shard if zero >= 2 else 1),
         optimizer_bytes=state / (shard if zero >= 1 else 1),
         activations_bytes=in_flight * per_layer,

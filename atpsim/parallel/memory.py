@@ -16,8 +16,10 @@ sharding and any dtype, B bytes per element, T = b·s tokens):
 
 * hidden-sharded ``[T, h/d2]``: the inputs of both LayerNorms, of QKV and of FC1 (4B), two
   dropout masks (1 byte each);
-* Q, K, V of this rank's heads ``[T, h/(d1·d2)]`` (3B); the gathered attention output, the
-  output linear's input ``[T, h/d1]`` (B); the GeLU input and output ``[T, ffn/d1]`` (2B);
+* Q, K, V of this rank's heads ``[T, h/(d1·d2)]`` (3B; with grouped-query attention
+  ``[T, (h + 2·kv)/(d1·d2)]``, ``kv = kv_heads·head_dim``); the gathered attention output, the
+  output linear's input ``[T, h/d1]`` (B); the GeLU input and output ``[T, ffn/d1]`` (2B;
+  SwiGLU keeps its gate and up input ``[T, 2·ffn/d1]`` and its output: 3B);
 * per (sample, head) pair of this rank: softmax output and dropout output ``[s, s]`` (2B)
   and the dropout mask (1 byte);
 * LayerNorm mean and reciprocal std per token (2 x 2 fp32).
@@ -26,7 +28,8 @@ With d2 = 1, d1 = t, fp16 and ffn = 4h this is exactly Korthikanti's expression.
 does not change what is kept (every chunk's activations live until its backward); it shrinks
 the transient working set, estimated as the largest op's inputs + outputs of one chunk plus
 the largest collective buffer. The embedding, the LM head, the CUDA context and allocator
-fragmentation are not counted.
+fragmentation are not counted. In FP8 training activations are counted in bf16 (Transformer
+Engine's FP8 copies of the linears' inputs, which it may keep instead, are not modelled).
 """
 
 from __future__ import annotations
@@ -86,9 +89,9 @@ def activation_terms(dims: LayerDims) -> dict[str, float]:
     t, b = dims.tokens, dims.dtype_bytes
     return {
         "hidden_sharded": t * dims.hidden / dims.d2 * (4 * b + 2),
-        "qkv": 3 * b * t * dims.hidden / (dims.d1 * dims.d2),
+        "qkv": b * t * dims.qkv_out / (dims.d1 * dims.d2),
         "gathered": b * t * dims.hidden / dims.d1,
-        "mlp": 2 * b * t * dims.ffn / dims.d1,
+        "mlp": b * t * (dims.fc1_out + dims.ffn) / dims.d1,
         "attention": (2 * b + 1) * dims.head_batches * dims.seq * dims.seq,
         "ln_stats": LN_SAVED_BYTES_PER_TOKEN * t,
     }
@@ -133,7 +136,7 @@ def _estimate(model: ModelConfig, mesh: DeviceMesh, activation_model: ModelConfi
     params = params_per_rank(model, mesh)
     return MemoryEstimate(
         params_per_rank=params,
-        weights_bytes=params * model.dtype_bytes,
+        weights_bytes=params * model.weight_bytes_per_param,
         gradients_bytes=params * model.dtype_bytes,
         optimizer_bytes=params * optimizer_bytes_per_param(model.dtype_bytes),
         activations_bytes=model.layers * activation_bytes_per_layer(dims, chunks),

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from atpsim.compute.models import ModelConfig
+from atpsim.errors import SimulationError
 from atpsim.program import CommOp, ComputeOp, Task
 
 #: How an op joins its chunk's dependency chain: ``chain`` follows the previous op; a
@@ -42,7 +44,11 @@ LN_BWD_PASSES = (4, 2, 4)
 
 @dataclass(frozen=True)
 class LayerDims:
-    """Per-rank sizes of one chunk of one layer on the mesh."""
+    """Per-rank sizes of one chunk of one layer on the mesh. *qkv_out* is the fused QKV
+    projection's output width (``h + 2·kv_heads·head_dim``, 3h without grouped-query
+    attention), *ffn* the MLP's hidden width, *gated* whether the MLP is SwiGLU (its first
+    GEMM ``h -> 2·ffn``), *linear_dtype* the dtype of the linear layers' GEMMs where it is not
+    the model's compute dtype (``"fp8"``, :attr:`atpsim.compute.models.ModelConfig.linear_dtype`)."""
 
     tokens: int  # T = (batch / chunks) · seq
     seq: int
@@ -54,17 +60,60 @@ class LayerDims:
     head_share: float  # (batch/chunks) · heads / (d1·d2): this rank's share of (sample, head) pairs
     head_batches: int  # the busiest rank's whole (sample, head) pairs: ceil(head_share)
     dtype_bytes: int
+    qkv_out: int
+    gated: bool = False
+    linear_dtype: str | None = None
+
+    @property
+    def fc1_out(self) -> int:
+        """The MLP's first GEMM's output width: ``2·ffn`` gated (gate and up fused), else ffn."""
+        return 2 * self.ffn if self.gated else self.ffn
 
 
 def gemm_op(
-    name: str, m: int, n: int, k: int, dims: LayerDims, batch: int = 1, share: float | None = None
+    name: str, m: int, n: int, k: int, dims: LayerDims, batch: int = 1, share: float | None = None,
+    dtype: str | None = None,
 ) -> ComputeOp:
     """A ``[m, k] x [k, n]`` GEMM, *batch* of them: ``2·share·m·n·k`` FLOPs, where *share*
     (default *batch*) is the number of GEMMs whose FLOPs this rank owns (an uneven head split
-    runs whole GEMMs but owns a fraction), and the bytes of the three matrices once each."""
+    runs whole GEMMs but owns a fraction), and the bytes of the three matrices once each;
+    *dtype* as :class:`~atpsim.program.ComputeOp`'s (None: the model's compute dtype)."""
     flops = 2.0 * (batch if share is None else share) * m * n * k
     traffic = float(dims.dtype_bytes) * batch * (m * k + k * n + m * n)
-    return ComputeOp(name, "gemm", flops=flops, bytes_moved=traffic, m=m, n=n, k=k, batch=batch)
+    return ComputeOp(name, "gemm", flops=flops, bytes_moved=traffic, m=m, n=n, k=k, batch=batch,
+                     dtype=dtype)
+
+
+def linear_op(name: str, m: int, n: int, k: int, dims: LayerDims) -> ComputeOp:
+    """A linear layer's GEMM (forward, dgrad or wgrad): :func:`gemm_op` in the layer's
+    *linear_dtype* (FP8 under Transformer Engine; the attention core's GEMMs are not linears)."""
+    return gemm_op(name, m, n, k, dims, dtype=dims.linear_dtype)
+
+
+def mlp_activation_items(name: str, elements: int, d: LayerDims, backward: bool) -> list[Item]:
+    """The MLP's activation on *elements* outputs per rank (``[T, ffn/d1]``), Megatron-LM's
+    fused kernels: bias-GeLU reads and writes each element (2B; backward 3B: the gradient, the
+    input, the input's gradient); SwiGLU (named ``..._swiglu``) reads the gate and up halves
+    and writes one (3B; backward reads the gradient and both halves and writes both halves'
+    gradients, 5B)."""
+    b = d.dtype_bytes
+    if d.gated:
+        return chain_items(memory_op(f"{name}_swiglu" + ("_bwd" if backward else ""), elements,
+                                     (5 if backward else 3) * b))  # fmt: skip
+    return chain_items(memory_op(f"{name}_bias_gelu" + ("_bwd" if backward else ""), elements,
+                                 (3 if backward else 2) * b))  # fmt: skip
+
+
+def require_gpt_layer(model: ModelConfig, scheme: str) -> None:
+    """Refuse (keyed by the model's key) a Llama-style layer or FP8 on a *scheme* that models
+    GPT's layer only: grouped-query attention, SwiGLU and FP8 GEMMs are modelled on ATP meshes
+    and Megatron-LM's 1D TP (:mod:`atpsim.parallel.atp`, :mod:`atpsim.parallel.sequence`)."""
+    for key, differs in (("kv_heads", model.n_kv_heads != model.heads),
+                         ("ffn", model.gated), ("dtype", model.dtype == "fp8")):  # fmt: skip
+        if differs:
+            raise SimulationError(f"model.{key} {getattr(model, key)!r}: the {scheme} scheme models "
+                                  "GPT's layer only (grouped-query attention, SwiGLU and FP8 run "
+                                  "on ATP meshes)", key=f"model.{key}")  # fmt: skip
 
 
 def memory_op(name: str, elements: float, bytes_per_element: float) -> ComputeOp:

@@ -41,6 +41,7 @@ from atpsim.parallel.ops import (
     gemm_op,
     layernorm_items,
     memory_op,
+    require_gpt_layer,
 )
 from atpsim.program import CommOp, StepProgram
 
@@ -78,7 +79,8 @@ def build_sagemaker_program(model: ModelConfig, t: int, chunks: int = 1,
     """Forward and backward of *model*'s layers with SageMaker-style TP over *t* ranks, the
     group's ``model.batch`` samples split evenly over its ranks and each rank's share into
     *chunks*."""
-    if t < 1 or model.batch % (t * chunks) or model.hidden % t or model.ffn_mult * model.hidden % t:
+    require_gpt_layer(model, "sagemaker")
+    if t < 1 or model.batch % (t * chunks) or model.hidden % t or model.ffn_size % t:
         raise SimulationError(f"the batch ({model.batch}) must split over {t} ranks x {chunks} "
                               f"chunks and the hidden size ({model.hidden}) over {t} ranks",
                               key="chunks")  # fmt: skip

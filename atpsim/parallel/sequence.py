@@ -28,10 +28,11 @@ from atpsim.parallel.ops import (
     attention_core_backward,
     attention_core_forward,
     chain_items,
-    gemm_op,
     layernorm_items,
+    linear_op,
     memory_op,
     mesh_collective,
+    mlp_activation_items,
 )
 
 
@@ -51,20 +52,21 @@ def sp_forward_items(d: LayerDims, layer: int) -> list[Item]:
     """One layer's forward with sequence parallelism, for one chunk, in order."""
     p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
+    q1, g1 = d.qkv_out // d.d1, d.fc1_out // d.d1
     full = t * d.hidden * b
     return [
         *layernorm_items(f"{p}ln1", s, LN_FWD_PASSES),
         *mesh_collective(f"{p}sp_gather1", "all_gather", 1, full, d),
-        *chain_items(gemm_op(f"{p}qkv", t, 3 * h1, d.hidden, d)),
+        *chain_items(linear_op(f"{p}qkv", t, q1, d.hidden, d)),
         *attention_core_forward(p, d),
-        *chain_items(gemm_op(f"{p}proj", t, d.hidden, h1, d)),
+        *chain_items(linear_op(f"{p}proj", t, d.hidden, h1, d)),
         *mesh_collective(f"{p}f2", "reduce_scatter", 1, full, d),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
         *layernorm_items(f"{p}ln2", s, LN_FWD_PASSES),
         *mesh_collective(f"{p}sp_gather2", "all_gather", 1, full, d),
-        *chain_items(gemm_op(f"{p}fc1", t, f1, d.hidden, d)),
-        *chain_items(memory_op(f"{p}fc1_bias_gelu", t * f1, 2 * b)),
-        *chain_items(gemm_op(f"{p}fc2", t, d.hidden, f1, d)),
+        *chain_items(linear_op(f"{p}fc1", t, g1, d.hidden, d)),
+        *mlp_activation_items(f"{p}fc1", t * f1, d, backward=False),
+        *chain_items(linear_op(f"{p}fc2", t, d.hidden, f1, d)),
         *mesh_collective(f"{p}f4", "reduce_scatter", 1, full, d),
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
     ]
@@ -77,9 +79,9 @@ def _column_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims)
     full = m * k * d.dtype_bytes
     return [
         *mesh_collective(f"{name}_input_gather", "all_gather", 1, full, d),
-        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        (linear_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
         *mesh_collective(conjugate, "reduce_scatter", 1, full, d),
-        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        (linear_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
@@ -87,8 +89,8 @@ def _row_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims) ->
     """A row-parallel linear's backward: all-gather the sequence-sharded gradient, dgrad, wgrad."""
     return [
         *mesh_collective(conjugate, "all_gather", 1, m * n * d.dtype_bytes, d),
-        (gemm_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
-        (gemm_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
+        (linear_op(f"{name}_dgrad", m, k, n, d), "dgrad"),
+        (linear_op(f"{name}_wgrad", k, n, m, d), "wgrad"),
     ]
 
 
@@ -96,15 +98,16 @@ def sp_backward_items(d: LayerDims, layer: int) -> list[Item]:
     """One layer's backward with sequence parallelism, for one chunk, in order."""
     p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
+    q1, g1 = d.qkv_out // d.d1, d.fc1_out // d.d1
     return [
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}fc2", f"{p}f4_bwd", t, f1, d.hidden, d),
-        *chain_items(memory_op(f"{p}fc1_bias_gelu_bwd", t * f1, 3 * b)),
-        *_column_bwd(f"{p}fc1", f"{p}sp_gather2_bwd", t, d.hidden, f1, d),
+        *mlp_activation_items(f"{p}fc1", t * f1, d, backward=True),
+        *_column_bwd(f"{p}fc1", f"{p}sp_gather2_bwd", t, d.hidden, g1, d),
         *layernorm_items(f"{p}ln2_bwd", s, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}proj", f"{p}f2_bwd", t, h1, d.hidden, d),
         *attention_core_backward(p, d),
-        *_column_bwd(f"{p}qkv", f"{p}sp_gather1_bwd", t, d.hidden, 3 * h1, d),
+        *_column_bwd(f"{p}qkv", f"{p}sp_gather1_bwd", t, d.hidden, q1, d),
         *layernorm_items(f"{p}ln1_bwd", s, LN_BWD_PASSES),
     ]

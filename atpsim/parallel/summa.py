@@ -56,6 +56,7 @@ from atpsim.parallel.ops import (
     gemm_op,
     layernorm_items,
     memory_op,
+    require_gpt_layer,
 )
 from atpsim.program import CommOp, StepProgram
 
@@ -79,11 +80,13 @@ def summa_dims(model: ModelConfig, grid: Grid, chunks: int) -> LayerDims:
             f"model.heads ({model.heads}) and model.hidden ({model.hidden}) must be divisible "
             f"by q = {q} of {grid}"
         )
+    require_gpt_layer(model, "summa")
     pairs = samples // (q * depth) * (model.heads // q)
     return LayerDims(
         tokens=samples // (q * depth) * model.seq, seq=model.seq, hidden=model.hidden,
-        ffn=model.ffn_mult * model.hidden, d1=q, d2=q, head_dim=model.hidden // model.heads,
+        ffn=model.ffn_size, d1=q, d2=q, head_dim=model.head_dim,
         head_share=float(pairs), head_batches=pairs, dtype_bytes=model.dtype_bytes,
+        qkv_out=model.qkv_out,
     )  # fmt: skip
 
 

@@ -103,7 +103,7 @@ class JobPoint:
         return {
             "kind": "job", "scenario": self.scenario, "topology": topology,
             "topology_label": self.topology_label, "n_devices": self.n_devices,
-            "hardware": self.hardware, "model": self.model.__dict__,
+            "hardware": self.hardware, "model": self.model.as_dict(),
             "tp": [self.tp.d1, self.tp.d2, self.tp.placement], "pp": self.pp, "dp": self.dp,
             "micro_batch": self.micro_batch, "global_batch": self.global_batch,
             "schedule": self.schedule, "virtual_stages": self.virtual_stages,

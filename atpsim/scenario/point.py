@@ -92,7 +92,7 @@ class SweepPoint:
             "topology_label": self.topology_label,
             "n_devices": self.n_devices,
             "hardware": self.hardware,
-            "model": self.model.__dict__,
+            "model": self.model.as_dict(),
             "mesh": [self.shape.d1, self.shape.d2, self.shape.placement],
             "chunks": self.chunks,
             "algorithm": self.algorithm,

@@ -113,9 +113,11 @@ def buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
 
 def tied_call(comm: JobComm, head_bytes: float) -> CallSpec | None:
     """The all-reduce of the tied embedding's gradient between the first and last stage
-    (Megatron-LM's embedding group), every replica's pairs; None with one stage or no vocab."""
+    (Megatron-LM's embedding group), every replica's pairs; None with one stage, no vocab or
+    an untied LM head (``tie_embeddings: false``: the head's gradient is the last stage's own,
+    reduced over DP with its others)."""
     layout = comm.config.layout
-    if head_bytes == 0 or layout.pp == 1:
+    if head_bytes == 0 or layout.pp == 1 or not comm.config.model.tie_embeddings:
         return None
     pairs = [list(pair) for pair in layout.send_pairs(0, layout.pp - 1)]
     return comm.collective("all_reduce", "auto", pairs, head_bytes)
