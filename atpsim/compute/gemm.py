@@ -28,6 +28,13 @@ The A100 curve was fitted (least squares in log rate, ``k_half`` fixed at 128: f
 k tiles) to the cuBLASLt rows of ``shared/reference/measured-data.md``; its RMS error is ~7%
 before correction (it cannot follow the step from 1024³ to 2048³ and the plateau after it),
 about 0 at the measured points after.
+
+FP8 GEMMs (``dtype="fp8"``: Transformer Engine's linears in FP8 training) are timed by the same
+curve and the same measured corrections at the profile's FP8 peak, their operands one byte and
+their output bf16 (:data:`OUTPUT_DTYPE`): a derived efficiency, not a fixed speed-up (no FP8
+GEMM was measured for a bundled profile; the profile's ``sources.gemm_fp8`` says so). A
+profile without an FP8 peak refuses them (:meth:`~atpsim.compute.hardware.HardwareProfile.
+peak_flops_for`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from atpsim.compute.hardware import HardwareProfile
 from atpsim.compute.models import DTYPE_BYTES
 
 _WEIGHT_POWER = 2
+#: The dtype a GEMM writes where it is not its operands' (Transformer Engine's FP8 GEMMs
+#: write bf16).
+OUTPUT_DTYPE = {"fp8": "bf16"}
 
 
 def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> float:
@@ -47,7 +57,11 @@ def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> float:
 
 
 def gemm_bytes(m: int, n: int, k: int, batch: int, dtype: str) -> float:
-    """Bytes a GEMM must read (A, B) and write (C) at least once."""
+    """Bytes a GEMM must read (A, B) and write (C) at least once, its output in
+    :data:`OUTPUT_DTYPE` where that differs from the operands' *dtype*."""
+    if dtype in OUTPUT_DTYPE:
+        out = DTYPE_BYTES[OUTPUT_DTYPE[dtype]]
+        return float(batch) * (DTYPE_BYTES[dtype] * (m * k + k * n) + out * m * n)
     return float(DTYPE_BYTES[dtype]) * batch * (m * k + k * n + m * n)
 
 

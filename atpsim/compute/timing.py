@@ -8,13 +8,18 @@ A ``gemm`` op is timed by the GEMM model (:mod:`atpsim.compute.gemm`) from its s
 where *memory_efficiency* is the profile's documented achievable fraction of bandwidth, for the
 op's class (:func:`memory_op_class`) where the profile gives one
 (:meth:`atpsim.compute.hardware.HardwareProfile.memory_efficiency_for`), else its single value.
+
+A model trained in fp8 (Transformer Engine) runs its linears' GEMMs in FP8, each op saying so
+(``ComputeOp.dtype``), and every other GEMM in bf16 (:data:`~atpsim.compute.models.
+FP8_COMPUTE_DTYPE`): the GEMM model times each at its own dtype's peak.
 """
 
 from __future__ import annotations
 
 from atpsim.compute.gemm import gemm_time_s
 from atpsim.compute.hardware import HardwareProfile
-from atpsim.errors import AtpsimError
+from atpsim.compute.models import FP8_COMPUTE_DTYPE, ModelConfig
+from atpsim.errors import AtpsimError, SimulationError
 from atpsim.program import ComputeOp
 
 #: Memory-bound op classes by a word of the op's name (first match wins; the layer program's
@@ -55,10 +60,29 @@ def memory_time_s(
     return profile.launch_overhead_s + bytes_moved / (profile.memory_bandwidth_Bps * efficiency)
 
 
+def gemm_dtype(op: ComputeOp, dtype: str) -> str:
+    """The dtype GEMM *op* of a model trained in *dtype* runs in: the op's own where it names
+    one (an FP8 linear), else the model's compute dtype (bf16 for fp8)."""
+    if op.dtype is not None:
+        return op.dtype
+    return FP8_COMPUTE_DTYPE if dtype == "fp8" else dtype
+
+
+def check_model_dtype(profile: HardwareProfile, model: ModelConfig) -> None:
+    """Refuse (key ``model.dtype``) a model dtype *profile* has no peak FLOP/s for, e.g. fp8 on
+    an A100 (no FP8 tensor cores), before anything is simulated."""
+    peaks = dict(profile.peak_flops)
+    if model.dtype not in peaks:
+        raise SimulationError(f"{model.dtype} is not a dtype of hardware profile {profile.name!r}: it "
+                              f"has no {model.dtype} peak FLOP/s (it knows {', '.join(sorted(peaks))})",
+                              key="model.dtype")  # fmt: skip
+
+
 def compute_time_s(op: ComputeOp, profile: HardwareProfile, dtype: str) -> float:
-    """Seconds *op* runs on one GPU of *profile* with tensors of *dtype*."""
+    """Seconds *op* runs on one GPU of *profile* for a model trained in *dtype*
+    (:func:`gemm_dtype`)."""
     if op.kind == "gemm":
-        return gemm_time_s(op.m, op.n, op.k, op.batch, dtype, profile)
+        return gemm_time_s(op.m, op.n, op.k, op.batch, gemm_dtype(op, dtype), profile)
     if op.kind == "memory":
         return memory_time_s(op.bytes_moved, profile, memory_op_class(op.name))
     raise AtpsimError(

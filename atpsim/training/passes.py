@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from atpsim.compute.hardware import HardwareProfile
-from atpsim.compute.timing import compute_time_s
+from atpsim.compute.timing import check_model_dtype, compute_time_s
 from atpsim.engine.step.job_ops import Part
 from atpsim.engine.step.run import StepResult, layer_overhead_s, simulate_program
 from atpsim.errors import SimulationError
@@ -145,6 +145,7 @@ class OpCosts:
     def __init__(self, topology: Topology, profile: HardwareProfile, programs: JobPrograms,
                  source: AllTensorGroups | StageGroups | None = None,
                  scale: np.ndarray | None = None):
+        check_model_dtype(profile, programs.config.model)
         self.topology, self.profile, self.programs = topology, profile, programs
         self.config = programs.config
         self.source = source or AllTensorGroups(self.config.layout)
