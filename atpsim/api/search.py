@@ -47,7 +47,7 @@ from atpsim.api.uncertainty import DrawnJobPoint, Draws, require_sources, simula
 from atpsim.calibrate.provenance import machine_provenance
 from atpsim.calibrate.uncertainty.machine import machine_sources
 from atpsim.compute.hardware import topology_hardware
-from atpsim.compute.models import PRESET_VOCAB, ModelConfig
+from atpsim.compute.models import ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.report.large import summarize
@@ -65,6 +65,7 @@ from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
 from atpsim.training.config import JobConfig
+from atpsim.training.defaults import model_vocab
 from atpsim.training.layouts import (
     candidates,
     job_layouts,
@@ -190,7 +191,7 @@ def _point_fields(part: Scenario, entry: TopologyEntry, hardware: str, model_ent
     vocab = part.parallelism.vocab
     return {"scenario": part.name, "topology": entry.spec_mapping(), "topology_label": entry.label(),
             "n_devices": devices, "hardware": hardware, "model": model_entry.config(),
-            "vocab": PRESET_VOCAB.get(model_entry.preset or "", 0) if vocab is None else vocab}  # fmt: skip
+            "vocab": model_vocab(model_entry.config(), model_entry.preset) if vocab is None else vocab}  # fmt: skip
 
 
 def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
@@ -311,7 +312,7 @@ def defaulted_settings(space: Scenario) -> list[str]:
                 found.setdefault("hardware", {})[f"{hardware} (the topology's)"] = None
         if part.parallelism.vocab is None:
             for entry in part.models:
-                vocab = PRESET_VOCAB.get(entry.preset or "", 0)
+                vocab = model_vocab(entry.config(), entry.preset)
                 found.setdefault("vocab", {})[f"{vocab} ({entry.config().name}'s)"] = None
         for key in DEFAULTED_SETTINGS:
             if key not in given:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from atpsim.compute.models import DTYPE_BYTES, ModelConfig, model_preset, preset_names
+from atpsim.compute.models import DTYPE_BYTES, FFN_KINDS, ModelConfig, model_preset, preset_names
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.parallel.mesh import DeviceMesh, atp_mesh
 from atpsim.scenario.fields import (
@@ -35,6 +35,8 @@ from atpsim.topology.registry import builder_names
 from atpsim.topology.spec import topology_label
 
 _ATP = re.compile(r"^atp-(\d+)$")
+StrictBool = Annotated[bool, Field(strict=True)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 
 
 def _with_unit_suffixes(params: dict[str, Any]) -> dict[str, Any]:
@@ -130,9 +132,12 @@ def _parse_spec_string(text: str) -> dict[str, Any]:
 
 
 class ModelEntry(Frozen):
-    """A transformer model: a *preset* (M1..M4, ``gpt3-175b``, ``megatron-1t``, ...: see
-    :func:`atpsim.compute.models.preset_names`) with optional overrides, or every size given.
-    Defaults of a size left out are the preset's or :class:`ModelConfig`'s."""
+    """A transformer model: a *preset* (M1..M4, ``gpt3-175b``, ``megatron-1t``,
+    ``llama3.1-70b``, ...: see :func:`atpsim.compute.models.preset_names`) with optional
+    overrides, or every size given. Defaults of a size left out are the preset's or
+    :class:`ModelConfig`'s; the layer's shape (``kv_heads``, ``ffn_hidden``, ``ffn``,
+    ``tie_embeddings``) and ``vocab`` are :class:`ModelConfig`'s (``vocab``: the job's
+    vocabulary unless ``parallelism.vocab`` gives one; a preset's is its own)."""
 
     name: Str | None = None
     preset: Str | None = None
@@ -143,6 +148,11 @@ class ModelEntry(Frozen):
     seq: PositiveInt | None = None
     dtype: Str | None = None
     ffn_mult: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    ffn_hidden: PositiveInt | None = None
+    ffn: Str | None = None
+    tie_embeddings: StrictBool | None = None
+    vocab: NonNegativeInt | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -166,10 +176,17 @@ class ModelEntry(Frozen):
             raise invalid(
                 f"unknown dtype {self.dtype!r}{did_you_mean(self.dtype, DTYPE_BYTES)}", ("dtype",)
             )
+        if self.ffn is not None and self.ffn not in FFN_KINDS:
+            raise invalid(f"unknown ffn {self.ffn!r}; expected one of {', '.join(FFN_KINDS)}"
+                          f"{did_you_mean(self.ffn, FFN_KINDS)}", ("ffn",))  # fmt: skip
         fields = self._fields()
         if fields["hidden"] % fields["heads"]:
             message = f"expected a multiple of heads ({fields['heads']}), got {fields['hidden']}"
             raise invalid(message, ("hidden",))
+        kv_heads = fields.get("kv_heads")
+        if kv_heads is not None and fields["heads"] % kv_heads:
+            message = f"expected a divisor of heads ({fields['heads']}), got {kv_heads}"
+            raise invalid(message, ("kv_heads",))
         try:
             ModelConfig(**fields)
         except AtpsimError as error:

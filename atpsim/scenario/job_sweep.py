@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from atpsim.compute.hardware import topology_hardware
-from atpsim.compute.models import PRESET_VOCAB, ModelConfig, model_preset
+from atpsim.compute.hardware import hardware_profile, topology_hardware
+from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.compute.timing import check_model_dtype
 from atpsim.errors import AtpsimError
+from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.entries import ModelEntry
@@ -31,6 +33,7 @@ from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.topologies import scenario_error, sized_topologies
 from atpsim.training import layouts
+from atpsim.training.defaults import model_vocab
 
 INTERLEAVED = layouts.INTERLEAVED
 
@@ -58,6 +61,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
             for model_entry in part.models:
                 model = model_entry.config()
                 _check_model(part, model)
+                _check_dtype(part, model, hardware)
                 vocab = _vocab(part.parallelism, model_entry)
                 for _, devices, _topology in sized:
                     _check_stragglers(part, devices)
@@ -67,11 +71,11 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
 
 
 def _vocab(parallelism: Parallelism, entry: ModelEntry) -> int:
-    """``parallelism.vocab``, else the model preset's padded vocabulary, else 0 (no embedding
-    and LM head)."""
+    """``parallelism.vocab``, else the model's ``vocab``, else the model preset's padded
+    vocabulary, else 0 (no embedding and LM head): :func:`~atpsim.training.defaults.model_vocab`."""
     if parallelism.vocab is not None:
         return parallelism.vocab
-    return PRESET_VOCAB.get(entry.preset or "", 0)
+    return model_vocab(entry.config(), entry.preset)
 
 
 def _check_model(part: Scenario, model: ModelConfig) -> None:
@@ -111,8 +115,11 @@ def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMe
                 raise scenario_error(part, message, "parallelism", "tp", "size", j)
         sizes = tuple(tp.size)
     meshes = layouts.tp_meshes(devices, sizes=sizes, listed=listed, split_hidden=model.hidden)
+    meshes = [m for m in meshes if kv_heads_split(model, m.size)]
     if not meshes:
-        message = f"no TP mesh of these sizes divides model.hidden = {model.hidden} (model {model.name!r})"
+        message = (f"no TP mesh of these sizes divides model.hidden = {model.hidden}"
+                   + (f" and model.kv_heads = {model.n_kv_heads}" if model.kv_heads else "")
+                   + f" (model {model.name!r})")  # fmt: skip
         raise scenario_error(part, message, "parallelism", "tp")
     return meshes
 
@@ -128,6 +135,15 @@ def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelCon
                        f"{model.name!r}) {size} ways on dimension {dim}; expected d1 and d2 to "
                        "divide the hidden size")  # fmt: skip
             raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
+    if not kv_heads_split(model, mesh.size):
+        message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.kv_heads = {model.n_kv_heads} (model "
+                   f"{model.name!r}) over {mesh.size} ranks; grouped-query attention needs a TP "
+                   "size that divides kv_heads")  # fmt: skip
+        raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
+    if model.ffn_size % mesh.d1:
+        message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.ffn_hidden = {model.ffn_size} (model "
+                   f"{model.name!r}) {mesh.d1} ways on dimension 1; expected d1 to divide it")  # fmt: skip
+        raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
     return mesh
 
 
@@ -234,6 +250,14 @@ def _check_neighbour(part: Scenario) -> None:
         model_preset(neighbour.model)
     except AtpsimError as error:
         raise scenario_error(part, str(error), "parallelism", "neighbour", "model") from None
+
+
+def _check_dtype(part: Scenario, model: ModelConfig, hardware: str) -> None:
+    """The model's dtype has a peak on the hardware (fp8 is refused on an A100)."""
+    try:
+        check_model_dtype(hardware_profile(hardware), model)
+    except AtpsimError as error:
+        raise scenario_error(part, f"{error.message} (model {model.name!r})", "model", "dtype") from None
 
 
 def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import did_you_mean
+from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.sagemaker import SageMakerGroup
@@ -60,6 +61,10 @@ def _check_hidden(scenario: Scenario, mesh: DeviceMesh, model: ModelConfig, k: i
                 f"hidden size"
             )
             raise scenario_error(scenario, message, "parallelism", "meshes", k)
+    if model.ffn_size % mesh.d1:
+        message = (f"{mesh} splits model.ffn_hidden = {model.ffn_size} (model {model.name!r}) "
+                   f"{mesh.d1} ways on dimension 1; expected d1 to divide it")  # fmt: skip
+        raise scenario_error(scenario, message, "parallelism", "meshes", k)
 
 
 def _listed_mesh(
@@ -87,11 +92,16 @@ def resolve_meshes(
     (checked), then, for ``all`` / ``atp-opt``, every factorization of the devices whose d1
     and d2 divide the hidden size."""
     choices = scenario.parallelism.meshes
+    if not kv_heads_split(model, devices):
+        message = (f"model.kv_heads = {model.n_kv_heads} (model {model.name!r}) does not split over "
+                   f"{devices} devices; grouped-query attention needs a TP size that divides kv_heads")
+        raise scenario_error(scenario, message, "parallelism", "devices")
     group = ATP_OPT if any(c.kind == "opt" for c in choices) else None
     listed = [_listed_mesh(scenario, choice, devices, model, k)
               for k, choice in enumerate(choices) if choice.kind in ("size", "atp")]  # fmt: skip
     sizes = (devices,) if group or choices[0].kind == "all" else ()
     meshes = tp_meshes(devices, sizes=sizes, listed=listed, split_hidden=model.hidden)
+    meshes = [m for m in meshes if model.ffn_size % m.d1 == 0]
     if not meshes:
         message = (
             f"no factorization of {devices} devices divides model.hidden = "
@@ -222,6 +232,10 @@ def resolve_grids(
     ``all`` / ``atp-opt`` take every q >= 2 whose grid fits and splits the model's heads and
     batch (:func:`atpsim.parallel.summa.summa_dims` checks the chunks at simulation time)."""
     choices = scenario.parallelism.meshes
+    if not kv_heads_split(model, devices):
+        message = (f"model.kv_heads = {model.n_kv_heads} (model {model.name!r}) does not split over "
+                   f"{devices} devices; grouped-query attention needs a TP size that divides kv_heads")
+        raise scenario_error(scenario, message, "parallelism", "devices")
     group = ATP_OPT if any(c.kind == "opt" for c in choices) else None
     grids: list[tuple[int, int]] = []
     for k, choice in enumerate(choices):

@@ -11,7 +11,7 @@ from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineShape
-from atpsim.training.defaults import job_default, preset_vocab
+from atpsim.training.defaults import job_default, model_vocab
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
 DEFAULT_BUCKET_BYTES = 25 * 2**20
@@ -67,12 +67,13 @@ def runs_sequence_parallel(mesh: object) -> bool:
 def job_config(model: str | ModelConfig, layout: ParallelLayout, micro_batch: int,
                global_batch: int, **options: object) -> JobConfig:
     """The JobConfig of *model* (a preset's name or a ModelConfig) on *layout*, its *options*
-    the JobConfig fields given; a vocabulary not given (or None) is the preset's
-    (:func:`~atpsim.training.defaults.preset_vocab`: 0 for a ModelConfig). Unchecked
+    the JobConfig fields given; a vocabulary not given (or None) is the preset's, or a
+    ModelConfig's own ``vocab`` (:func:`~atpsim.training.defaults.model_vocab`: 0 for a
+    ModelConfig that gives none, a preset's included). Unchecked
     (:func:`check_job`). One constructor for :func:`atpsim.simulate_job` and
     :func:`atpsim.simulate_jobs`, so the same job is the same config in both."""
     if options.get("vocab") is None:
-        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
+        options["vocab"] = model_vocab(model)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     return JobConfig(config_model, layout, micro_batch, global_batch, **options)  # type: ignore[arg-type]
 

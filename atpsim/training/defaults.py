@@ -23,8 +23,9 @@ parallelism is compared at its own best and a user's first run is the job they w
   GPU Clusters Using Megatron-LM" (SC 2021), its default schedule (PipeDream-Flush: the bubble
   of GPipe with activations for at most p micro-batches in flight).
 - **the model preset's vocabulary** (:data:`atpsim.compute.models.PRESET_VOCAB`: GPT-2/3's 50,257
-  tokens padded to 51,200, a multiple of 128 x TP as Megatron-LM pads; Narayanan et al. Table 1);
-  0 (no embedding or LM head) for a model without a preset vocabulary.
+  tokens padded to 51,200, a multiple of 128 x TP as Megatron-LM pads; Narayanan et al. Table 1;
+  Llama 3.1's 128,256), or the vocabulary given with the model (``model.vocab``); 0 (no
+  embedding or LM head) for a model without either.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from atpsim.compute.models import PRESET_VOCAB
+from atpsim.compute.models import PRESET_VOCAB, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ JOB_DEFAULTS: dict[str, Default] = {
     "recompute": Default("selective", "Korthikanti et al. 2022"),
     "zero": Default(1, "Megatron-LM's distributed optimizer (Megatron-Core guide)"),
     "schedule": Default("1f1b", "Narayanan et al. SC 2021"),
-    "vocab": Default(None, "the model preset's (PRESET_VOCAB), else 0"),
+    "vocab": Default(None, "the model preset's (PRESET_VOCAB) or model.vocab, else 0"),
 }
 
 #: What a search over layouts tries on each 1D TP layout: sequence parallelism on and off, so
@@ -65,3 +66,13 @@ def job_default(key: str) -> Any:
 def preset_vocab(preset: str | None) -> int:
     """The padded vocabulary of model *preset* (0 where it has none, or for no preset)."""
     return PRESET_VOCAB.get(preset or "", 0)
+
+
+def model_vocab(model: str | ModelConfig, preset: str | None = None) -> int:
+    """The vocabulary a job of *model* defaults to: a preset's name gives the preset's
+    (:func:`preset_vocab`); a ModelConfig its own ``vocab`` where given, else that of
+    *preset* (the preset it was made from, e.g. a scenario's ``model: {preset: ..., ...}``),
+    else 0 (a ModelConfig alone has no preset, so a preset's ModelConfig has none)."""
+    if isinstance(model, str):
+        return preset_vocab(model)
+    return model.vocab or preset_vocab(preset)

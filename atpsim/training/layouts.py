@@ -33,12 +33,14 @@ from atpsim.calibrate.uncertainty.machine import drawn_machine, machine_sources,
 from atpsim.calibrate.uncertainty.summary import Interval, RankingConfidence, ranking_confidence
 from atpsim.compute.hardware import HardwareProfile, topology_hardware
 from atpsim.compute.models import ModelConfig, model_preset
+from atpsim.compute.timing import check_model_dtype
 from atpsim.errors import SimulationError
+from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.topology.spec import topology_label
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
-from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, preset_vocab
+from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, model_vocab
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
 
 
@@ -131,12 +133,13 @@ def plan_job(
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
+    check_model_dtype(profile, config_model)
     hardware_name = topology_hardware(topo, hardware)
     sources = () if draws is None else machine_sources(topology, devices, hardware_name)
     if draws is not None:
         require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
     if options.get("vocab") is None:
-        options["vocab"] = preset_vocab(model if isinstance(model, str) else None)
+        options["vocab"] = model_vocab(model)
     both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
     axes = {"chunks": tuple(chunk_counts), "sequence_parallel": both,
             **{key: (value,) for key, value in options.items()}}  # fmt: skip
@@ -313,11 +316,14 @@ INTERLEAVED = "interleaved-1f1b"
 
 def prune_reason(config: JobConfig, capacity_bytes: float) -> str | None:
     """Why *config* is not worth simulating, or None: ``divisibility`` (the mesh splits the
-    hidden size or the heads unevenly, or :func:`check_job`'s sizes, or the chunks split the
+    hidden size, the heads or a grouped-query model's KV heads unevenly
+    (:func:`~atpsim.parallel.atp.kv_heads_split`), or :func:`check_job`'s sizes, or the chunks split the
     micro-batch unevenly, or the interleaved schedule's micro-batches do not fill its stages)
     or ``memory`` (the busiest rank needs more than *capacity_bytes*)."""
     mesh, model = config.layout.tp, config.model
     if not isinstance(mesh, DeviceMesh) or model.hidden % mesh.d1 or model.hidden % mesh.d2 or model.heads % mesh.size:
+        return "divisibility"
+    if not kv_heads_split(model, mesh.size) or model.ffn_size % mesh.d1:
         return "divisibility"
     if config.chunks < 1 or config.micro_batch % config.chunks:
         return "divisibility"
