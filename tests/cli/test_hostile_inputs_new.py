@@ -63,8 +63,8 @@ def test_a_row_torn_by_a_crash_is_dropped_before_a_resume_appends(tmp_path, monk
     """A crash mid-write leaves the partial file's last line without its newline; a resume
     appended its first row onto that line, which then no reader could parse: that point's
     row was lost and the resumed search stopped with exit 2. Now the torn text is cut first
-    and the resumed table equals a clean run's byte for byte. (SEARCH is 18 layouts: each 1D
-    mesh with and without sequence parallelism, the default.)"""
+    and the resumed table equals a clean run's byte for byte. (SEARCH is 16 layouts: each 1D
+    mesh of 2 or more ranks with and without sequence parallelism, the default.)"""
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     assert run(*SEARCH, "-o", tmp_path / "clean").exit_code == 0
     clean = (tmp_path / "clean" / "results.csv").read_text()
@@ -73,7 +73,7 @@ def test_a_row_torn_by_a_crash_is_dropped_before_a_resume_appends(tmp_path, monk
     (tmp_path / "torn" / "results.partial.csv").write_text("".join(lines[:4]) + lines[4][:40])
     resumed = run(*SEARCH, "-o", tmp_path / "torn", "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert "resuming: 3 of 18 points" in resumed.stderr
+    assert "resuming: 3 of 16 points" in resumed.stderr
     assert (tmp_path / "torn" / "results.csv").read_text() == clean
 
 
