@@ -33,7 +33,7 @@ class JobConfig:
     overlap_grad_reduce: bool = True
     zero: int = job_default("zero")
     recompute: str = job_default("recompute")
-    sequence_parallel: bool | None = None
+    sequence_parallel: bool = None  # type: ignore[assignment]  # None: the default, resolved below
     vocab: int = 0
 
     def __post_init__(self) -> None:
