@@ -12,6 +12,7 @@ the one table from parameter names to flags and shows each as the flag (``--devi
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -161,9 +162,13 @@ def limit_from_env(name: str, default: int, error_type: type[AtpsimError] = Size
     return default if value is None else value
 
 
+#: The largest count an environment limit may set (2^63 - 1, what the OS's limits hold).
+MAX_ENV_COUNT = 2**63 - 1
+
+
 def env_limit(name: str, error_type: type[AtpsimError] = SizeLimitError) -> int | None:
-    """The integer >= 1 the environment variable *name* sets (an *error_type* naming it for
-    anything else), or None where it is not set."""
+    """The integer from 1 to :data:`MAX_ENV_COUNT` the environment variable *name* sets (an
+    *error_type* naming it for anything else), or None where it is not set."""
     text = os.environ.get(name)
     if text is None:
         return None
@@ -171,9 +176,47 @@ def env_limit(name: str, error_type: type[AtpsimError] = SizeLimitError) -> int 
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise error_type(f"expected an integer >= 1, got {text!r}", key=name)
+    if not 1 <= value <= MAX_ENV_COUNT:
+        raise error_type(f"expected an integer from 1 to {MAX_ENV_COUNT}, got {text!r}", key=name)
     return value
+
+
+def check_number(value: object, key: str | None, *, low: float = -math.inf,
+                 high: float = math.inf, what: str = "a number", bounds: str | None = None,
+                 shown: object = None,
+                 error_type: type[AtpsimError] = AtpsimError) -> float:  # fmt: skip
+    """*value* as a float where it is a finite number (not a bool) from *low* to *high*
+    (inclusive); otherwise an *error_type* at *key* that says *what* was expected and the
+    bounds: the one check every number that enters from a user passes (an option, an
+    environment limit, a builder parameter), so ``nan``, ``inf`` and ``1e400`` are refused
+    by name where they enter rather than crashing later (``int(inf)``) or running silently
+    (``x < 1`` is false for nan). *bounds* words the bounds where their numbers read badly
+    (' from 256 MiB to 1 EiB'); *shown* is what the user wrote, where *value* was parsed from it."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    limits = _bounds(low, high) if bounds is None else bounds
+    got = value if shown is None else shown
+    if number is None or not math.isfinite(number):
+        raise error_type(f"expected {_finite(what)}{limits}, got {got!r}", key=key)
+    if not low <= number <= high:
+        raise error_type(f"expected {what}{limits}, got {got!r}", key=key)
+    return float(number)
+
+
+def _finite(what: str) -> str:
+    """'a finite number' from 'a number', 'a finite integer' from 'an integer'."""
+    article, _, rest = what.partition(" ")
+    return f"a finite {rest}" if article in ("a", "an") and rest else f"finite {what}"
+
+
+def _bounds(low: float, high: float) -> str:
+    """' >= 1', ' from 1 to 10', ' <= 5' or '' for the bounds of :func:`check_number`."""
+    if math.isinf(low) and math.isinf(high):
+        return ""
+    if math.isinf(high):
+        return f" >= {low:g}"
+    if math.isinf(low):
+        return f" <= {high:g}"
+    return f" from {low:g} to {high:g}"
 
 
 #: Share of this machine's physical memory one process may take when no cap is given.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, check_number
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
@@ -137,12 +137,27 @@ def _check_range(
         )
 
 
+#: The largest buffer a collective may be asked to move per rank, bytes: 1 PiB (2^50), a
+#: thousand times any GPU's memory and well within a float's exact integers (2^53).
+MAX_BUFFER_BYTES = 2**50
+
+
+def buffer_bytes(value: float | int | str) -> int:
+    """Bytes from a size (:func:`parse_bytes`) that must be finite, >= 0 and at most
+    :data:`MAX_BUFFER_BYTES` ('1e400' parses to inf, which ``int()`` cannot take)."""
+    size = parse_bytes(value)
+    check_number(size, None, low=0, high=MAX_BUFFER_BYTES, what="a size", shown=value,
+                 bounds=" from 0 to 1 PiB (2^50 bytes) per rank")  # fmt: skip
+    return int(size)
+
+
 def parse_size_range(text: str) -> list[int]:
-    """nccl-tests' ``-b MIN -e MAX -f 2`` as one string 'MIN:MAX' (doubling) or a single size."""
+    """nccl-tests' ``-b MIN -e MAX -f 2`` as one string 'MIN:MAX' (doubling) or a single size,
+    each finite and at most :data:`MAX_BUFFER_BYTES` (:func:`buffer_bytes`)."""
     if ":" not in text:
-        return [int(parse_bytes(text))]
+        return [buffer_bytes(text)]
     low_text, high_text = text.split(":", 1)
-    low, high = int(parse_bytes(low_text)), int(parse_bytes(high_text))
+    low, high = buffer_bytes(low_text), buffer_bytes(high_text)
     if low <= 0 or high < low:
         raise AtpsimError(f"expected MIN:MAX with 0 < MIN <= MAX, got {text!r}")
     sizes = []

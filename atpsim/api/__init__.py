@@ -132,6 +132,7 @@ _EXPORTS: dict[str, str] = {
     "machine_memory_bytes": "errors",
     "env_limit": "errors",
     "show_params": "errors",
+    "check_number": "errors",
 }
 
 __all__ = [
@@ -220,6 +221,7 @@ __all__ = [
     "simulate_point",
     "source_date_epoch",
     "show_params",
+    "check_number",
     "topology_for",
     "topology_summary",
     "trace_job",
@@ -265,6 +267,7 @@ if TYPE_CHECKING:
         SimulationError,
         SizeLimitError,
         WorkerDiedError,
+        check_number,
         describe_os_error,
         env_limit,
         machine_memory_bytes,

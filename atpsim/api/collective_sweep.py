@@ -27,7 +27,7 @@ from atpsim.calibrate.uncertainty.draws import Draws
 from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.collectives.channels import check_channels
 from atpsim.collectives.closed_form import bus_factor
-from atpsim.collectives.nccl import check_nccl_algorithm
+from atpsim.collectives.nccl import check_channels_used, check_nccl_algorithm
 from atpsim.collectives.protocols import check_protocol
 from atpsim.compute.hardware import DEFAULT_HARDWARE, load_profile, topology_hardware
 from atpsim.engine.nccl import run_nccl
@@ -35,7 +35,7 @@ from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
-from atpsim.units import parse_bytes, parse_size_range
+from atpsim.units import buffer_bytes, parse_size_range
 
 #: Element sizes of nccl-tests' ``-d`` types (bytes).
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
@@ -152,6 +152,9 @@ def collective(
     that solver is not exact). *uncertainty* = N adds N draws of the fitted parameters from
     *seed* (module docstring; about N + 1 times the cost). A ``reference`` run that would
     need more than *memory_bytes* (default: 80% of this machine's memory) is refused.
+    Groups of one GPU (``devices=1``, ``"dim1:1xN"``) move nothing: every row takes 0 s with
+    algbw and busbw 0 (:func:`~atpsim.engine.nccl.run_nccl`), the closed forms' answer for
+    ``p = 1``.
 
     >>> import atpsim
     >>> sweep = atpsim.collective("ib-cluster:4x8", "all_reduce", "1 GiB")
@@ -184,11 +187,13 @@ def collective(
 
 def _check_call(op: str, algorithm: str, protocol: str, channels: int | None, dtype: str) -> None:
     """Refuse an algorithm NCCL does not run for *op*, an unknown *protocol* or *dtype*, or a
-    channel count out of range, before any topology is built."""
+    channel count out of range or given to an algorithm that runs one channel, before any
+    topology is built."""
     check_nccl_algorithm(op, algorithm)
     check_protocol(protocol)
     if channels is not None:
         check_channels(channels)
+        check_channels_used(op, algorithm, channels)
     if dtype not in DTYPE_BYTES:
         raise SimulationError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPE_BYTES)}", param="dtype")
 
@@ -220,18 +225,17 @@ def _draws(spec: str | dict[str, Any], n_gpus: int | None, draws: Draws, call: _
 
 def buffer_sizes(sizes: str | float | Sequence[float]) -> list[int]:
     """Sizes in bytes from a number, a size string, a ``MIN:MAX`` doubling range or a list;
-    a malformed or negative size is an AtpsimError at ``--bytes``."""
+    a malformed, negative, non-finite or absurd size (past
+    :data:`~atpsim.units.MAX_BUFFER_BYTES`) is an AtpsimError about *sizes*."""
     try:
         if isinstance(sizes, str):
             found = parse_size_range(sizes)
         elif isinstance(sizes, (int, float)):
-            found = [int(sizes)]
+            found = [buffer_bytes(sizes)]
         else:
-            found = [int(parse_bytes(s)) for s in sizes]
+            found = [buffer_bytes(s) for s in sizes]
     except AtpsimError as error:
         raise AtpsimError(error.message, param="sizes") from None
-    if any(size < 0 for size in found):
-        raise AtpsimError(f"expected sizes >= 0 bytes, got {sizes!r}", param="sizes")
     return found
 
 

@@ -28,6 +28,7 @@ from atpsim.api import (
     EXIT_CODES,
     MEMORY_SHARE,
     AtpsimError,
+    check_number,
     describe_os_error,
     env_limit,
     machine_memory_bytes,
@@ -127,19 +128,26 @@ def _memory_cap_or_none() -> int | None:
         return None
 
 
+#: The bounds of ``ATPSIM_MAX_MEMORY``, bytes: 256 MiB (less cannot import the package) to
+#: 1 EiB (2^60, past any machine's memory and within what the OS's data limit holds).
+MEMORY_RANGE = (2**28, 2**60)
+
+
 def memory_cap() -> int | None:
     """The memory this process may use, bytes: ``ATPSIM_MAX_MEMORY`` where set (the one
-    place it is read; at least 256 MiB, else an AtpsimError naming it), else the library's
-    default (:func:`atpsim.api.machine_memory_bytes`); None where neither is known."""
+    place it is read; a finite byte count within :data:`MEMORY_RANGE`, else an AtpsimError
+    naming it), else the library's default (:func:`atpsim.api.machine_memory_bytes`); None
+    where neither is known."""
     text = os.environ.get(MEMORY_ENV)
     if text:
         try:
-            value = int(float(text))
+            value: object = float(text)
         except ValueError:
-            value = 0
-        if value < 2**28:
-            raise AtpsimError(f"expected a byte count >= 268435456 (256 MiB), got {text!r}", key=MEMORY_ENV)
-        return value
+            value = text
+        low, high = MEMORY_RANGE
+        check_number(value, MEMORY_ENV, low=low, high=high, what="a byte count", shown=text,
+                     bounds=f" from {low} (256 MiB) to {high} (1 EiB)")  # fmt: skip
+        return int(value)  # type: ignore[call-overload]
     return machine_memory_bytes()
 
 

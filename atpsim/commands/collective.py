@@ -45,7 +45,8 @@ def command(topology: str, op: str, algorithm: str | None, protocol: str, channe
             as_json: bool, draws: int | None, seed: int) -> None:
     """Simulate a collective over buffer sizes and print, per size, time, algbw and busbw, the
     algorithm, protocol and channels NCCL would use, and the per-call cost the step simulator
-    charges (included in the time)."""
+    charges (included in the time). Groups of one GPU (--devices 1, --groups dim1:1x8) move
+    nothing: every row is 0 s, as the step simulator charges a one-rank group."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     refuse_unused(given("as_csv") if as_json else [], "with --json (give one of them)")
     sweep = collective(topology, op, sizes, algorithm=algorithm, devices=devices, groups=groups,
@@ -86,6 +87,8 @@ def _print_text(sweep: CollectiveSweep, machine: MachineProvenance) -> None:
     click.echo(f"# atpsim collective: {sweep.op} by {sweep.algorithm} on {sweep.topology} ({sweep.n_gpus} GPUs)")
     click.echo(machine.line())
     click.echo(f"# groups: {sweep.groups}, p = {sweep.p}, protocol: {sweep.protocol}, engine: {sweep.engine}")
+    if sweep.p < 2:
+        click.echo("# p = 1: a group of one GPU moves nothing, so every time, algbw and busbw is 0")
     overhead = sweep.rows[0].overhead_s * 1e6 if sweep.rows else 0.0
     click.echo(f"# per-call cost in time: NCCL's latency model; plus hardware {sweep.hardware}'s "
                f"collective_overhead_s on bare links (--protocol none): {overhead:.2f} us")

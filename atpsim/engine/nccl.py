@@ -56,11 +56,15 @@ def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Seque
     *algorithm* or *protocol* is ``auto`` (NCCL's tuner, by this model). With *prune* (the
     default), candidates that a lower bound shows cannot win are not simulated
     (:func:`_fastest`, exact); ``prune=False`` simulates every one (the plain path).
-    *memory_bytes* caps a ``reference`` run (:func:`~atpsim.engine.collective.run_collective`)."""
+    *memory_bytes* caps a ``reference`` run (:func:`~atpsim.engine.collective.run_collective`).
+    Groups of one rank move nothing: such a call takes 0 s, the first candidate reported (as
+    the collectives' closed forms give 0 s for ``p = 1``); nothing is pruned, as no lower
+    bound has a step to count."""
     planner = NcclPlanner(topology, op, groups, channels)
     candidates = planner.candidates(algorithm, protocol)
     strict = getattr(find("engine", engine), "strict", False)  # a strict engine: no pruning
-    if len(candidates) == 1 or not prune or strict:
+    moves = any(len(group) > 1 for group in groups)
+    if len(candidates) == 1 or not prune or strict or not moves:
         calls = [_nccl_call(planner, c, float(nbytes), engine, memory_bytes) for c in candidates]
         return min(calls, key=lambda c: c.time_s)
     return _fastest(planner, candidates, float(nbytes), engine, memory_bytes)

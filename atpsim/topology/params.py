@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from atpsim.errors import AtpsimError, TopologyError
+from atpsim.errors import AtpsimError, TopologyError, check_number
 from atpsim.units import parse_bandwidth, parse_time
 
 ParamKind = Literal[
@@ -81,25 +81,34 @@ class BuilderParam:
 
 
 def bandwidth_param(value: Any, key: str) -> float:
-    """Bytes/s from *value* (number or '25 GB/s'); a :class:`TopologyError` naming *key* if not > 0."""
+    """Bytes/s from *value* (number or '25 GB/s'); a :class:`TopologyError` naming *key*
+    unless it is finite and > 0 (an infinite link would carry any flow in no time)."""
     try:
         bandwidth = parse_bandwidth(_number_or_text(value))
     except AtpsimError as error:
         raise TopologyError(error.message, key=key) from None
     if not bandwidth > 0:
         raise TopologyError(f"expected a positive bandwidth, got {value!r}", key=key)
-    return bandwidth
+    return check_number(bandwidth, key, what="a positive bandwidth", shown=value,
+                        error_type=TopologyError)  # fmt: skip
 
 
 def time_param(value: Any, key: str) -> float:
-    """Seconds from *value* (number or '0.6 us'); a :class:`TopologyError` naming *key* if < 0."""
+    """Seconds from *value* (number or '0.6 us'); a :class:`TopologyError` naming *key*
+    unless it is finite and >= 0."""
     try:
         seconds = parse_time(_number_or_text(value))
     except AtpsimError as error:
         raise TopologyError(error.message, key=key) from None
-    if not seconds >= 0:
-        raise TopologyError(f"expected a latency >= 0, got {value!r}", key=key)
-    return seconds
+    return check_number(seconds, key, low=0, what="a latency", shown=value,
+                        error_type=TopologyError)  # fmt: skip
+
+
+def ratio_param(value: Any, key: str) -> float:
+    """A finite number >= 1 (an oversubscription: down-ports per up-port); a
+    :class:`TopologyError` naming *key* otherwise (nan would pass ``< 1``, inf would leave a
+    fat tree without spines)."""
+    return check_number(value, key, low=1, what="a ratio", error_type=TopologyError)
 
 
 def _number_or_text(value: Any) -> Any:

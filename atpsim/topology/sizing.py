@@ -98,15 +98,25 @@ SIZE_FROM_GPUS: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "nvl72": _size_domains,
 }
 
+#: The parameters that size each builder: a spec that gives one is built at its own size
+#: (``--devices 1`` on ``ib-cluster:1x8`` uses that machine's first GPU).
+SIZE_KEYS: dict[str, set[str]] = {
+    "torus": {"dims"},
+    "nvswitch": {"gpus"},
+    "nvlink-network-switch": {"gpus"},
+    "pcie-tree": {"gpus"},
+    "nvlink-pairs": {"gpus"},
+    "ib-cluster": {"nodes"},
+    "nvl72": {"domains"},
+}
+
 
 def build_from_builder(name: str, params: dict[str, Any], *, n_gpus: int | None = None) -> Topology:
     """Call builder *name* with *params*, sized to *n_gpus* when no size parameter is given."""
     builder = builder_info(name)
     params = dict(params)
-    if n_gpus is not None and name in SIZE_FROM_GPUS:
-        sized = SIZE_FROM_GPUS[name](n_gpus, params)
-        if not any(k in params for k in sized):
-            params.update(sized)
+    if n_gpus is not None and name in SIZE_FROM_GPUS and not SIZE_KEYS[name] & set(params):
+        params.update(SIZE_FROM_GPUS[name](n_gpus, params))
     try:
         topology = builder.build(**params)
     except TypeError as error:

@@ -21,6 +21,7 @@ from atpsim.errors import (
     AtpsimError,
     SizeLimitError,
     TopologyError,
+    check_number,
     did_you_mean,
     limit_from_env,
 )
@@ -158,12 +159,20 @@ def _normalize_mapping(spec: Mapping[str, Any]) -> tuple[str, str, dict[str, Any
         )
     if form == "builder" and ":" in name:
         head, _, rest = name.partition(":")
-        return "builder", head, {**_parse_spec_rest(head, rest), **params}
+        from_spec = _parse_spec_rest(head, rest)
+        twice = sorted(set(from_spec) & set(params))
+        if twice:
+            raise TopologyError(f"given twice: in the spec string {name!r} and as a key of the "
+                                "mapping; expected it once", key=twice[0])  # fmt: skip
+        return "builder", head, {**from_spec, **params}
     return form, name, params
 
 
 def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:
-    """Parameters from the part after ``BUILDER:`` — a size, then optional ``key=value`` pairs."""
+    """Parameters from the part after ``BUILDER:`` — a size, then optional ``key=value`` pairs.
+    A value named twice (a key repeated, or a key the size already sets: ``ib-cluster:2x4,
+    nodes=3``) is refused rather than the last one winning; so is a number that is not
+    finite (``oversubscription=nan``)."""
     if not rest:
         return {}
     size, *pairs = [p.strip() for p in rest.split(",")]
@@ -174,11 +183,16 @@ def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:
         if builder not in SIZE_PARSERS:
             raise TopologyError(f"builder {builder!r} takes no size in a spec string, got {size!r}")
         params.update(SIZE_PARSERS[builder](size))
+    written = {key: f"the size {size!r}" for key in params}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq:
             raise TopologyError(f"expected key=value after the size, got {pair!r}", key=builder)
-        params[key.strip()] = _scalar(value.strip())
+        key = key.strip()
+        if key in written:
+            raise TopologyError(f"given twice, by {written[key]} and by {pair!r}; expected it once",
+                                key=key)  # fmt: skip
+        params[key], written[key] = _scalar(value.strip(), key), repr(pair)
     _check_quantities(params, builder)
     return params
 
@@ -202,12 +216,15 @@ def _check_quantities(params: dict[str, Any], builder: str) -> None:
 _QUANTITY_PARSERS = {"Bps": parse_bandwidth_text, "s": parse_time_text}
 
 
-def _scalar(text: str) -> Any:
+def _scalar(text: str, key: str) -> Any:
+    """The value of ``key=text`` in a spec string: an int, a finite float (``nan``, ``inf``
+    and ``1e400`` are refused naming *key*), true/false, or the text itself."""
     for cast in (int, float):
         try:
-            return cast(text)
+            value = cast(text)
         except ValueError:
-            pass
+            continue
+        return check_number(value, key, shown=text, error_type=TopologyError) if cast is float else value
     return {"true": True, "false": False}.get(text.lower(), text)
 
 

@@ -13,6 +13,8 @@ from atpsim.collectives.nccl.algorithms import (
     AUTO_CANDIDATES,
     NCCL_ALGORITHMS,
     auto_algorithms,
+    channel_algorithms,
+    check_channels_used,
     check_nccl_algorithm,
     nccl_algorithm_names,
 )
@@ -26,6 +28,8 @@ __all__ = [
     "NcclPlan",
     "NcclPlanner",
     "auto_algorithms",
+    "channel_algorithms",
+    "check_channels_used",
     "check_nccl_algorithm",
     "nccl_algorithm_names",
     "plan_algorithm",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from atpsim.collectives.channels import RING_STEPS, group_layout
 from atpsim.collectives.nvls import NVLS_OPS, has_nvls
 from atpsim.collectives.registry import algorithm_names, default_algorithm
-from atpsim.errors import SimulationError, did_you_mean
+from atpsim.errors import SimulationError, did_you_mean, param
 from atpsim.topology.graph import Topology
 
 #: Algorithms NCCL's planning lays out itself (everything else is a registry name run as is):
@@ -43,6 +43,29 @@ def check_nccl_algorithm(op: str, algorithm: str, key: str | None = None) -> Non
         valid = nccl_algorithm_names(op)
         raise SimulationError(f"unknown algorithm {algorithm!r} for {op}"
                               f"{did_you_mean(algorithm, valid)}", key=key, param="algorithm")
+
+
+def channel_algorithms(op: str) -> tuple[str, ...]:
+    """The algorithms of *op* that run on channels (:mod:`atpsim.collectives.channels`):
+    NCCL's channel rings where *op* has ring steps, the double binary tree (one tree pair per
+    channel) for an all-reduce, and ``auto``, which may pick either. Every other algorithm
+    runs one channel."""
+    if op not in RING_STEPS:
+        return ()
+    return ("ring", "tree", "auto") if op == "all_reduce" else ("ring", "auto")
+
+
+def check_channels_used(op: str, algorithm: str, channels: int | None) -> None:
+    """A SimulationError about the *channels* parameter when it is given for an *algorithm*
+    that runs one channel (:func:`channel_algorithms`), rather than dropping it silently."""
+    if channels is None or algorithm in channel_algorithms(op):
+        return
+    takes = channel_algorithms(op)
+    leave = f"leave {param('channels')} out"
+    expected = f"expected the algorithm {', '.join(takes[:-1])} or {takes[-1]}, or {leave}" \
+        if takes else f"no {op} algorithm runs on channels: {leave}"
+    raise SimulationError(f"does nothing for {algorithm} ({op} by {algorithm} runs one channel); "
+                          f"{expected}", param="channels")  # fmt: skip
 
 
 def auto_algorithms(topology: Topology, op: str, groups: Sequence[Sequence[int]]) -> tuple[str, ...]:

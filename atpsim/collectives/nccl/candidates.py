@@ -13,7 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from atpsim.collectives.channels import check_channels
-from atpsim.collectives.nccl.algorithms import auto_algorithms, check_nccl_algorithm, check_nvls
+from atpsim.collectives.nccl.algorithms import (
+    auto_algorithms,
+    check_channels_used,
+    check_nccl_algorithm,
+    check_nvls,
+)
 from atpsim.collectives.nccl.latency import fixed_latency_s, step_classes
 from atpsim.collectives.nccl.plan import NcclPlan, plan_algorithm
 from atpsim.collectives.protocols import (
@@ -62,6 +67,7 @@ class NcclPlanner:
         if self.channels is not None:
             check_channels(self.channels)
         check_nccl_algorithm(self.op, algorithm)
+        check_channels_used(self.op, algorithm, self.channels)
         algorithms = auto_algorithms(self.topology, self.op, self.groups) \
             if algorithm == "auto" else (algorithm,)
         if "nvls" in algorithms:

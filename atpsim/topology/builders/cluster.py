@@ -48,7 +48,6 @@ from typing import Any
 
 import networkx as nx
 
-from atpsim.errors import TopologyError
 from atpsim.topology.builders._common import add_gpu, add_link, add_switch
 from atpsim.topology.builders.base import register_builder
 from atpsim.topology.builders.pcie import PCIE_GENERATIONS, PCIE_LINK_LATENCY_S, PCIE_X16_BPS
@@ -64,6 +63,7 @@ from atpsim.topology.params import (
     bandwidth_param,
     choice_param,
     count_param,
+    ratio_param,
     time_param,
 )
 from atpsim.topology.routing import UpDownRouter
@@ -165,15 +165,8 @@ def _fat_tree(
     if leaf_size is None:
         leaf_size = max(1, DEFAULT_LEAF_PORTS // nics_per_node) * nics_per_node
     leaf_size = count_param(leaf_size, "leaf_size")
-    if (
-        isinstance(oversubscription, bool)
-        or not isinstance(oversubscription, (int, float))
-        or oversubscription < 1
-    ):
-        raise TopologyError(
-            f"expected a ratio >= 1, got {oversubscription!r}", key="oversubscription"
-        )
-    return _FatTree(nic_Bps, latency_s, leaf_size, oversubscription)
+    ratio = ratio_param(oversubscription, "oversubscription")
+    return _FatTree(nic_Bps, latency_s, leaf_size, ratio)
 
 
 def _add_node_fabric(graph: nx.Graph, node: int, ranks: range, shape: _NodeShape) -> None:

