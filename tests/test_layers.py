@@ -22,6 +22,7 @@ PACKAGE = ROOT / "atpsim"
 #: The parts of the package, lowest first: a part may import only parts before it.
 LAYERS = (
     "errors",
+    "yamlfile",
     "units",
     "topology",
     "collectives",

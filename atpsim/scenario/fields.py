@@ -128,9 +128,11 @@ def resolve_file(text: str, info: ValidationInfo, subkey: KeyPath = ()) -> str:
 
 
 class Frozen(BaseModel):
-    """A frozen model that rejects unknown keys, suggesting the nearest valid one."""
+    """A frozen model that rejects unknown keys, suggesting the nearest valid one, and any
+    number that is not finite (``.inf``, ``.nan``: a straggler factor of .inf ran into an
+    IndexError as a point failure)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

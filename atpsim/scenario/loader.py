@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from atpsim.errors import ScenarioError, read_text
 from atpsim.scenario.report import ReportSections
 from atpsim.scenario.schema import Scenario, render_key, show
+from atpsim.yamlfile import load_yaml
 
 #: pydantic error type -> what was expected (the got-value is appended).
 _EXPECTED = {
@@ -26,6 +26,7 @@ _EXPECTED = {
     "string_type": "expected a string",
     "float_type": "expected a number",
     "float_parsing": "expected a number",
+    "finite_number": "expected a finite number",
     "bool_type": "expected true or false",
     "bool_parsing": "expected true or false",
     "dict_type": "expected a mapping",
@@ -36,44 +37,16 @@ _EXPECTED = {
 }
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key written twice in one mapping (YAML keeps the last)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def read_yaml(path: Path, source: str) -> Any:
     """The YAML document in *path*; a syntax error names its line and column."""
     return parse_yaml(read_text(path, "the scenario file", ScenarioError), source)
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """The YAML document *text* (read from *source*); a key written twice in one mapping or a
-    syntax error is a :class:`ScenarioError` naming its line and column."""
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
-    except yaml.YAMLError as error:
-        raise ScenarioError(_yaml_message(error), source=source) from None
-
-
-def _yaml_message(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    return f"{where}invalid YAML: {problem}"
+    """The YAML document *text* (read from *source*), read by :func:`atpsim.yamlfile.load_yaml`
+    (merge keys taken; a key written twice, a list as a key, too deep a nesting or an alias
+    bomb refused): any failure is a :class:`ScenarioError` naming the file, line and column."""
+    return load_yaml(text, source, ScenarioError)
 
 
 def error_from_validation(error: ValidationError, raw: Any, source: str) -> ScenarioError:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
 from atpsim.errors import AtpsimError, TopologyError, did_you_mean, read_text
 from atpsim.topology.builders.base import register_builder
@@ -30,6 +29,7 @@ from atpsim.topology.graph import LINK_KINDS, NODE_KINDS, Topology
 from atpsim.topology.params import BuilderParam
 from atpsim.topology.routing import Router, ShortestPathRouter, UpDownRouter
 from atpsim.units import parse_bandwidth_text, parse_time_text
+from atpsim.yamlfile import load_yaml
 
 TOP_KEYS = ("name", "description", "routing", "nodes", "links", "force")
 NODE_KEYS = ("name", "kind", "rank", "level")
@@ -41,14 +41,7 @@ def load_custom(path: str | Path) -> Topology:
     """Read the custom topology YAML file at *path*; errors name the file and key path."""
     source = str(path)
     text = read_text(path, "the topology file", TopologyError)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise TopologyError(
-            f"{where}invalid YAML ({getattr(error, 'problem', error)})", source=source
-        ) from None
+    data = load_yaml(text, source, TopologyError)
     try:
         return build_custom(data, default_name=Path(path).stem)
     except AtpsimError as error:

@@ -7,6 +7,7 @@ a few tiny collectives."""
 
 from __future__ import annotations
 
+import csv
 from typing import Any
 
 import pytest
@@ -157,3 +158,77 @@ def test_channels_still_apply_to_the_algorithms_that_run_on_them(algorithm):
                  "--bytes", "1M", "--csv")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1].split(",")[5] == "2"
+
+
+# --- the YAML loader ----------------------------------------------------------------------
+
+ANALYTIC = """name: merged
+model: M2
+mode: [analytic]
+report: {figures: []}
+cases:
+  - &first
+    topology: [ic3]
+    parallelism: {devices: 8, meshes: [[8, 1]]}
+    chunks: 1
+  - <<: *first
+    chunks: 2
+"""
+
+
+def test_a_merge_key_takes_the_anchor_and_its_own_keys_override(tmp_path):
+    """``<<: *anchor`` was refused (the duplicate-key check built the merge key itself);
+    now the second case is the first with chunks 2, as YAML's merge type says."""
+    (tmp_path / "merged.yaml").write_text(ANALYTIC)
+    result = run("run", tmp_path / "merged.yaml", "-o", tmp_path / "out", "--no-progress")
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "out" / "results.csv").open() as table:
+        cells = list(csv.DictReader(table))
+    assert [(c["topology"], c["mesh"], c["chunks"]) for c in cells] == [("ic3", "8x1", "1"), ("ic3", "8x1", "2")]
+
+
+def _bomb(levels: int = 9) -> str:
+    """Anchors of nine aliases of the one before: 9^levels values from a few hundred bytes."""
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("name: k\n? [a, b]\n: 1\n", ["line 2, column 3", "a list used as a key; expected a name or a number"]),
+    ("name: k\n? {a: 1}\n: 1\n", ["line 2, column 3", "a mapping used as a key"]),
+    ("name: k\nmodel: M2\nmodel: M3\n", ["line 3", "duplicate key 'model'"]),
+    ("name: k\nx: " + "[" * 400 + "]" * 400 + "\n", ["nested deeper than 64 levels"]),
+    ("name: k\nx: &x [1, *x]\n", ["an alias refers to a node that contains it"]),
+    ("name: k\n" + _bomb(), ["its aliases add more than 100,000 values to the document"]),
+    (_bomb() + "name: b\ntopology: [{builder: ib-cluster, nodes: 2, bogus: *a9}]\n",
+     ["its aliases add more than 100,000 values"]),
+], ids=["list-key", "mapping-key", "duplicate-key", "depth-400", "recursive-alias", "alias-bomb",
+        "alias-bomb-in-builder"])  # fmt: skip
+def test_a_scenario_file_the_loader_cannot_take_is_one_line_naming_it(tmp_path, text, named):
+    """A list or mapping as a key and a 400-level nesting were exit 3; an alias bomb inside a
+    builder mapping was walked value by value (no answer in 120 s): each is now refused by
+    the loader (:mod:`atpsim.yamlfile`), before anything is built or walked."""
+    (tmp_path / "s.yaml").write_text(text)
+    refused(run("run", tmp_path / "s.yaml", "-o", tmp_path / "out"), "s.yaml", "invalid YAML", *named)
+
+
+def test_a_search_space_file_goes_through_the_same_loader(tmp_path):
+    (tmp_path / "space.yaml").write_text(_bomb() + "model: gpt3-125m\n")
+    refused(run("search", "--space", tmp_path / "space.yaml", "-o", tmp_path / "out"),
+            "space.yaml", "its aliases add more than 100,000 values")
+
+
+def test_a_custom_topology_file_goes_through_the_same_loader(tmp_path):
+    (tmp_path / "topo.yaml").write_text("nodes: []\n" + _bomb())
+    refused(run("topo", "show", tmp_path / "topo.yaml"), "topo.yaml", "its aliases add more than 100,000 values")
+
+
+def test_a_scenario_number_that_is_not_finite_is_refused_by_key(tmp_path):
+    """``straggler_factor: .inf`` leaked a RuntimeWarning, then an IndexError as a point
+    failure; every float of a scenario is now finite (scenario.fields.Frozen)."""
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ntopology: [ib-cluster:1x8]\nmodel: gpt3-125m\nparallelism: {devices: 8, global_batch: 16, "
+        "micro_batch: 2, tp: [[1, 1]], pp: 1, perturb: {seed: 1, stragglers: 1, straggler_factor: .inf}}\n")
+    refused(run("run", tmp_path / "s.yaml", "-o", tmp_path / "out"), "s.yaml",
+            "parallelism.perturb.straggler_factor: expected a finite number, got inf")
