@@ -18,6 +18,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.partition import EVEN
 from atpsim.results.schema import JOB_SCHEMA, ResultsSchema
 from atpsim.scenario.workload import JOB, Workload
 from atpsim.training.config import JobConfig, resolved_sequence_parallel
@@ -35,7 +36,8 @@ class JobPoint:
     rest are :class:`atpsim.training.config.JobConfig`'s fields of the same names; *network* how its
     calls share the links and *perturb* its slow GPUs and links (the keys of
     ``parallelism.perturb`` set, sorted; empty: none); *neighbour* a second job on the next
-    GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none)."""
+    GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none); *partition*
+    how the layers split over the stages (``even``, ``auto`` or a count per stage)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
     workload: ClassVar[Workload] = JOB
@@ -63,6 +65,7 @@ class JobPoint:
     network: str = "joint"
     perturb: tuple[tuple[str, Any], ...] = ()
     neighbour: tuple[tuple[str, Any], ...] = ()
+    partition: str | tuple[int, ...] = EVEN
 
     def __post_init__(self) -> None:
         # The key names the setting that ran: None (the default) is on for a 1D mesh only.
@@ -113,9 +116,11 @@ class JobPoint:
         } | self._contention()  # fmt: skip
 
     def _contention(self) -> dict[str, Any]:
-        """The network and perturbation keys, where not the defaults (so the points of
-        scenarios from before issue 13 keep their keys)."""
+        """The network, perturbation and partition keys, where not the defaults (so the points
+        of scenarios from before issue 13, and even pipelines, keep their keys)."""
         out: dict[str, Any] = {}
+        if self.partition != EVEN:
+            out["partition"] = self.partition if isinstance(self.partition, str) else list(self.partition)
         if self.network != "joint":
             out["network"] = self.network
         if self.perturb:

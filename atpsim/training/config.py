@@ -1,5 +1,5 @@
-"""What a job is: :class:`JobConfig` (the model, the DP x PP x TP layout and how the step is
-cut) and :func:`check_job` (its sizes divide)."""
+"""What a job is: :class:`JobConfig` (the model, the DP x PP x TP layout, how the layers split
+over the stages and how the step is cut) and :func:`check_job` (its sizes divide)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from atpsim.errors import SimulationError, SizeLimitError
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.partition import EVEN, Partition, as_partition, check_partition, stage_layers
 from atpsim.parallel.pipeline import PipelineShape
 from atpsim.training.defaults import job_default, model_vocab
 
@@ -35,12 +36,15 @@ class JobConfig:
     recompute: str = job_default("recompute")
     sequence_parallel: bool = None  # type: ignore[assignment]  # None: the default, resolved below
     vocab: int = 0
+    #: ``even``, ``auto`` or one layer count per stage (:mod:`atpsim.parallel.partition`).
+    partition: Partition = EVEN
 
     def __post_init__(self) -> None:
         # None is the default: on where the TP mesh is 1D (atpsim.training.defaults); asked
         # for on a 2D mesh, it is refused when the job is checked.
         object.__setattr__(self, "sequence_parallel",
                            resolved_sequence_parallel(self.sequence_parallel, self.layout.tp))
+        object.__setattr__(self, "partition", as_partition(self.partition))
 
     @property
     def n_microbatches(self) -> int:
@@ -52,8 +56,24 @@ class JobConfig:
 
     @property
     def chunk_model(self) -> ModelConfig:
-        """One model chunk of a stage for one micro-batch."""
+        """One model chunk of a stage for one micro-batch (an even split's; a stage's own:
+        :meth:`stage_model`)."""
         layers = self.model.layers // (self.layout.pp * self.virtual_stages)
+        return replace(self.model, layers=layers, batch=self.micro_batch)
+
+    @property
+    def stage_layers(self) -> tuple[int, ...]:
+        """The layers each pipeline stage holds, all its model chunks together: ``L / p``
+        each (``even``) or the partition's counts (``auto`` once resolved:
+        :func:`atpsim.training.partition.resolve_partition`)."""
+        return stage_layers(self.partition, self.model.layers, self.layout.pp)
+
+    def stage_model(self, stage: int) -> ModelConfig:
+        """One model chunk of *stage* for one micro-batch: its layers over the virtual
+        stages (an even split's :attr:`chunk_model` where the partition is ``even``)."""
+        if self.partition == EVEN:
+            return self.chunk_model
+        layers = self.stage_layers[stage] // self.virtual_stages
         return replace(self.model, layers=layers, batch=self.micro_batch)
 
 
@@ -87,17 +107,14 @@ def resolved_sequence_parallel(asked: bool | None, mesh: object) -> bool:
 
 
 def check_job(config: JobConfig) -> None:
-    """Divisibility of the batch and the layers, and the iteration's size (a SizeLimitError,
+    """Divisibility of the batch and the layers (or the partition's counts), and the iteration's size (a SizeLimitError,
     which a search does not prune as indivisible, past :data:`~atpsim.parallel.job_memory.
     DEFAULT_MAX_SLOTS` stage x micro-batch slots); one line naming the key, else."""
     per_step = config.micro_batch * config.layout.dp
     if config.micro_batch < 1 or config.global_batch % per_step:
         raise SimulationError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
                               f"x dp = {per_step}", key="global_batch")  # fmt: skip
-    stages = config.layout.pp * config.virtual_stages
-    if config.model.layers % stages:
-        raise SimulationError(f"{config.model.layers} layers do not split over {stages} (virtual) "
-                              "pipeline stages", key="pp")  # fmt: skip
+    check_partition(config.partition, config.model.layers, config.layout.pp, config.virtual_stages)
     too_large = check_slots(config.layout.pp, config.virtual_stages, config.global_batch, config.micro_batch)
     if too_large:
         raise SizeLimitError(too_large, key="global_batch")
