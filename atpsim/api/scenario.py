@@ -23,9 +23,12 @@ from atpsim.api.point_trace import write_point_traces
 from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
 from atpsim.api.workloads import WORKLOADS
 from atpsim.errors import AtpsimError, param
+from atpsim.report import job_tables, large
 from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
+from atpsim.report.index import run_page
 from atpsim.results.io import RESULTS_CSV, read_results
+from atpsim.results.schema import JOB, workload_of
 from atpsim.scenario.loader import load_scenario
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import SweepPoints, describe_sweep, expand_sweep
@@ -63,6 +66,16 @@ class RunSummary:
     @property
     def n_failed(self) -> int:
         return self.table.n_failed
+
+    def answers(self) -> list[str]:
+        """What the run found, as its report's first screen says it: the key findings (points,
+        failures, the fastest configuration per machine and model, the paper's claims that
+        hold) and, for a job sweep, one verdict per comparison (does ATP's best 2D mesh beat
+        Megatron-LM's best 1D TP, and by how much). Computed from the results, as the page."""
+        page = run_page(self.out_dir)
+        if large.is_large(self.out_dir) or workload_of(list(self.frame.columns)) != JOB:
+            return list(page.findings)
+        return [*page.findings, *job_tables.verdicts(self.frame)]
 
     def missing_feature(self) -> str | None:
         """The error, when every point failed because the simulator lacks a feature."""

@@ -124,6 +124,11 @@ def _finish(summary: RunSummary) -> None:
     click.echo(f"results and report in {summary.out_dir}/:")
     for path in summary.files:
         click.echo(f"  {path}")
+    answers = summary.answers() if summary.n_points > summary.n_failed else []
+    if answers:
+        click.echo(f"what it found (the top of {summary.out_dir / 'report.md'}):")
+        for line in answers:
+            click.echo(f"- {line}")
     missing = summary.missing_feature()
     if missing:
         click.echo(

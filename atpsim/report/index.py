@@ -34,14 +34,17 @@ def report_folders(folder: Path) -> list[Path]:
 def read_pages(folder: Path) -> list[tuple[Path, Page]]:
     """Each run folder under *folder* with its :class:`Page` (provenance read, not written);
     a table too large to read whole (:mod:`atpsim.report.large`) is listed by its size."""
-    pages = []
-    for run in report_folders(folder):
-        if large.is_large(run):
-            pages.append((run, _large_page(run)))
-            continue
-        frame = read_results(run)
-        pages.append((run, read_page(run, frame, scenario_text(run), recorded(run, len(frame)))))
-    return pages
+    return [(run, run_page(run)) for run in report_folders(folder)]
+
+
+def run_page(run: Path) -> Page:
+    """The :class:`Page` of the run folder *run* (title, findings, the paper's claims as
+    checked), its provenance read, not written: what the index lists and ``atpsim run``
+    prints when it ends."""
+    if large.is_large(run):
+        return _large_page(run)
+    frame = read_results(run)
+    return read_page(run, frame, scenario_text(run), recorded(run, len(frame)))
 
 
 def _large_page(run: Path) -> Page:

@@ -172,3 +172,36 @@ def test_every_scenario_file_runs_and_reports_with_a_fake_simulator(fake_simulat
     result = run("run", str(path), "-o", str(tmp_path / "o"), "--no-progress")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "o" / "report.html").is_file()
+
+
+def test_run_ends_with_what_it_found(fake_simulator, scenario, tmp_path, monkeypatch):
+    """The terminal's last lines answer the question, as the report's first screen does: the
+    points and the fastest configuration per machine and model (issue 26). Fake times:
+    4x2 runs at 100 * 2 / 4 = 50 TFLOP/s per GPU, 8x1 at 12.5, so 4x2 is the fastest."""
+    monkeypatch.chdir(tmp_path)
+    result = run("run", str(scenario), "--no-progress")
+    assert result.exit_code == 0, result.output
+    tail = result.stdout.split("what it found (the top of reports/tiny/report.md):\n")[1]
+    assert tail.splitlines()[0] == "- 4 points: 4 simulated."
+    assert "ic3: M1 on 4x2 (best 50)" in tail
+    report = (Path("reports/tiny") / "report.md").read_text()
+    assert all(line[2:] in report for line in tail.splitlines())
+
+
+JOB_SCENARIO = """name: tinyjob
+topology: {builder: ib-cluster, gpus_per_node: 8, nodes: 2}
+model: gpt3-1.3b
+parallelism: {devices: 16, tp: [[8, 1], [4, 2]], pp: 2, dp: auto, micro_batch: 1,
+              global_batch: 16, sequence_parallel: false}
+"""
+
+
+def test_a_job_run_ends_with_one_verdict_per_comparison(fake_simulator, tmp_path, monkeypatch):
+    """A job sweep's last lines say whether ATP's best 2D mesh beats Megatron-LM's 1D TP.
+    Fake times: 1 + 0.1 pp + 0.01 d2, so 8x1 (1.21 s) beats 4x2 (1.22 s) by 0.8%."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.yaml").write_text(JOB_SCENARIO)
+    result = run("run", "job.yaml", "--no-progress")
+    assert result.exit_code == 0, result.output
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("- gpt3-1.3b on ") and last.endswith("Megatron-LM is 0.8% faster.")
