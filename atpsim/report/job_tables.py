@@ -27,6 +27,9 @@ BEST_COLUMNS = (
     "micro_batch", "schedule", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
     "memory_per_rank_bytes",
 )  # fmt: skip
+#: Settings a job sweep can vary beyond the layout: the best table shows each one the sweep
+#: varied (after the schedule), so that a row can be written back into a scenario.
+SWEPT_SETTINGS = ("virtual_stages", "chunks", "recompute", "zero", "algorithm", "placement", "order")
 ALL_COLUMNS = (
     "topology", "model", "n_devices", "tp_mesh", "pp", "dp", "micro_batch", "global_batch",
     "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero", "iteration_time_s",
@@ -86,9 +89,11 @@ def best_table(frame: pd.DataFrame) -> Table | None:
     if best.empty:
         return None
     caption = "Best configuration per topology, model, GPU count and TP scheme (memory: GB = 10^9 B)"
+    swept = tuple(c for c in SWEPT_SETTINGS if c in frame.columns and frame[c].astype(str).nunique() > 1)
+    at = BEST_COLUMNS.index("schedule") + 1
     extra = tuple(c for c in (*comparison(frame)[len(COMPARISON):], "max_link_utilization", "busiest_link")
                   if c in frame.columns and best[c].notna().any())  # fmt: skip
-    return _table(best, BEST_COLUMNS + extra, caption)
+    return _table(best, BEST_COLUMNS[:at] + swept + BEST_COLUMNS[at:] + extra, caption)
 
 
 def all_rows(frame: pd.DataFrame) -> Table:

@@ -109,3 +109,18 @@ def test_the_best_table_and_verdict_say_whether_sequence_parallelism_ran():
     assert _layout(row) == "8x1, sequence parallelism, pp 2, dp 4, micro-batch 1"
     assert _layout(row.drop("sequence_parallel")) == "8x1, pp 2, dp 4, micro-batch 1"
     assert _layout(pd.Series({**row.to_dict(), "sequence_parallel": False})) == "8x1, pp 2, dp 4, micro-batch 1"
+
+
+def test_the_best_table_carries_every_setting_the_sweep_varied():
+    """Chunks and recomputation vary in these rows, ZeRO does not: the best table shows the
+    first two after the schedule (so a row can be written back into a scenario), not ZeRO."""
+    from atpsim.report.job_tables import best_table
+
+    rows = [row(0, "8x1", 2, 9.0, chunks=1, recompute="selective", zero=1),
+            row(1, "4x2", 2, 7.5, chunks=2, recompute="full", zero=1)]  # fmt: skip
+    table = best_table(to_frame(rows, JOB_SCHEMA))
+    assert table is not None
+    at = table.header.index("schedule")
+    assert table.header[at + 1 : at + 3] == ["chunks", "recompute"]
+    assert "zero" not in table.header
+    assert table.rows[1][at + 1 : at + 3] == ["2", "full"]
