@@ -13,6 +13,14 @@ one ``h -> 2·ffn_hidden`` GEMM as Megatron-LM fuses them) and ``tie_embeddings:
 separate ``h x vocab`` output matrix). ``dtype: fp8`` is Transformer Engine's FP8 training:
 the linear layers' GEMMs run in FP8, everything else (attention core, element-wise ops,
 communication, the LM head) in bf16, and the weights are kept in bf16 with an FP8 copy.
+
+A mixture of experts (``experts`` > 0; GShard, Lepikhin et al. 2020; Switch Transformer, Fedus
+et al. 2021) replaces the MLP of every ``moe_every``-th layer (layers 0, k, 2k, ... of each model
+chunk, Megatron-Core's ``moe_layer_freq``) by a router (``h x experts``) and ``experts`` MLPs of
+``expert_ffn_hidden`` (default ``ffn_hidden``), each token going to its ``top_k`` best (default
+2). ``capacity_factor`` is GShard's: an expert takes at most ``capacity_factor`` times its fair
+share of the tokens (``top_k·tokens/experts``), and the busiest expert is that full, so it sets
+the layer's time (:mod:`atpsim.parallel.moe`).
 """
 
 from __future__ import annotations
@@ -33,7 +41,10 @@ FP8_COMPUTE_DTYPE = "bf16"
 #: The fields of a layer's shape beyond GPT's, at their GPT values (:meth:`ModelConfig.as_dict`).
 LAYER_SHAPE_DEFAULTS: dict[str, object] = {
     "kv_heads": None, "ffn_hidden": None, "ffn": "gelu", "tie_embeddings": True, "vocab": 0,
+    "experts": 0, "top_k": None, "moe_every": 1, "expert_ffn_hidden": None, "capacity_factor": 1.0,
 }  # fmt: skip
+#: Experts a token goes to where ``top_k`` is not given (Mixtral's and GShard's top-2).
+DEFAULT_TOP_K = 2
 _UNSET = object()
 
 
@@ -57,6 +68,11 @@ class ModelConfig:
     ffn: str = "gelu"
     tie_embeddings: bool = True
     vocab: int = 0
+    experts: int = 0
+    top_k: int | None = None
+    moe_every: int = 1
+    expert_ffn_hidden: int | None = None
+    capacity_factor: float = 1.0
 
     def __post_init__(self) -> None:
         for field in ("hidden", "heads", "layers", "batch", "seq", "ffn_mult"):
@@ -79,6 +95,23 @@ class ModelConfig:
                               f"{did_you_mean(str(self.ffn), FFN_KINDS)}")
         if self.vocab < 0:
             raise AtpsimError(f"model.vocab must be >= 0, got {self.vocab}")
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        """The mixture-of-experts keys, each refused by its key (module docstring)."""
+        if self.experts < 0:
+            raise AtpsimError(f"model.experts must be >= 0 (0: a dense MLP), got {self.experts}")
+        for field in ("top_k", "expert_ffn_hidden"):
+            if getattr(self, field) is not None and getattr(self, field) < 1:
+                raise AtpsimError(f"model.{field} must be >= 1, got {getattr(self, field)}")
+        if self.moe_every < 1:
+            raise AtpsimError(f"model.moe_every must be >= 1, got {self.moe_every}")
+        if not 1.0 <= self.capacity_factor < float("inf"):
+            raise AtpsimError(f"model.capacity_factor must be a finite number >= 1 (the busiest "
+                              f"expert's tokens over its fair share), got {self.capacity_factor}")
+        if self.experts and self.router_top_k > self.experts:
+            raise AtpsimError(f"model.top_k ({self.router_top_k}) must be at most model.experts "
+                              f"({self.experts})")  # fmt: skip
 
     def as_dict(self) -> dict[str, object]:
         """The fields as a mapping, the layer-shape fields (:data:`LAYER_SHAPE_DEFAULTS`) only
@@ -146,10 +179,68 @@ class ModelConfig:
         return 2 * self.ffn_size if self.gated else self.ffn_size
 
     def layer_weights(self) -> int:
-        """Weights of one layer's linears (no biases): ``h·(h + 2·kv) + h² + h·fc1_out + ffn·h``,
-        ``12h²`` for GPT's layer."""
+        """Weights of one dense layer's linears (no biases): ``h·(h + 2·kv) + h² + h·fc1_out +
+        ffn·h``, ``12h²`` for GPT's layer."""
         h = self.hidden
         return h * self.qkv_out + h * h + h * self.fc1_out + self.ffn_size * h
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some layers are a mixture of experts (``experts`` > 0)."""
+        return self.experts > 0
+
+    @property
+    def router_top_k(self) -> int:
+        """Experts each token goes to: ``top_k``, else :data:`DEFAULT_TOP_K`."""
+        return DEFAULT_TOP_K if self.top_k is None else self.top_k
+
+    @property
+    def expert_ffn_size(self) -> int:
+        """One expert's hidden width: ``expert_ffn_hidden``, else :attr:`ffn_size`."""
+        return self.ffn_size if self.expert_ffn_hidden is None else self.expert_ffn_hidden
+
+    @property
+    def expert_fc1_out(self) -> int:
+        """Output width of an expert's first GEMM: ``2·expert_ffn`` gated, else ``expert_ffn``."""
+        return 2 * self.expert_ffn_size if self.gated else self.expert_ffn_size
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether layer *layer* (0-based, within a model chunk) is a mixture of experts:
+        layers 0, k, 2k, ... for ``moe_every`` k (Megatron-Core's ``moe_layer_freq``)."""
+        return self.is_moe and layer % self.moe_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        """How many of the ``layers`` are mixtures of experts."""
+        return sum(self.is_moe_layer(layer) for layer in range(self.layers))
+
+    def expert_weights(self) -> int:
+        """Weights of one expert's two linears (no biases): ``h·expert_fc1_out + expert_ffn·h``."""
+        return self.hidden * self.expert_fc1_out + self.expert_ffn_size * self.hidden
+
+    def moe_layer_weights(self, active: bool = False) -> int:
+        """Weights of one MoE layer's linears (no biases): the attention's, the router's
+        ``h·experts`` and every expert's (*active*: the ``top_k`` experts a token passes
+        through, and no router, which Megatron-LM's FLOP count leaves out)."""
+        h = self.hidden
+        attention = h * self.qkv_out + h * h
+        if active:
+            return attention + self.router_top_k * self.expert_weights()
+        return attention + h * self.experts + self.experts * self.expert_weights()
+
+    def stack_weights(self, active: bool = False) -> int:
+        """Weights of all ``layers`` (no biases, norms or embeddings): dense layers'
+        :meth:`layer_weights` and MoE layers' :meth:`moe_layer_weights` (*active*: top-k)."""
+        moe = self.moe_layers
+        return (self.layers - moe) * self.layer_weights() + moe * self.moe_layer_weights(active)
+
+    def param_count(self, vocab: int, active: bool = False) -> int:
+        """The model's parameters with a vocabulary of *vocab* tokens: :meth:`stack_weights`,
+        the embedding ``V·h`` and an untied LM head's ``V·h``; biases and norms, under 0.01% of
+        a large model, left out (a released checkpoint's count: Mixtral 8x7B 46.7B, 12.9B
+        active). *active*: what one token passes through (``top_k`` experts, no router)."""
+        heads = 1 if self.tie_embeddings else 2
+        return self.stack_weights(active) + heads * vocab * self.hidden
 
     def layer_flops(self) -> float:
         """Forward+backward GEMM FLOPs of one layer without recomputation: 3 passes x 2 FLOPs
@@ -166,8 +257,21 @@ class ModelConfig:
         b, s, h = self.batch, self.seq, self.hidden
         return float(6 * b * s * self.layer_weights() + 12 * b * s * s * h)
 
+    def moe_layer_flops(self) -> float:
+        """Forward+backward GEMM FLOPs of one MoE layer: :meth:`layer_flops` with the active
+        weights (:meth:`moe_layer_weights`: ``top_k`` experts' MLPs, the router left out), as
+        Megatron-LM counts model FLOPs (``moe_ffn_hidden_size · num_experts_routed_to`` in
+        ``num_floating_point_operations``). Capacity padding is not model FLOPs."""
+        b, s, h = self.batch, self.seq, self.hidden
+        return float(6 * b * s * self.moe_layer_weights(active=True) + 12 * b * s * s * h)
+
     def step_flops(self) -> float:
-        return self.layers * self.layer_flops()
+        """Model FLOPs of the ``layers`` (forward + backward): dense and MoE layers each their
+        own count."""
+        if not self.is_moe:
+            return self.layers * self.layer_flops()
+        moe = self.moe_layers
+        return (self.layers - moe) * self.layer_flops() + moe * self.moe_layer_flops()
 
 
 #: Table 2 of the paper (hidden size, heads); b, s, dtype at the paper's defaults.
@@ -239,28 +343,47 @@ LLAMA_PRESETS: dict[str, ModelConfig] = {
     )
 }
 
+#: Mixtral 8x7B (Jiang et al., "Mixtral of Experts", arXiv:2401.04088, Table 1: dim 4096,
+#: n_layers 32, head_dim 128, hidden_dim 14336, n_heads 32, n_kv_heads 8, vocab_size 32000,
+#: num_experts 8, top_k_experts 2; its released ``config.json``: ``num_local_experts`` 8,
+#: ``num_experts_per_tok`` 2, ``intermediate_size`` 14336, ``tie_word_embeddings: false``,
+#: bfloat16): every layer's MLP is 8 SwiGLU experts of 14,336, top-2; 47B parameters, 13B
+#: active (Section 2.1; 46.7B and 12.9B in Mistral AI's announcement). Sequence 4096: the context length is 32,768, but no
+#: training sequence is published; 4096 is NeMo's ``MixtralConfig8x7B.seq_length``. One
+#: sample per micro-batch; capacity factor 1.0 (every expert at its fair share).
+MOE_PRESETS: dict[str, ModelConfig] = {
+    "mixtral-8x7b": ModelConfig("mixtral-8x7b", hidden=4096, heads=32, layers=32, batch=1,
+                                seq=4096, dtype="bf16", kv_heads=8, ffn_hidden=14336,
+                                ffn="swiglu", tie_embeddings=False, experts=8, top_k=2,
+                                expert_ffn_hidden=14336),
+}
+
 #: The padded vocabulary of each preset that has one (tokens), the one source of a preset's
 #: vocabulary: GPT-2's 50,257 padded to 51,200 for the GPT-3 family (as Megatron-LM pads it),
 #: Table 1's 51,200 for Megatron-LM's; Llama 3.1's 128,256 as released (a multiple of 128, so
 #: it splits over TP up to 128 ranks; Megatron-LM would pad it to a multiple of 128·TP,
-#: 129,024 at TP 8, which is not modelled: the job takes the vocabulary as given).
+#: 129,024 at TP 8, which is not modelled: the job takes the vocabulary as given); Mixtral's
+#: 32,000 (Table 1).
 PRESET_VOCAB: dict[str, int] = {
     **{name: 51200 for name in (*GPT3_PRESETS, *MEGATRON_PRESETS)},
     **{name: 128256 for name in LLAMA_PRESETS},
+    "mixtral-8x7b": 32000,
 }
 
 _PRESETS: dict[str, ModelConfig] = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS,
-                                    **LLAMA_PRESETS}  # fmt: skip
+                                    **LLAMA_PRESETS, **MOE_PRESETS}  # fmt: skip
 
 
 def preset_names() -> list[str]:
-    """Every model preset: M1..M4, the GPT-3 family, Megatron-LM's GPT models and Llama 3.1."""
+    """Every model preset: M1..M4, the GPT-3 family, Megatron-LM's GPT models, Llama 3.1 and
+    Mixtral 8x7B."""
     return list(_PRESETS)
 
 
 def model_preset(name: str) -> ModelConfig:
     """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...),
-    a Megatron-LM GPT model (``megatron-1t``, ...) or Llama 3.1 (``llama3.1-70b``, ...)."""
+    a Megatron-LM GPT model (``megatron-1t``, ...), Llama 3.1 (``llama3.1-70b``, ...) or
+    Mixtral (``mixtral-8x7b``)."""
     if name not in _PRESETS:
         raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, _PRESETS)}")
     return _PRESETS[name]
