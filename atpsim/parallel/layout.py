@@ -11,6 +11,14 @@ Every group of the job is then a list of GPU ranks of the topology: the TP group
 dimension in every (replica, stage), the point-to-point neighbours between consecutive stages,
 and the data-parallel groups (the same stage and TP position in every replica), over which
 gradients are all-reduced (or reduce-scattered and all-gathered with ZeRO).
+
+Expert parallelism (``ep``, Megatron-Core's ``expert_model_parallel_size``) is carved out of the
+data-parallel replicas, as Megatron-Core does: ``ep`` divides ``dp``, and each expert-parallel
+group is ``ep`` consecutive replicas' ranks of the same stage and TP position (Megatron-Core's
+default order ``tp-cp-ep-dp-pp`` puts EP inside DP). The experts of an MoE layer are split over
+the group, which exchanges tokens by all-to-all (:mod:`atpsim.parallel.moe`); the dense part
+keeps its ``dp``-way data parallelism, and the experts' gradients are reduced over the
+``dp/ep`` replicas that hold the same experts (:meth:`ParallelLayout.expert_dp_groups`).
 """
 
 from __future__ import annotations
@@ -26,20 +34,25 @@ DIMENSIONS = ("tp", "pp", "dp")
 
 @dataclass(frozen=True)
 class ParallelLayout:
-    """``dp`` x ``pp`` x *tp* ranks, *order* innermost first (a permutation of tp, pp, dp)."""
+    """``dp`` x ``pp`` x *tp* ranks, *order* innermost first (a permutation of tp, pp, dp);
+    *ep* expert-parallel replicas out of the ``dp`` (module docstring; 1: none)."""
 
     tp: DeviceMesh | Grid
     pp: int = 1
     dp: int = 1
     order: tuple[str, str, str] = DIMENSIONS
+    ep: int = 1
 
     def __post_init__(self) -> None:
         if sorted(self.order) != sorted(DIMENSIONS):
             raise SimulationError(f"expected an order of tp, pp and dp, got {list(self.order)}",
                                   key="order")  # fmt: skip
-        for key, value in (("pp", self.pp), ("dp", self.dp)):
+        for key, value in (("pp", self.pp), ("dp", self.dp), ("ep", self.ep)):
             if value < 1:
                 raise SimulationError(f"expected {key} >= 1, got {value}", key=key)
+        if self.dp % self.ep:
+            raise SimulationError(f"ep {self.ep} does not divide dp {self.dp}: expert parallelism "
+                                  "is carved out of the data-parallel replicas", key="ep")  # fmt: skip
 
     @property
     def size(self) -> int:
@@ -71,6 +84,20 @@ class ParallelLayout:
         """Every data-parallel group: one stage and TP position across the replicas."""
         return [[self.rank(r, s, t) for r in range(self.dp)]
                 for s in range(self.pp) for t in range(self.tp.size)]  # fmt: skip
+
+    def ep_groups(self) -> list[list[int]]:
+        """Every expert-parallel group: ``ep`` consecutive replicas' ranks of one stage and TP
+        position, replica blocks outermost, then stages, then TP positions."""
+        return [[self.rank(block * self.ep + j, s, t) for j in range(self.ep)]
+                for block in range(self.dp // self.ep) for s in range(self.pp)
+                for t in range(self.tp.size)]  # fmt: skip
+
+    def expert_dp_groups(self) -> list[list[int]]:
+        """Every group over which the experts' gradients are reduced: the ``dp/ep`` replicas
+        that hold the same experts (the same place in their expert-parallel group), one per
+        stage, TP position and place; the data-parallel groups when ``ep`` is 1."""
+        return [[self.rank(block * self.ep + j, s, t) for block in range(self.dp // self.ep)]
+                for s in range(self.pp) for t in range(self.tp.size) for j in range(self.ep)]  # fmt: skip
 
     def send_pairs(self, src_stage: int, dst_stage: int) -> list[tuple[int, int]]:
         """(sender, receiver) GPU pairs from *src_stage* to *dst_stage*, every replica: each TP
