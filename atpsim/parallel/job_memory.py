@@ -1,15 +1,17 @@
 """Device memory per rank of a whole training job: DP x PP x TP, ZeRO, recomputation,
 sequence parallelism, and the micro-batches a pipeline schedule keeps in flight.
 
-The busiest rank is a rank of the first pipeline stage: it holds the most micro-batches'
-activations (a 1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards).
+The busiest rank is a rank of the stage that needs the most (:func:`job_memory_per_stage`):
+the first when the layers split evenly, as it holds the most micro-batches' activations (a
+1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards); with an uneven partition
+(:mod:`atpsim.parallel.partition`) each stage counts its own layers.
 
 * **Model state** (Rajbhandari et al., ZeRO, SC 2020, Section 3.1): mixed-precision Adam keeps
   2 + 2 bytes of weights and gradients and 12 of fp32 optimizer state per parameter
   (:func:`~atpsim.parallel.memory.optimizer_bytes_per_param`); ZeRO stage 1 (Megatron-LM's
   distributed optimizer) shards the optimizer state over the ``dp`` replicas, stage 2 the
-  gradients too, stage 3 the weights too. A stage holds ``L / p`` layers' parameters of its TP
-  shard (:func:`~atpsim.parallel.atp.params_per_rank`). FP8 training (Transformer Engine) keeps
+  gradients too, stage 3 the weights too. A stage holds its ``L / p`` layers' (an uneven
+  partition: its own count's) parameters of its TP shard (:func:`~atpsim.parallel.atp.params_per_rank`). FP8 training (Transformer Engine) keeps
   an FP8 copy of the weights beside the bf16 ones: 2 + 1 bytes of weights per parameter
   (:attr:`~atpsim.compute.models.ModelConfig.weight_bytes_per_param`).
 * **Embedding and LM head**: the first stage holds its vocabulary shard of the embedding
@@ -20,9 +22,10 @@ activations (a 1F1B stage ``s`` runs ``p - s`` forwards ahead of its backwards).
   ``selective`` recomputation drops the attention core's softmax and dropout (Section 5);
   ``full`` keeps only each layer's input ``[T, h/d2]``; sequence parallelism (Section 4.2.2,
   1D TP only: DeviceMesh(t, 1)) shards the LayerNorm and dropout part ``[T, h]`` over ``t``.
-* **In flight**: the peak, over the first stage's op order, of forwards run minus backwards
-  run, each counting the layers of its model chunk (``L / (p·v)``): ``p`` micro-batches of
-  ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers' worth interleaved.
+* **In flight**: the peak, over a stage's op order, of forwards run minus backwards run,
+  each counting the layers of its model chunk (``L / (p·v)``): on the first stage ``p``
+  micro-batches of ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers'
+  worth interleaved; on stage ``s`` of 1F1B ``p - s`` micro-batches of its ``n_s`` layers.
 
 Not counted: the embedding's and the logits' activations, transient buffers, the CUDA context,
 fragmentation.
@@ -30,6 +33,7 @@ fragmentation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -80,7 +84,7 @@ def max_slots() -> int:
 
 @dataclass(frozen=True)
 class JobMemory:
-    """Bytes one rank of the first pipeline stage needs."""
+    """Bytes one rank of pipeline stage *stage* (the busiest, where one is asked for) needs."""
 
     params_per_rank: float
     weights_bytes: float
@@ -88,6 +92,7 @@ class JobMemory:
     optimizer_bytes: float
     activations_bytes: float
     layers_in_flight: float
+    stage: int = 0
 
     @property
     def total_bytes(self) -> float:
@@ -106,26 +111,70 @@ def job_memory_per_rank(
     recompute: Recompute = "none",
     sequence_parallel: bool = False,
     vocab: int = 0,
+    stage_layers: Sequence[int] | None = None,
 ) -> JobMemory:
     """Memory of the busiest rank when *model* (``model.layers`` in all) trains on *layout*
     with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline;
-    with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``), and of
-    an untied LM head where it is also the last."""
+    with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``), and the
+    last of the LM head (tied: a copy; on one stage, an untied head only). *stage_layers*:
+    each stage's layers (default: ``L / p`` each, the layers a divisor of the stages). The
+    stage that needs the most; the first on a tie (:func:`job_memory_per_stage`)."""
+    stages = job_memory_per_stage(model, layout, micro_batch=micro_batch, n_microbatches=n_microbatches,
+                                  schedule=schedule, virtual_stages=virtual_stages, zero=zero,
+                                  recompute=recompute, sequence_parallel=sequence_parallel,
+                                  vocab=vocab, stage_layers=stage_layers)  # fmt: skip
+    return max(stages, key=lambda m: m.total_bytes)
+
+
+def job_memory_per_stage(
+    model: ModelConfig,
+    layout: ParallelLayout,
+    *,
+    micro_batch: int,
+    n_microbatches: int,
+    schedule: str = "1f1b",
+    virtual_stages: int = 1,
+    zero: int = 0,
+    recompute: Recompute = "none",
+    sequence_parallel: bool = False,
+    vocab: int = 0,
+    stage_layers: Sequence[int] | None = None,
+) -> tuple[JobMemory, ...]:
+    """The memory of one rank of each pipeline stage (:func:`job_memory_per_rank`'s
+    arguments): its layers' parameters and the ends it holds, and its micro-batches in
+    flight, each of its ``n_s / v`` layers' activations."""
     mesh = _mesh(layout, sequence_parallel)
-    if model.layers % (layout.pp * virtual_stages):
-        raise SimulationError(f"{model.layers} layers do not split into {layout.pp} stages x "
-                              f"{virtual_stages} virtual stages", key="pp")  # fmt: skip
+    if stage_layers is None:
+        if model.layers % (layout.pp * virtual_stages):
+            raise SimulationError(f"{model.layers} layers do not split into {layout.pp} stages x "
+                                  f"{virtual_stages} virtual stages", key="pp")  # fmt: skip
+        stage_layers = (model.layers // layout.pp,) * layout.pp
     if zero not in (0, 1, 2, 3):
         raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
-    params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
-    ends = 2 if layout.pp == 1 and not model.tie_embeddings else 1
-    params += ends * head_params_per_rank(vocab, model, mesh)
-    state = params * optimizer_bytes_per_param(model.dtype_bytes)
-    shard = layout.dp
-    in_flight = layers_in_flight(model.layers, PipelineShape(layout.pp, n_microbatches,
-                                 virtual_stages), schedule)  # fmt: skip
+    shape = PipelineShape(layout.pp, n_microbatches, virtual_stages)
     per_layer = activation_bytes_per_microbatch(replace(model, batch=micro_batch), mesh,
                                                 recompute, sequence_parallel)  # fmt: skip
+    out = []
+    for stage, layers in enumerate(stage_layers):
+        params = params_per_rank(replace(model, layers=layers), mesh) if layers else 0.0
+        params += _ends_held(stage, layout.pp, model.tie_embeddings) * head_params_per_rank(vocab, model, mesh)
+        in_flight = microbatches_in_flight(shape, schedule, stage) * (layers / virtual_stages)
+        out.append(_memory(model, params, layout.dp, zero, in_flight, per_layer, stage))
+    return tuple(out)
+
+
+def _ends_held(stage: int, pp: int, tied: bool) -> int:
+    """Vocabulary shards *stage* holds: the embedding on the first stage and the LM head on
+    the last (tied, a copy of the embedding's weights; on one stage the tied head is the
+    embedding itself)."""
+    return (stage == 0) + (stage == pp - 1 and (pp > 1 or not tied))
+
+
+def _memory(model: ModelConfig, params: float, shard: int, zero: int, in_flight: float,
+            per_layer: float, stage: int) -> JobMemory:
+    """One rank's bytes: *params* of weights, gradients and Adam state (ZeRO sharding them
+    over *shard* replicas) and *in_flight* layers' activations of *per_layer* bytes each."""
+    state = params * optimizer_bytes_per_param(model.dtype_bytes)
     return JobMemory(
         params_per_rank=params,
         weights_bytes=params * model.weight_bytes_per_param / (shard if zero >= 3 else 1),
@@ -133,6 +182,7 @@ def job_memory_per_rank(
         optimizer_bytes=state / (shard if zero >= 1 else 1),
         activations_bytes=in_flight * per_layer,
         layers_in_flight=in_flight,
+        stage=stage,
     )
 
 
@@ -158,12 +208,17 @@ def activation_bytes_per_microbatch(
 def layers_in_flight(n_layers: int, shape: PipelineShape, schedule: str) -> float:
     """Peak layers' worth of micro-batch activations the first stage holds: forwards run
     minus backwards run, each weighted by its chunk's ``L / (p·v)`` layers."""
-    chunk_layers = n_layers / shape.n_virtual_stages
+    return microbatches_in_flight(shape, schedule, 0) * (n_layers / shape.n_virtual_stages)
+
+
+def microbatches_in_flight(shape: PipelineShape, schedule: str, stage: int) -> int:
+    """Peak model chunks' activations *stage* holds at once: over its op order, forwards
+    run minus backwards run."""
     held = peak = 0
-    for op in stage_orders(schedule, shape)[0]:
+    for op in stage_orders(schedule, shape)[stage]:
         held += 1 if op.kind == "F" else -1
         peak = max(peak, held)
-    return peak * chunk_layers
+    return peak
 
 
 def _mesh(layout: ParallelLayout, sequence_parallel: bool) -> DeviceMesh:

@@ -68,12 +68,21 @@ class JobConfig:
         :func:`atpsim.training.partition.resolve_partition`)."""
         return stage_layers(self.partition, self.model.layers, self.layout.pp)
 
+    def chunk_layers(self, stage: int) -> int:
+        """Layers of one model chunk of *stage* (its layers over the virtual stages; 0 for a
+        stage an explicit partition leaves empty)."""
+        return self.stage_layers[stage] // self.virtual_stages
+
     def stage_model(self, stage: int) -> ModelConfig:
-        """One model chunk of *stage* for one micro-batch: its layers over the virtual
-        stages (an even split's :attr:`chunk_model` where the partition is ``even``)."""
+        """One model chunk of *stage* for one micro-batch (an even split's :attr:`chunk_model`
+        where the partition is ``even``); a stage without layers has none
+        (:meth:`chunk_layers` is 0): a SimulationError."""
         if self.partition == EVEN:
             return self.chunk_model
-        layers = self.stage_layers[stage] // self.virtual_stages
+        layers = self.chunk_layers(stage)
+        if layers == 0:
+            raise SimulationError(f"pipeline stage {stage} holds no layers (partition "
+                                  f"{list(self.stage_layers)})", key="partition")  # fmt: skip
         return replace(self.model, layers=layers, batch=self.micro_batch)
 
 

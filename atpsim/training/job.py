@@ -56,6 +56,7 @@ from atpsim.parallel.head import head_flops, head_params_per_rank
 from atpsim.parallel.job_memory import JobMemory, job_memory_per_rank
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.partition import EVEN
 from atpsim.parallel.pipeline import PipelineOp, stage_orders
 from atpsim.program import ComputeOp
 from atpsim.topology.graph import Topology
@@ -70,6 +71,7 @@ from atpsim.training.calls import (
     transfer_timer,
 )
 from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job, job_config
+from atpsim.training.partition import resolve_partition
 from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
 from atpsim.training.perturb import job_perturbation
 
@@ -105,7 +107,8 @@ class JobPrediction:
     in 10^12, counted as Megatron-LM counts model FLOPs (no recomputation) and, separately,
     the hardware FLOPs that recomputation adds; MFU against the profile's peak. *network*:
     how the calls shared it; *stats*: what the joint run did (:mod:`atpsim.engine.joint`);
-    *link_bytes* / *link_busy_s*: per directed link of the topology, when asked for."""
+    *link_bytes* / *link_busy_s*: per directed link of the topology, when asked for;
+    *stage_layers*: the layers each pipeline stage held (``partition: auto`` as resolved)."""
 
     iteration_time_s: float
     samples_per_s: float
@@ -125,6 +128,7 @@ class JobPrediction:
     stats: dict[str, Any] = field(default_factory=dict, compare=False)
     link_bytes: np.ndarray | None = field(default=None, compare=False, repr=False)
     link_busy_s: np.ndarray | None = field(default=None, compare=False, repr=False)
+    stage_layers: tuple[int, ...] = ()
 
 
 def simulate_job(
@@ -180,7 +184,9 @@ def load_machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
             links: bool = False, trace: TraceWriter | None = None) -> JobPrediction:
-    """:func:`simulate_job` on a built topology and profile."""
+    """:func:`simulate_job` on a built topology and profile (``partition: auto`` resolved on
+    *profile* first: :func:`~atpsim.training.partition.resolve_partition`)."""
+    config = resolve_partition(config, profile)
     method = _method("network", network)
     orders = stage_orders(config.schedule, config.shape)
     if method.kind == ALONE:
@@ -207,6 +213,7 @@ def _method(choice: str, name: str) -> Method:
 def joint_prediction(profile: HardwareProfile, config: JobConfig, job: JointJob,
                      run: GraphTimeline) -> JobPrediction:
     """The prediction of *job*'s graph run *run* (its tasks' times)."""
+    config = resolve_partition(config, profile)
     timeline, replica = job_timeline(run, job.tasks, stage_orders(config.schedule, config.shape))
     prediction = _prediction(config, profile, timeline, lambda s, o: job.costs(replica, s)(s, o),
                              actual=not job.passes_as_delays)  # fmt: skip
@@ -253,6 +260,7 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
     ``passes`` where the traffic meets is a SimulationError)."""
     grain = _method("granularity", granularity)
+    config = resolve_partition(config, profile)
     programs = JobPrograms(config)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(perturb.apply(topology) if perturb else topology, topology)
@@ -345,11 +353,13 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
 
 
 def stage_params_per_rank(config: JobConfig, stage: int) -> float:
-    """Parameters one TP rank of *stage* holds: its ``L/p`` layers' shard, and the vocabulary
-    shard of the embedding (first stage) and of the tied LM head (last stage)."""
+    """Parameters one TP rank of *stage* holds: its layers' shard (``L/p``, or the
+    partition's count: :attr:`JobConfig.stage_layers`), and the vocabulary shard of the
+    embedding (first stage) and of the tied LM head (last stage)."""
     layout, model = config.layout, config.model
     mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
-    params = params_per_rank(replace(model, layers=model.layers // layout.pp), mesh)
+    layers = config.stage_layers[stage]
+    params = params_per_rank(replace(model, layers=layers), mesh) if layers else 0.0
     ends = (stage == 0) + (stage == layout.pp - 1)
     return params + ends * head_params_per_rank(config.vocab, model, mesh)
 
@@ -373,13 +383,16 @@ def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> flo
 
 def job_memory(config: JobConfig) -> JobMemory:
     """The busiest rank's memory for *config* (weights, gradients, optimizer state with ZeRO,
-    activations of the micro-batches in flight with recomputation and sequence parallelism)."""
+    activations of the micro-batches in flight with recomputation and sequence parallelism),
+    over the stages as the partition splits the layers (``auto`` resolved first:
+    :func:`~atpsim.training.partition.resolve_partition`)."""
     return job_memory_per_rank(
         config.model, config.layout, micro_batch=config.micro_batch,
         n_microbatches=config.n_microbatches, schedule=config.schedule,
         virtual_stages=config.virtual_stages, zero=config.zero,
         recompute=config.recompute,  # type: ignore[arg-type]
         sequence_parallel=config.sequence_parallel, vocab=config.vocab,
+        stage_layers=None if config.partition == EVEN else config.stage_layers,
     )  # fmt: skip
 
 
@@ -419,4 +432,5 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
         memory_per_rank_bytes=memory,
         fits_memory=memory <= profile.memory_capacity_bytes,
         timeline=timeline,
+        stage_layers=config.stage_layers,
     )

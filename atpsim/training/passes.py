@@ -2,8 +2,9 @@
 the forward recomputed in backward) and what each costs.
 
 Each stage's forward and backward of one micro-batch is its TP pass program
-(:func:`~atpsim.parallel.atp.build_pass_program`, ``L / (p·v)`` layers) simulated on every TP
-group of the job at once (all stages and replicas busy together, as in the pipeline's steady
+(:func:`~atpsim.parallel.atp.build_pass_program`, ``L / (p·v)`` layers, or the stage's own
+count of an uneven partition: :attr:`~atpsim.training.config.JobConfig.stage_layers`)
+simulated on every TP group of the job at once (all stages and replicas busy together, as in the pipeline's steady
 state), so the op times hold the exposed TP communication; with a perturbation, a stage with
 a slow GPU or a slow link of its own is simulated on its own TP groups, with each rank's
 compute factor, on the links as they run. With a *vocab*, the embedding runs on the first
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
 from atpsim.compute.hardware import HardwareProfile
+from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import check_model_dtype, compute_time_s
 from atpsim.engine.step.job_ops import Part
 from atpsim.engine.step.run import StepResult, layer_overhead_s, simulate_program
@@ -103,13 +105,27 @@ class StageGroups:
 @dataclass(frozen=True)
 class JobPrograms:
     """The TP programs of a job's ops: the layers' forward and backward of one micro-batch
-    on one stage, and the embedding's and head's forward and backward (None without vocab)."""
+    on each stage (one pair per distinct layer count), and the embedding's and head's forward
+    and backward (None without vocab)."""
 
     config: JobConfig
 
     @cached_property
-    def layers(self) -> dict[str, StepProgram]:
-        mesh, model = self.config.layout.tp, self.config.chunk_model
+    def _by_count(self) -> dict[int, dict[str, StepProgram]]:
+        return {}
+
+    def layers_of(self, stage: int) -> dict[str, StepProgram] | None:
+        """The forward ("F") and backward ("B") of *stage*'s model chunk
+        (:meth:`~atpsim.training.config.JobConfig.stage_model`); None where it holds no layers."""
+        if self.config.chunk_layers(stage) == 0:
+            return None
+        model = self.config.stage_model(stage)
+        if model.layers not in self._by_count:
+            self._by_count[model.layers] = self._build(model)
+        return self._by_count[model.layers]
+
+    def _build(self, model: ModelConfig) -> dict[str, StepProgram]:
+        mesh = self.config.layout.tp
         if not isinstance(mesh, DeviceMesh):
             raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
         return {"F": build_pass_program(model, mesh, self.config.chunks, "fwd",
@@ -127,7 +143,10 @@ class JobPrograms:
                 for part in ENDS for kind in ("F", "B")}  # fmt: skip
 
     def all(self) -> list[StepProgram]:
-        return list(self.layers.values()) + list((self.ends or {}).values())
+        """Every program an op of the job runs: each stage's layers', then the ends'."""
+        stages = [self.layers_of(s) for s in range(self.config.layout.pp)]
+        layers = {id(p): p for pair in stages if pair is not None for p in pair.values()}
+        return list(layers.values()) + list((self.ends or {}).values())
 
     def ends_of(self, stage: int, op: PipelineOp) -> list[str]:
         """The model's ends *op* on *stage* holds: the embedding on the first virtual stage,
@@ -151,46 +170,62 @@ class OpCosts:
         self.source = source or AllTensorGroups(self.config.layout)
         self.scale = scale
 
-    def _run(self, program: StepProgram) -> StepResult:
+    def _run(self, program: StepProgram, model: ModelConfig) -> StepResult:
         ranks = self.source.ranks
-        return simulate_program(self.topology, self.profile, self.config.chunk_model, program,
+        return simulate_program(self.topology, self.profile, model, program,
                                 self.source, self.config.algorithm, ranks=ranks,
                                 rank_scale=self.scale)  # fmt: skip
 
     @cached_property
-    def _layers(self) -> dict[str, PassCost]:
-        forward = self._run(self.programs.layers["F"])
-        backward = self._run(self.programs.layers["B"])
-        return {"F": PassCost.of(forward), "B": PassCost.of(backward) + self._recompute(forward)}
+    def _by_count(self) -> dict[int, dict[str, PassCost]]:
+        return {}
+
+    def _layers(self, stage: int) -> dict[str, PassCost]:
+        """The layers' forward and backward of *stage*, once per distinct layer count."""
+        programs = self.programs.layers_of(stage)
+        if programs is None:
+            return {"F": NO_COST, "B": NO_COST}
+        model = self.config.stage_model(stage)
+        if model.layers not in self._by_count:
+            forward = self._run(programs["F"], model)
+            backward = self._run(programs["B"], model)
+            self._by_count[model.layers] = {"F": PassCost.of(forward),
+                                            "B": PassCost.of(backward) + self._recompute(forward, stage)}  # fmt: skip
+        return self._by_count[model.layers]
 
     @cached_property
     def _ends(self) -> dict[tuple[str, str], PassCost]:
-        return {key: PassCost.of(self._run(program), with_overhead=False)  # not a layer
+        return {key: PassCost.of(self._run(program, self.config.chunk_model), with_overhead=False)  # not a layer
                 for key, program in (self.programs.ends or {}).items()}  # fmt: skip
 
-    def _recompute(self, forward: StepResult) -> PassCost:
-        """What recomputation adds to each backward: the whole forward (full) or the
-        attention core's forward compute (selective)."""
+    def _recompute(self, forward: StepResult, stage: int) -> PassCost:
+        """What recomputation adds to each backward of *stage*: the whole forward (full) or
+        the attention core's forward compute (selective)."""
         if self.config.recompute == "full":
             return PassCost.of(forward)
         if self.config.recompute == "none":
             return NO_COST
-        seconds = selective_recompute_s(self.profile, self.config, self.programs) * self._slowest()
+        seconds = selective_recompute_s(self.profile, self.config, self.programs, stage) * self._slowest()
         return PassCost(seconds, seconds, 0.0)
 
     def _slowest(self) -> float:
         return float(self.scale.max()) if self.scale is not None else 1.0
 
     def __call__(self, stage: int, op: PipelineOp) -> PassCost:
-        total = self._layers[op.kind]
+        total = self._layers(stage)[op.kind]
         for part in self.programs.ends_of(stage, op):
             total = total + self._ends[(part, op.kind)]
         return total
 
 
-def selective_recompute_s(profile: HardwareProfile, config: JobConfig, programs: JobPrograms) -> float:
-    """The attention core's forward compute, run again in each backward (s)."""
-    ops = programs.layers["F"].compute_ops()
+def selective_recompute_s(profile: HardwareProfile, config: JobConfig, programs: JobPrograms,
+                          stage: int = 0) -> float:
+    """The attention core's forward compute of *stage*'s layers, run again in each of its
+    backwards (s)."""
+    layers = programs.layers_of(stage)
+    if layers is None:
+        return 0.0
+    ops = layers["F"].compute_ops()
     core = [op for op in ops if op.name.split(".")[-1] in ATTENTION_CORE]
     return float(sum(compute_time_s(op, profile, config.model.dtype) for op in core))
 
@@ -200,16 +235,23 @@ def op_parts(profile: HardwareProfile, programs: JobPrograms) -> Callable[[int, 
     the head last in forward; the reverse in backward, with the recomputation before the
     layers' backward), each layer pass followed by the profile's per-layer overhead."""
     config = programs.config
-    overhead = config.chunk_model.layers * layer_overhead_s(profile)
-    layers = programs.layers
-    recompute = {"none": [], "full": [Part(layers["F"], overhead)],
-                 "selective": [Part(None, selective_recompute_s(profile, config, programs))]}[config.recompute]
+
+    @cache
+    def body(stage: int, kind: str) -> list[Part]:
+        layers = programs.layers_of(stage)
+        if layers is None:
+            return []
+        overhead = config.stage_model(stage).layers * layer_overhead_s(profile)
+        if kind == "F":
+            return [Part(layers["F"], overhead)]
+        recompute = {"none": [], "full": [Part(layers["F"], overhead)],
+                     "selective": [Part(None, selective_recompute_s(profile, config, programs, stage))]}
+        return recompute[config.recompute] + [Part(layers["B"], overhead)]
 
     def parts(stage: int, op: PipelineOp) -> list[Part]:
         ends = programs.ends_of(stage, op)
         before = [Part(programs.ends[(p, op.kind)]) for p in ends if p == ("embedding" if op.kind == "F" else "head")]  # type: ignore[index]
         after = [Part(programs.ends[(p, op.kind)]) for p in ends if p == ("head" if op.kind == "F" else "embedding")]  # type: ignore[index]
-        body = [Part(layers["F"], overhead)] if op.kind == "F" else recompute + [Part(layers["B"], overhead)]
-        return before + body + after
+        return before + body(stage, op.kind) + after
 
     return parts
