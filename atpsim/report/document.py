@@ -1,10 +1,15 @@
-"""A report as a list of blocks, rendered twice: Markdown (figures linked) and one
+r"""A report as a list of blocks, rendered twice: Markdown (figures linked) and one
 self-contained HTML page (figures embedded as base64 SVG, no external files, no scripts).
 
 Text (paragraphs, list items, table cells, captions) is written in a small Markdown subset:
-```code```, ``**bold**``, ``*italic*`` and ``[text](link)``. report.md keeps it as written;
-the HTML page renders it (everything else escaped), so no backtick or asterisk leaks into
-the page.
+```code```, ``**bold**``, ``*italic*``, ``[text](link)`` and a backslash before one of
+``\`*[]()`` for that character itself (:func:`md_escape` writes a name from a user that way,
+a folder or scenario name, so its brackets cannot open a link). report.md keeps it as
+written; the HTML page renders it (everything else escaped), so no backtick or asterisk leaks
+into the page. Text may come from a user (a scenario's name, description, labels, a folder's
+name), so neither page has a live link outside :func:`safe_href` (relative, http, https,
+mailto: no ``javascript:``), and report.md writes a ``<`` outside code as ``&lt;`` (Markdown
+passes raw HTML through).
 
 The HTML page is laid out to read on a phone as on a desktop: a viewport meta tag, every
 table in a box that scrolls sideways instead of widening the page, long tables in a box of
@@ -89,11 +94,11 @@ class Document:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _md_table(table: Table) -> str:
-    lines = [f"**{table.caption}**", ""] if table.caption else []
+    lines = [f"**{md_text(table.caption)}**", ""] if table.caption else []
     lines.append("| " + " | ".join(_md_cell(h) for h in table.header) + " |")
     lines.append("|" + "---|" * len(table.header))
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
@@ -102,11 +107,11 @@ def _md_table(table: Table) -> str:
 
 def _md_block(block: Block) -> str:
     if isinstance(block, Heading):
-        return "#" * block.level + " " + block.text
+        return "#" * block.level + " " + md_text(block.text)
     if isinstance(block, Paragraph):
-        return block.text
+        return md_text(block.text)
     if isinstance(block, Bullets):
-        return "\n".join(f"- {item}" for item in block.items)
+        return "\n".join(f"- {md_text(item)}" for item in block.items)
     if isinstance(block, Code):
         return f"```{block.language}\n{block.text.rstrip()}\n```"
     if isinstance(block, Table):
@@ -114,12 +119,13 @@ def _md_block(block: Block) -> str:
     if isinstance(block, Details):
         inner = "\n\n".join(_md_block(b) for b in block.blocks)
         return f"<details><summary>{html.escape(block.summary)}</summary>\n\n{inner}\n\n</details>"
-    return f"![{block.caption}]({block.png})\n\n*{block.caption}* ([SVG]({block.svg}))"
+    caption = md_text(block.caption)
+    return f"![{caption}]({block.png})\n\n*{caption}* ([SVG]({block.svg}))"
 
 
 def to_markdown(document: Document) -> str:
     """The Markdown text of *document* (figures as links to their PNG and SVG files)."""
-    parts = [f"# {document.title}", *(_md_block(b) for b in document.blocks)]
+    parts = [f"# {md_text(document.title)}", *(_md_block(b) for b in document.blocks)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -144,30 +150,73 @@ details { margin: 0.5rem 0 1.5rem; } summary { cursor: pointer; font-weight: bol
                             table { font-size: 0.78rem; } h1 { font-size: 1.5rem; } }
 """
 
-#: The Markdown subset of the module docstring: code, bold, italic, link (one per match).
+#: The Markdown subset of the module docstring: an escaped character, code, bold, italic,
+#: link (one per match).
 _INLINE = re.compile(
-    r"`(?P<code>[^`]+)`"
+    r"\\(?P<escaped>[\\`*\[\]()])"
+    r"|`(?P<code>[^`]+)`"
     r"|\*\*(?P<bold>\S(?:.*?\S)?)\*\*"
     r"|(?<![\w*])\*(?P<em>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])"
-    r"|\[(?P<text>[^\]]+)\]\((?P<href>[^)\s]+)\)"
+    r"|\[(?P<text>(?:\\.|[^\]\\])+)\]\((?P<href>[^)\s]+)\)"
 )
+#: The URL schemes a link may have (a link without one is relative, to a file of the reports).
+SAFE_SCHEMES = ("http", "https", "mailto")
+_SPECIAL = re.compile(r"([\\`*\[\]()])")
+
+
+def md_escape(text: str) -> str:
+    r"""*text* (a name from a user: a folder, a scenario, a label) as Markdown-subset text that
+    reads as itself: each of ``\`*[]()`` behind a backslash."""
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def safe_href(href: str) -> bool:
+    """Whether *href* may be a live link: relative (no scheme before its first ``/ ? #``) or
+    one of :data:`SAFE_SCHEMES`. A browser drops control characters and blanks from a scheme
+    (``java\tscript:``), so they are dropped here before it is read."""
+    cleaned = re.sub(r"[\x00-\x20\x7f]", "", href)
+    head = re.split(r"[/?#]", cleaned, maxsplit=1)[0]
+    return ":" not in head or head.split(":", 1)[0].lower() in SAFE_SCHEMES
 
 
 def inline_html(text: str) -> str:
-    """*text* (the Markdown subset) as HTML: markup rendered, everything else escaped."""
+    """*text* (the Markdown subset) as HTML: markup rendered, everything else escaped; a link
+    that is not :func:`safe_href` is its text alone."""
     out, end = [], 0
     for match in _INLINE.finditer(text):
         out.append(html.escape(text[end : match.start()]))
         end = match.end()
-        if match["code"] is not None:
+        if match["escaped"] is not None:
+            out.append(html.escape(match["escaped"]))
+        elif match["code"] is not None:
             out.append(f"<code>{html.escape(match['code'])}</code>")
         elif match["bold"] is not None:
             out.append(f"<strong>{inline_html(match['bold'])}</strong>")
         elif match["em"] is not None:
             out.append(f"<em>{inline_html(match['em'])}</em>")
-        else:
+        elif safe_href(match["href"]):
             out.append(f'<a href="{html.escape(match["href"])}">{inline_html(match["text"])}</a>')
+        else:
+            out.append(inline_html(match["text"]))
     out.append(html.escape(text[end:]))
+    return "".join(out)
+
+
+def md_text(text: str) -> str:
+    """*text* (the Markdown subset) as report.md writes it: as given, except a link that is
+    not :func:`safe_href` (its text alone) and a ``<`` outside code (``&lt;``, so no HTML
+    from a user reaches a Markdown viewer that renders it)."""
+    out, end = [], 0
+    for match in _INLINE.finditer(text):
+        out.append(text[end : match.start()].replace("<", "&lt;"))
+        end = match.end()
+        if match["text"] is not None and not safe_href(match["href"]):
+            out.append(md_text(match["text"]))
+        elif match["code"] is not None or match["escaped"] is not None:
+            out.append(match[0])
+        else:
+            out.append(match[0].replace("<", "&lt;"))
+    out.append(text[end:].replace("<", "&lt;"))
     return "".join(out)
 
 

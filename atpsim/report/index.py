@@ -14,11 +14,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from atpsim.errors import AtpsimError
 from atpsim.report import large
 from atpsim.report.build import SCENARIO_COPY, Page, read_page, scenario_text
-from atpsim.report.document import Bullets, Document, Heading, Paragraph, Table, to_html
+from atpsim.report.document import (
+    Bullets,
+    Document,
+    Heading,
+    Paragraph,
+    Table,
+    md_escape,
+    to_html,
+)
 from atpsim.report.provenance import RESULTS, atpsim_version, recorded, sentence
 from atpsim.results.io import read_results
 from atpsim.scenario.loader import load_report_sections
@@ -84,21 +93,28 @@ def _document(pages: list[tuple[Path, Page]]) -> Document:
               [_row(run, page) for run, page in pages]),  # fmt: skip
     )
     for run, page in pages:
-        name = run.name
-        document.add(Heading(f"[{page.title}]({name}/report.html)"))
+        href = folder_href(run)
+        document.add(Heading(f"[{md_escape(page.title)}]({href}report.html)"))
         if page.description:
             document.add(Paragraph(first_sentence(page.description)))
         document.add(Bullets(page.findings))
-        links = f"[report.md]({name}/report.md) · " + sentence(page.provenance, f"{name}/")
+        links = f"[report.md]({href}report.md) · " + sentence(page.provenance, href)
         document.add(Paragraph(links, note=True))
     return document
+
+
+def folder_href(run: Path) -> str:
+    """The link to the run folder *run* from the index beside it, with a trailing slash: its
+    name percent-encoded, so a folder named like markup or a URL (``<b>x<b>``,
+    ``javascript:x``) is a relative link to that folder and nothing else."""
+    return quote(run.name, safe="") + "/"
 
 
 def _row(run: Path, page: Page) -> list[str]:
     checked = [v for v in page.verdicts if v.agrees is not None]
     agreed = f"{sum(bool(v.agrees) for v in checked)} of {len(checked)}" if checked else ""
-    return [f"[{run.name}]({run.name}/report.html)", str(page.provenance.rows), agreed,
-            page.provenance.date or "not recorded"]  # fmt: skip
+    return [f"[{md_escape(run.name)}]({folder_href(run)}report.html)", str(page.provenance.rows),
+            agreed, page.provenance.date or "not recorded"]  # fmt: skip
 
 
 def first_sentence(text: str) -> str:

@@ -232,3 +232,58 @@ def test_a_scenario_number_that_is_not_finite_is_refused_by_key(tmp_path):
         "micro_batch: 2, tp: [[1, 1]], pp: 1, perturb: {seed: 1, stragglers: 1, straggler_factor: .inf}}\n")
     refused(run("run", tmp_path / "s.yaml", "-o", tmp_path / "out"), "s.yaml",
             "parallelism.perturb.straggler_factor: expected a finite number, got inf")
+
+
+# --- HTML and Markdown escaping -----------------------------------------------------------
+
+HOSTILE = """name: x
+description: 'A run. [click](javascript:alert(1)) and <img src=x onerror=alert(2)>.'
+topology: [ic3]
+model: M2
+parallelism: {devices: 8, meshes: [[8, 1]]}
+mode: [analytic]
+report: {figures: [], title: '"><script>alert(1)</script> [t](JavaScript:alert(3))'}
+"""
+
+
+def _live(page: str) -> list[str]:
+    """The markup a user's text would make live in *page*: tags and javascript: links."""
+    import re
+
+    return re.findall(r"<script|<img|<b>|href=\"\s*javascript:", page, flags=re.IGNORECASE)
+
+
+def test_the_index_and_a_report_escape_every_name_from_a_user(tmp_path):
+    """Run folders named like markup (``<b>x<b>``) or a link (``javascript:alert(1)``) and a
+    report title and description with ``"><script>`` and ``javascript:`` links: no tag and no
+    live javascript: link in reports/index.html, report.html or report.md (outside code); the
+    folders are relative links, percent-encoded."""
+    (tmp_path / "x.yaml").write_text(HOSTILE)
+    reports = tmp_path / "reports"
+    assert run("run", tmp_path / "x.yaml", "-o", reports / "<b>x<b>").exit_code == 0
+    (reports / "javascript:alert(1)").mkdir()
+    for path in (reports / "<b>x<b>").iterdir():
+        (reports / "javascript:alert(1)" / path.name).write_bytes(path.read_bytes())
+    assert run("report", "--index", reports).exit_code == 0
+    index = (reports / "index.html").read_text()
+    page = (reports / "<b>x<b>" / "report.html").read_text()
+    markdown = (reports / "<b>x<b>" / "report.md").read_text().split("```")[0::2]  # outside code
+    assert (_live(index), _live(page), _live("".join(markdown))) == ([], [], [])
+    assert 'href="%3Cb%3Ex%3Cb%3E/report.html">&quot;&gt;&lt;script&gt;' in index
+    assert 'href="javascript%3Aalert%281%29/report.html"' in index
+    assert "&lt;b&gt;x&lt;b&gt;" in index and "A run. click) and &lt;img" in page
+
+
+@pytest.mark.parametrize(("text", "html"), [
+    ("[a](javascript:alert(1))", "a)"),
+    ("[a](JAVASCRIPT:x)", "a"),
+    ("[a](data:text/html,x)", "a"),
+    ("[a](vbscript:x)", "a"),
+    ("[a](b/report.html)", '<a href="b/report.html">a</a>'),
+    ("[a](https://example.org/x)", '<a href="https://example.org/x">a</a>'),
+    ("[x\\]\\(javascript:y\\)](z/report.html)", '<a href="z/report.html">x](javascript:y)</a>'),
+])  # fmt: skip
+def test_a_link_is_live_only_when_relative_or_web(text, html):
+    from atpsim.report.document import inline_html
+
+    assert inline_html(text) == html
