@@ -62,6 +62,14 @@ from typing import Literal
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError, SimulationError
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import (
+    ExpertDims,
+    expert_dims,
+    expert_params_per_rank,
+    moe_backward_items,
+    moe_forward_items,
+    router_params_per_rank,
+)
 from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
@@ -132,11 +140,19 @@ def check_kv_heads(model: ModelConfig, mesh: DeviceMesh) -> None:
                               key="tp")  # fmt: skip
 
 
-def forward_items(d: LayerDims, layer: int) -> list[Item]:
-    """One layer's forward ops for one chunk, in order (Figure 6)."""
+def forward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> list[Item]:
+    """One layer's forward ops for one chunk, in order (Figure 6); with *moe*, the MLP is a
+    mixture of experts (:func:`~atpsim.parallel.moe.moe_forward_items`)."""
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
     qd1, f1d1 = d.qkv_out // d.d1, d.fc1_out // d.d1
+    mlp = moe_forward_items(d, moe, p) if moe is not None else [
+        *chain_items(linear_op(f"{p}fc1", t, f1d1, hd2, d)),
+        *mesh_collective(f"{p}f3", "all_reduce", 2, t * f1d1 * b, d),
+        *mlp_activation_items(f"{p}fc1", t * fd1, d, backward=False),
+        *chain_items(linear_op(f"{p}fc2", t, hd2, fd1, d)),
+        *mesh_collective(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
+    ]
     return [
         *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
         *chain_items(linear_op(f"{p}qkv", t, qd1, hd2, d)),
@@ -147,11 +163,7 @@ def forward_items(d: LayerDims, layer: int) -> list[Item]:
         *mesh_collective(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add", t * hd2, 3 * b + 1)),
         *layernorm_items(f"{p}ln2", d, LN_FWD_PASSES),
-        *chain_items(linear_op(f"{p}fc1", t, f1d1, hd2, d)),
-        *mesh_collective(f"{p}f3", "all_reduce", 2, t * f1d1 * b, d),
-        *mlp_activation_items(f"{p}fc1", t * fd1, d, backward=False),
-        *chain_items(linear_op(f"{p}fc2", t, hd2, fd1, d)),
-        *mesh_collective(f"{p}f4", "all_reduce", 1, t * hd2 * b, d),
+        *mlp,
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add", t * hd2, 3 * b + 1)),
     ]
 
@@ -168,16 +180,19 @@ def _linear_bwd(
     ]
 
 
-def backward_items(d: LayerDims, layer: int) -> list[Item]:
+def backward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> list[Item]:
     """One layer's backward ops for one chunk, in order (the forward reversed)."""
     p, t, b = f"l{layer}.", d.tokens, d.dtype_bytes
     hd1, hd2, fd1 = d.hidden // d.d1, d.hidden // d.d2, d.ffn // d.d1
     qd1, f1d1 = d.qkv_out // d.d1, d.fc1_out // d.d1
-    return [
-        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+    mlp = moe_backward_items(d, moe, p) if moe is not None else [
         *_linear_bwd(f"{p}fc2", f"{p}f4_bwd", t, fd1, hd2, 2, d),
         *mlp_activation_items(f"{p}fc1", t * fd1, d, backward=True),
         *_linear_bwd(f"{p}fc1", f"{p}f3_bwd", t, hd2, f1d1, 1, d),
+    ]
+    return [
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
+        *mlp,
         *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
@@ -195,9 +210,10 @@ def build_step_program(
     split into *chunks*, as one rank's program (every rank runs the same, SPMD). With
     *optimizer_step*, the Adam update of each layer's parameters follows (memory-bound)."""
     dims = layer_dims(model, mesh, chunks)
+    experts = expert_dims(model, dims, 1)
     issuer = Issuer(chunks)
-    _issue_pass(issuer, dims, model.layers, "fwd")
-    _issue_pass(issuer, dims, model.layers, "bwd")
+    _issue_pass(issuer, dims, model.layers, "fwd", experts=experts)
+    _issue_pass(issuer, dims, model.layers, "bwd", experts=experts)
     if optimizer_step:
         issuer.finish([_adam_op(model, mesh, layer) for layer in range(model.layers)])
     return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
@@ -210,44 +226,61 @@ def build_pass_program(
     phase: Literal["fwd", "bwd"],
     *,
     sequence_parallel: bool = False,
+    ep: int = 1,
 ) -> StepProgram:
     """One pass of :func:`build_step_program` alone: the forward (``"fwd"``) or the backward
     (``"bwd"``) of *model*'s layers, as a pipeline stage runs it for one micro-batch
     (``model.batch`` samples). The two passes' tasks are exactly those of the whole program;
-    *sequence_parallel* runs Megatron-LM's sequence parallelism (:mod:`atpsim.parallel.sequence`)."""
+    *sequence_parallel* runs Megatron-LM's sequence parallelism (:mod:`atpsim.parallel.sequence`);
+    *ep* splits a mixture of experts' experts over that many replicas
+    (:mod:`atpsim.parallel.moe`: its all-to-alls are comm ops on :data:`~atpsim.parallel.moe.EP_DIM`)."""
+    dims = layer_dims(model, mesh, chunks)
+    experts = expert_dims(model, dims, ep, sequence_parallel)
     issuer = Issuer(chunks)
-    _issue_pass(issuer, layer_dims(model, mesh, chunks), model.layers, phase, sequence_parallel)
+    _issue_pass(issuer, dims, model.layers, phase, sequence_parallel, experts)
     return StepProgram(tasks=tuple(issuer.tasks), flags=_flags(model, mesh))
 
 
 def _issue_pass(issuer: Issuer, dims: LayerDims, layers: int, phase: Literal["fwd", "bwd"],
-                sequence_parallel: bool = False) -> None:
-    """Issue the forward of layers 0, 1, ... or the backward of the last layer first."""
+                sequence_parallel: bool = False, experts: ExpertDims | None = None) -> None:
+    """Issue the forward of layers 0, 1, ... or the backward of the last layer first; the
+    MoE layers' MLPs are *experts*'."""
     forward, backward = forward_items, backward_items
     if sequence_parallel:
         forward, backward = sp_forward_items, sp_backward_items
+
+    def moe(layer: int) -> ExpertDims | None:
+        return experts if experts is not None and experts.holds(layer) else None
+
     if phase == "fwd":
-        issuer.issue([i for layer in range(layers) for i in forward(dims, layer)], "fwd")
+        issuer.issue([i for layer in range(layers) for i in forward(dims, layer, moe(layer))], "fwd")
     else:
-        issuer.issue([i for layer in reversed(range(layers)) for i in backward(dims, layer)], "bwd")
+        issuer.issue([i for layer in reversed(range(layers)) for i in backward(dims, layer, moe(layer))], "bwd")
 
 
 def _flags(model: ModelConfig, mesh: DeviceMesh) -> tuple[str, ...]:
     return (FLAG_UNEVEN_HEADS,) if model.heads % mesh.size else ()
 
 
-def params_per_rank(model: ModelConfig, mesh: DeviceMesh) -> float:
+def params_per_rank(model: ModelConfig, mesh: DeviceMesh, ep: int = 1) -> float:
     """Parameters one rank holds for all of *model*'s layers: the linear weights
     (:meth:`~atpsim.compute.models.ModelConfig.layer_weights`, ``4h² + 2·h·ffn`` for GPT's
     layer; ``h·(h + 2·kv) + h² + 3·h·ffn`` for grouped-query attention and SwiGLU) over
     ``d1·d2``; the column-first biases (QKV ``h + 2·kv``, FC1 ``ffn``, ``2·ffn`` gated) split
     over dimension 1; the row-first biases (attention output, FC2: ``h`` each) and the two
-    LayerNorms' gain and bias (``4h``) split over dimension 2."""
+    LayerNorms' gain and bias (``4h``) split over dimension 2. An MoE layer holds the router
+    and its ``E/ep`` experts in place of the MLP (:func:`~atpsim.parallel.moe.
+    expert_params_per_rank`, :func:`~atpsim.parallel.moe.router_params_per_rank`)."""
     h, d1, d2 = model.hidden, mesh.d1, mesh.d2
     weights = model.layer_weights() / (d1 * d2)
     biases = (model.qkv_out + model.fc1_out) / d1 + 2 * h / d2
     layernorms = 4 * h / d2
-    return model.layers * (weights + biases + layernorms)
+    if not model.is_moe:
+        return model.layers * (weights + biases + layernorms)
+    moe = model.moe_layers
+    attention = (h * model.qkv_out + h * h) / (d1 * d2) + model.qkv_out / d1 + h / d2 + layernorms
+    return ((model.layers - moe) * (weights + biases + layernorms) + moe * attention
+            + router_params_per_rank(model, d2) + expert_params_per_rank(model, d1, d2, ep))  # fmt: skip
 
 
 def adam_bytes_per_param(dtype_bytes: int) -> int:

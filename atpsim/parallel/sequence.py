@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from atpsim.errors import SimulationError
+from atpsim.parallel.moe import ExpertDims, moe_backward_items, moe_forward_items
 from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
@@ -48,12 +49,21 @@ def sequence_dims(d: LayerDims) -> LayerDims:
     return replace(d, tokens=d.tokens // d.d1)
 
 
-def sp_forward_items(d: LayerDims, layer: int) -> list[Item]:
-    """One layer's forward with sequence parallelism, for one chunk, in order."""
+def sp_forward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> list[Item]:
+    """One layer's forward with sequence parallelism, for one chunk, in order; with *moe*, the
+    MLP is a mixture of experts fed the rank's own ``T/t`` tokens
+    (:func:`~atpsim.parallel.moe.moe_forward_items`)."""
     p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
     q1, g1 = d.qkv_out // d.d1, d.fc1_out // d.d1
     full = t * d.hidden * b
+    mlp = moe_forward_items(d, moe, p) if moe is not None else [
+        *mesh_collective(f"{p}sp_gather2", "all_gather", 1, full, d),
+        *chain_items(linear_op(f"{p}fc1", t, g1, d.hidden, d)),
+        *mlp_activation_items(f"{p}fc1", t * f1, d, backward=False),
+        *chain_items(linear_op(f"{p}fc2", t, d.hidden, f1, d)),
+        *mesh_collective(f"{p}f4", "reduce_scatter", 1, full, d),
+    ]
     return [
         *layernorm_items(f"{p}ln1", s, LN_FWD_PASSES),
         *mesh_collective(f"{p}sp_gather1", "all_gather", 1, full, d),
@@ -63,11 +73,7 @@ def sp_forward_items(d: LayerDims, layer: int) -> list[Item]:
         *mesh_collective(f"{p}f2", "reduce_scatter", 1, full, d),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
         *layernorm_items(f"{p}ln2", s, LN_FWD_PASSES),
-        *mesh_collective(f"{p}sp_gather2", "all_gather", 1, full, d),
-        *chain_items(linear_op(f"{p}fc1", t, g1, d.hidden, d)),
-        *mlp_activation_items(f"{p}fc1", t * f1, d, backward=False),
-        *chain_items(linear_op(f"{p}fc2", t, d.hidden, f1, d)),
-        *mesh_collective(f"{p}f4", "reduce_scatter", 1, full, d),
+        *mlp,
         *chain_items(memory_op(f"{p}fc2_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
     ]
 
@@ -94,16 +100,19 @@ def _row_bwd(name: str, conjugate: str, m: int, k: int, n: int, d: LayerDims) ->
     ]
 
 
-def sp_backward_items(d: LayerDims, layer: int) -> list[Item]:
+def sp_backward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> list[Item]:
     """One layer's backward with sequence parallelism, for one chunk, in order."""
     p, t, b, s = f"l{layer}.", d.tokens, d.dtype_bytes, sequence_dims(d)
     h1, f1 = d.hidden // d.d1, d.ffn // d.d1
     q1, g1 = d.qkv_out // d.d1, d.fc1_out // d.d1
-    return [
-        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+    mlp = moe_backward_items(d, moe, p) if moe is not None else [
         *_row_bwd(f"{p}fc2", f"{p}f4_bwd", t, f1, d.hidden, d),
         *mlp_activation_items(f"{p}fc1", t * f1, d, backward=True),
         *_column_bwd(f"{p}fc1", f"{p}sp_gather2_bwd", t, d.hidden, g1, d),
+    ]
+    return [
+        *chain_items(memory_op(f"{p}fc2_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
+        *mlp,
         *layernorm_items(f"{p}ln2_bwd", s, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}proj", f"{p}f2_bwd", t, h1, d.hidden, d),
