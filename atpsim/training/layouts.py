@@ -11,8 +11,10 @@ layout that cannot run, naming its key, and prunes nothing).
 
 `plan_job` searches TP mesh x PP x DP x micro-batch x chunks for a model on a machine. Every
 layout of *devices* GPUs whose TP mesh fits inside a node-sized group (``max_tp``), whose
-pipeline depth divides the layers and whose data-parallel degree and micro-batch divide the
-global batch is a candidate. Candidates are pruned before any simulation: by divisibility (the
+pipeline depth divides the layers (any depth up to the layers where ``partition`` splits
+them unevenly: :mod:`atpsim.parallel.partition`) and whose data-parallel degree and
+micro-batch divide the global batch is a candidate; ``partition: auto`` is resolved on the
+machine's profile before a layout is pruned (:func:`~atpsim.training.partition.resolve_partition`). Candidates are pruned before any simulation: by divisibility (the
 heads and hidden size over the mesh, the layers over the stages) and by memory (the busiest
 rank's :func:`~atpsim.parallel.job_memory.job_memory_per_rank` against the device's capacity).
 The rest are simulated (:func:`atpsim.training.job.run_job`) and ranked by iteration time.
@@ -38,10 +40,12 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.partition import AUTO, EVEN, Partition
 from atpsim.topology.spec import topology_label
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
 from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, model_vocab
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
+from atpsim.training.partition import resolve_partition
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,9 @@ class JobCandidate:
         tp = f"{layout.tp.d1}x{layout.tp.d2}" if isinstance(layout.tp, DeviceMesh) else str(layout.tp)
         chunks = f", chunks {self.config.chunks}" if self.config.chunks > 1 else ""
         sp = ", SP" if self.config.sequence_parallel else ""
-        return f"tp {tp}{sp}, pp {layout.pp}, dp {layout.dp}, mb {self.config.micro_batch}{chunks}"
+        counts = () if self.config.partition == EVEN else self.config.stage_layers
+        split = f" [{'/'.join(map(str, counts))}]" if len(set(counts)) > 1 else ""
+        return f"tp {tp}{sp}, pp {layout.pp}{split}, dp {layout.dp}, mb {self.config.micro_batch}{chunks}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def plan_job(
     """Simulate every layout of *devices* GPUs that divides the model and fits in memory and
     rank them by iteration time. TP meshes are every DeviceMesh(d1, d2) of at most *max_tp*
     GPUs (Megatron-LM's 1D TP is (t, 1)); *pipelines* are the pipeline depths to try (default:
-    every divisor of the layers); *chunk_counts* the ATP chunk counts of each TP pass (a count
+    every divisor of the layers, :func:`layer_divisors`: every depth with ``partition="auto"``); *chunk_counts* the ATP chunk counts of each TP pass (a count
     that does not divide the micro-batch is pruned by divisibility); *options* are
     :class:`~atpsim.training.config.JobConfig` fields shared by all candidates (schedule, zero,
     recompute, ...); *network* how each candidate's calls share the links
@@ -144,9 +150,9 @@ def plan_job(
     axes = {"chunks": tuple(chunk_counts), "sequence_parallel": both,
             **{key: (value,) for key, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
-                          pipelines or layer_divisors(config_model), micro_batches,
+                          pipelines or layer_divisors(config_model, options.get("partition", EVEN)), micro_batches,
                           (global_batch,), axes)  # fmt: skip
-    kept, pruned = _prune(layouts, profile.memory_capacity_bytes)
+    kept, pruned = _prune(layouts, profile)
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
                for config in (track(kept) if track else kept)]  # fmt: skip
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
@@ -157,12 +163,12 @@ def plan_job(
     return drawn_ranking(plan, machine, draws, sources, top, track)
 
 
-def _prune(layouts: Iterable[JobConfig], capacity_bytes: float) -> tuple[list[JobConfig], dict[str, int]]:
+def _prune(layouts: Iterable[JobConfig], profile: HardwareProfile) -> tuple[list[JobConfig], dict[str, int]]:
     """The *layouts* (1D meshes with sequence parallelism as asked, 2D without) that divide
-    the model and fit in *capacity_bytes* per GPU, and how many were pruned for each reason."""
+    the model and fit in *profile*'s memory per GPU, and how many were pruned for each reason."""
     pruned = {"divisibility": 0, "memory": 0}
     kept = []
-    for config in candidates(layouts, capacity_bytes):
+    for config in candidates(layouts, profile.memory_capacity_bytes, profile):
         if isinstance(config, str):
             pruned[config] += 1
         else:
@@ -209,8 +215,14 @@ def drawn_ranking(plan: JobPlan, machine: DrawnMachine, draws: Draws, sources: t
 Track = Callable[[Sequence[JobConfig]], Iterable[JobConfig]]
 
 
-def layer_divisors(model: ModelConfig) -> list[int]:
-    """Every pipeline depth that splits *model*'s layers evenly."""
+def layer_divisors(model: ModelConfig, partition: Partition = EVEN) -> list[int]:
+    """Every pipeline depth that splits *model*'s layers evenly; with ``partition: auto``,
+    every depth up to the layers (an uneven split needs no divisor); with a list of counts,
+    its length."""
+    if partition == AUTO:
+        return list(range(1, model.layers + 1))
+    if not isinstance(partition, str):
+        return [len(partition)]
     return [p for p in range(1, model.layers + 1) if model.layers % p == 0]
 
 
@@ -301,25 +313,33 @@ def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], 
             yield config
 
 
-def candidates(configs: Iterable[JobConfig], capacity_bytes: float) -> Iterator[JobConfig | str]:
-    """Each of *configs*, or the reason it is pruned (:func:`prune_reason`): what the search
-    and the job planner simulate and count. A job scenario prunes nothing: it refuses a
-    layout that cannot run and runs one that :func:`prune_reason` would skip (a TP mesh that
-    splits the heads unevenly, a rank past the memory)."""
+def candidates(configs: Iterable[JobConfig], capacity_bytes: float,
+               profile: HardwareProfile | None = None) -> Iterator[JobConfig | str]:
+    """Each of *configs* (``partition: auto`` resolved on *profile*), or the reason it is
+    pruned (:func:`prune_reason`): what the search and the job planner simulate and count. A
+    job scenario prunes nothing: it refuses a layout that cannot run and runs one that
+    :func:`prune_reason` would skip (a TP mesh that splits the heads unevenly, a rank past the
+    memory)."""
     for config in configs:
-        yield prune_reason(config, capacity_bytes) or config
+        yield prune_reason(config, capacity_bytes, profile) or _resolved(config, profile)
+
+
+def _resolved(config: JobConfig, profile: HardwareProfile | None) -> JobConfig:
+    """*config* with ``partition: auto`` resolved on *profile* (none given: as it is)."""
+    return config if profile is None else resolve_partition(config, profile)
 
 
 #: The one schedule that takes virtual stages above 1.
 INTERLEAVED = "interleaved-1f1b"
 
 
-def prune_reason(config: JobConfig, capacity_bytes: float) -> str | None:
+def prune_reason(config: JobConfig, capacity_bytes: float, profile: HardwareProfile | None = None) -> str | None:
     """Why *config* is not worth simulating, or None: ``divisibility`` (the mesh splits the
     hidden size, the heads or a grouped-query model's KV heads unevenly
     (:func:`~atpsim.parallel.atp.kv_heads_split`), or :func:`check_job`'s sizes, or the chunks split the
     micro-batch unevenly, or the interleaved schedule's micro-batches do not fill its stages)
-    or ``memory`` (the busiest rank needs more than *capacity_bytes*)."""
+    or ``memory`` (the busiest rank needs more than *capacity_bytes*; ``partition: auto``
+    split as on *profile*: :func:`_resolved`)."""
     mesh, model = config.layout.tp, config.model
     if not isinstance(mesh, DeviceMesh) or model.hidden % mesh.d1 or model.hidden % mesh.d2 or model.heads % mesh.size:
         return "divisibility"
@@ -331,7 +351,7 @@ def prune_reason(config: JobConfig, capacity_bytes: float) -> str | None:
         check_job(config)
         if config.schedule == INTERLEAVED and config.n_microbatches % config.layout.pp:
             return "divisibility"
-        memory = job_memory(config).total_bytes
+        memory = job_memory(_resolved(config, profile)).total_bytes
     except SimulationError:
         return "divisibility"
     return "memory" if memory > capacity_bytes else None
