@@ -42,8 +42,9 @@ LOCAL_WORKERS = 2
     "--scheduler",
     metavar="ADDRESS",
     help="Simulate the points on a Dask cluster: 'local' starts one of -j worker processes "
-    "on this machine; an address such as tcp://host:8786 uses a running `dask scheduler` "
-    "and its workers (each with atpsim installed; -j is then ignored).",
+    "on this machine; an address tcp://HOST:PORT (such as tcp://host:8786) uses a running "
+    "`dask scheduler` and its workers (each with atpsim installed; -j is then ignored). "
+    "Nothing else is taken.",
 )
 @click.option(
     "--resume",

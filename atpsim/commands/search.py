@@ -94,7 +94,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help=f"Worker processes (default 1; with --scheduler local, {LOCAL_WORKERS}).")
 @click.option("--scheduler", metavar="ADDRESS",
-              help="A Dask cluster: 'local', or a running `dask scheduler`'s tcp://host:8786.")
+              help="A Dask cluster: 'local', or a running `dask scheduler`'s address "
+                   "tcp://HOST:PORT (such as tcp://host:8786); nothing else is taken.")
 @click.option("--resume", is_flag=True, help="Keep what an interrupted search finished.")
 @click.option("--fresh", is_flag=True, help="Set an interrupted search's rows aside and start over.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows to print.")

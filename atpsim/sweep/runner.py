@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -143,9 +144,34 @@ def stream_sweep(
 JOBS_PER_CPU = 4
 
 
+#: A Dask scheduler's address as a sweep takes it: ``tcp://HOST:PORT`` (a host name, an IPv4
+#: address or an IPv6 address in brackets). Dask's other schemes do not reach a cluster from
+#: here: ``inproc://`` is another process's memory, ``tls://`` needs certificates a sweep does
+#: not pass, ``ucx://`` a UCX build.
+SCHEDULER_ADDRESS = re.compile(r"tcp://(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+
+
+def check_scheduler(scheduler: str | None) -> None:
+    """Refuse, before anything is read or started, a *scheduler* that is neither ``local``
+    nor a :data:`SCHEDULER_ADDRESS` with a port from 1 to 65535 (an AtpsimError about the
+    *scheduler* parameter): a client made of any other address failed after some 24 s, and
+    its ``__del__`` printed a traceback."""
+    if scheduler is None or scheduler == "local":
+        return
+    match = SCHEDULER_ADDRESS.fullmatch(scheduler) if isinstance(scheduler, str) else None
+    if match is None or not 1 <= int(match["port"]) <= 65535:
+        raise AtpsimError(
+            f"expected 'local' or a scheduler address such as tcp://host:8786, got {scheduler!r} "
+            "(the address a running `dask scheduler` prints: tcp://HOST:PORT)",
+            param="scheduler",
+        )
+
+
 def check_jobs(jobs: int, scheduler: str | None = None) -> None:
-    """Refuse more worker processes than :data:`JOBS_PER_CPU` per CPU of this machine (none
-    are started here when *scheduler* is a remote cluster's address: -j is ignored then)."""
+    """Refuse a bad *scheduler* (:func:`check_scheduler`) and more worker processes than
+    :data:`JOBS_PER_CPU` per CPU of this machine (none are started here when *scheduler* is a
+    remote cluster's address: -j is ignored then)."""
+    check_scheduler(scheduler)
     if scheduler not in (None, "local"):
         return
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -287,3 +287,25 @@ def test_a_link_is_live_only_when_relative_or_web(text, html):
     from atpsim.report.document import inline_html
 
     assert inline_html(text) == html
+
+
+# --- --scheduler --------------------------------------------------------------------------
+
+SCHEDULERS = ["inproc://10.0.0.1/1/2", "ucx://host:8786", "tls://host:8786", "http://host:8786",
+              "tcp://host", "tcp://host:0", "tcp://host:70000", "tcp://host:8786/x", "host:8786", ""]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_scheduler_other_than_local_or_tcp_is_refused_at_once(tmp_path, scheduler):
+    """``inproc://`` and ``ucx://`` were exit 3 after 24 s with a traceback from Dask's
+    ``Client.__del__``: now only ``local`` and ``tcp://HOST:PORT`` are taken, checked before the
+    scenario is read (its bad YAML is not reached) or any client is made."""
+    (tmp_path / "never-read.yaml").write_text("[not: a scenario")
+    refused(run("run", tmp_path / "never-read.yaml", "--scheduler", scheduler),
+            f"--scheduler: expected 'local' or a scheduler address such as tcp://host:8786, got {scheduler!r}")
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS[:2])
+def test_a_search_refuses_the_same_schedulers(tmp_path, scheduler):
+    refused(run("search", "-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--global-batch", "16",
+                "-o", tmp_path / "out", "--scheduler", scheduler), "--scheduler", repr(scheduler))

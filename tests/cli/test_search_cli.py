@@ -161,7 +161,7 @@ def test_a_dask_search_writes_the_table_of_a_serial_one(tmp_path, monkeypatch):
 
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     serial = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "serial")])
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://",
                       dashboard_address=":0") as cluster:  # fmt: skip
         on_dask = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path / "dask"),
                                             "--scheduler", cluster.scheduler_address])

@@ -47,9 +47,9 @@ def killing_simulate(point: SweepPoint) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def in_process_cluster() -> Iterator[str]:
     """The address of a cluster of 2 single-threaded workers in this process (fast to start;
-    the worker-process cases use ``scheduler='local'``)."""
+    the worker-process cases use ``scheduler='local'``), on tcp:// as a sweep takes it."""
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://", dashboard_address=":0"
     ) as cluster:
         yield cluster.scheduler_address
 
@@ -157,9 +157,10 @@ def test_a_scheduler_that_does_not_answer_is_one_line_and_exit_2(tmp_path, monke
 def test_a_malformed_scheduler_address_is_one_line_and_exit_2(tmp_path):
     result = run_cli(tmp_path, "--scheduler", "http://host:8786")
     assert result.exit_code == 2
-    assert result.stderr.startswith(
+    assert result.stderr == (
         "atpsim: error: --scheduler: expected 'local' or a scheduler address such as "
-        "tcp://host:8786, got 'http://host:8786' (ValueError: unknown address scheme 'http'"
+        "tcp://host:8786, got 'http://host:8786' (the address a running `dask scheduler` "
+        "prints: tcp://HOST:PORT)\n"
     )
 
 
@@ -178,8 +179,9 @@ def test_a_scheduler_error_leaves_the_saved_rows_as_they_were(tmp_path, monkeypa
     assert result.exit_code == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("atpsim:")]
     assert len(errors) == 1 and errors[0].startswith("atpsim: error: --scheduler: ")
-    assert errors[0].endswith("2 of 4 points kept in " + str(out / "results.partial.csv")
-                              + ": rerun with --resume once fixed")  # fmt: skip
+    if address.startswith("tcp://"):  # a malformed one is refused before the rows are read
+        assert errors[0].endswith("2 of 4 points kept in " + str(out / "results.partial.csv")
+                                  + ": rerun with --resume once fixed")  # fmt: skip
     assert (out / "results.partial.csv").read_text() == saved
     assert not (out / "results.csv").exists()
 
