@@ -50,6 +50,17 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
     return values
 
 
+def _partition(text: str) -> str | tuple[int, ...]:
+    """``--partition``: ``even``, ``auto`` or layer counts per stage like ``5,6,6,5``."""
+    if text in ("even", "auto"):
+        return text
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError as error:
+        raise AtpsimError(f"expected even, auto or layer counts per stage like '5,6,6,5', got {text!r}",
+                          key="--partition") from error  # fmt: skip
+
+
 @click.command("plan")
 @click.option("--topology", "-t", required=True, help="Preset, builder spec (torus:8x8) or YAML file.")
 @click.option("--model", "-m", "model_name", default="M2", show_default=True, help="M1..M4.")
@@ -66,7 +77,10 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
                    "--global-batch, the best layout's stages, micro-batches, collectives and busiest links.")
 @click.option("--global-batch", type=click.IntRange(min=1), default=None,
               help="Plan a whole training job of this many samples per iteration: search TP mesh x PP x DP x micro-batch.")
-@click.option("--pp", "pipelines", default=None, help="Job: pipeline depths to try, e.g. 1,2,4 (default: divisors of the layers).")
+@click.option("--pp", "pipelines", default=None, help="Job: pipeline depths to try, e.g. 1,2,4 (default: divisors of the layers; every depth with --partition auto).")
+@click.option("--partition", default="even", show_default=True,
+              help="Job: layers per pipeline stage: even, auto (balance the stages' compute, the embedding "
+                   "and LM head counted; tries every depth up to the layers) or counts like 5,6,6,5.")
 @click.option("--micro-batch", "micro_batches", default="1,2,4", show_default=True, help="Job: micro-batch sizes to try.")
 @click.option("--max-tp", type=click.IntRange(min=1), default=8, show_default=True, help="Job: largest TP mesh.")
 @click.option("--vocab", type=click.IntRange(min=0), default=None,
@@ -96,13 +110,13 @@ def _int_list(text: str, key: str = "--chunks") -> tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path, network, sequence_parallel, no_progress):
+            links_path, network, sequence_parallel, no_progress, partition):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
-                       "links_path", "network", "sequence_parallel", "no_progress")
+                       "links_path", "network", "sequence_parallel", "no_progress", "partition")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -117,7 +131,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule, network=network, sequence_parallel=sequence_parallel,
-                               track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
+                               partition=_partition(partition), track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
         click.echo(machine_provenance(topology, ranked_jobs.hardware).line())

@@ -40,7 +40,7 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
-from atpsim.parallel.partition import AUTO, EVEN, Partition
+from atpsim.parallel.partition import AUTO, EVEN, Partition, as_partition, check_partition_value
 from atpsim.topology.spec import topology_label
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
 from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, model_vocab
@@ -146,11 +146,13 @@ def plan_job(
         require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
     if options.get("vocab") is None:
         options["vocab"] = model_vocab(model)
+    check_partition_value(as_partition(options.get("partition", EVEN)), config_model.layers)
     both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
     axes = {"chunks": tuple(chunk_counts), "sequence_parallel": both,
             **{key: (value,) for key, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
-                          pipelines or layer_divisors(config_model, options.get("partition", EVEN)), micro_batches,
+                          pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN))),
+                          micro_batches,
                           (global_batch,), axes)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
