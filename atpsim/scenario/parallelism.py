@@ -14,6 +14,10 @@ pipeline x tensor-parallel layout (issue 12)::
       global_batch: 1536         # samples per iteration (int or list); required
       schedule: 1f1b             # gpipe | 1f1b | interleaved (= interleaved-1f1b), or a list
       virtual_stages: 1          # model chunks per stage (interleaved only; int or list)
+      partition: even            # layers per stage: even (a divisor of the layers) | auto
+                                 #   (balance the stages' compute, embedding and LM head
+                                 #   counted) | [n1, ..., np] (one count per stage); or a
+                                 #   list of these, e.g. [even, auto]
       sequence_parallel: true    # Megatron-LM's (1D TP only: a 2D mesh runs without);
                                  #   default [true, false]: each 1D layout both ways
       recompute: selective       # none | selective | full (or a list); default selective
@@ -48,6 +52,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, mod
 from atpsim.engine.methods import names as method_names
 from atpsim.errors import did_you_mean
 from atpsim.parallel import pipeline
+from atpsim.parallel.partition import EVEN, PARTITIONS
 from atpsim.scenario.entries import MeshChoice, mesh_choice, meshes_value
 from atpsim.scenario.fields import (
     Frozen,
@@ -67,6 +72,7 @@ from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, job_default
 JOB_KEYS = (
     "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
+    "partition",
 )  # fmt: skip
 #: How a job's calls share the network (the ``network`` methods of :mod:`atpsim.engine.methods`).
 NETWORKS = tuple(method_names("network"))
@@ -107,6 +113,28 @@ def _zero(value: int) -> int:
 def _dp(value: Any) -> Any:
     """``auto`` (None: devices / (tp·pp)) or one or more replica counts."""
     return None if value == "auto" else as_tuple(value)
+
+
+def _partitions(value: Any) -> Any:
+    """``partition``: one partition (``auto``, or one list of counts ``[5, 6, 6, 5]``, checked
+    here so an error names the key) or a list of them (``[even, auto, [5, 6, 6, 5]]``)."""
+    if isinstance(value, (list, tuple)) and value and not any(isinstance(v, (str, list, tuple)) for v in value):
+        return (_partition(tuple(value)),)
+    return as_tuple(value)
+
+
+def _partition(value: Any) -> Any:
+    """``even``, ``auto`` or layer counts (whole numbers >= 0), as a tuple."""
+    if isinstance(value, str):
+        if value not in PARTITIONS:
+            raise invalid(f"expected even, auto or a list of layer counts, got {show(value)}"
+                          f"{did_you_mean(value, list(PARTITIONS))}")  # fmt: skip
+        return value
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):  # fmt: skip
+        return tuple(value)
+    shown = list(value) if isinstance(value, tuple) else value
+    raise invalid(f"expected even, auto or a list of whole layer counts >= 0, got {show(shown)}")
 
 
 def _network(value: str) -> str:
@@ -182,6 +210,7 @@ StrictBool = Annotated[bool, Field(strict=True)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
 Network = Annotated[Str, AfterValidator(_network)]
+PartitionField = Annotated[tuple[Annotated[Any, PlainValidator(_partition)], ...], BeforeValidator(_partitions)]
 
 
 class Neighbour(Frozen):
@@ -235,6 +264,7 @@ class Parallelism(Frozen):
     network: OneOrMore[Network] = ("joint",)
     perturb: Annotated[tuple[Perturb, ...], BeforeValidator(_perturbs)] = (Perturb(),)
     neighbour: Neighbour | None = None
+    partition: PartitionField = (EVEN,)
 
     @property
     def workload(self) -> Workload:
