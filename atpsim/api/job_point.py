@@ -20,6 +20,7 @@ from atpsim.training.config import JobConfig, check_job
 from atpsim.training.fabric import job_config_at, run_jobs
 from atpsim.training.job import JobPrediction, job_memory, run_job
 from atpsim.training.links import busiest_columns
+from atpsim.training.partition import resolve_partition
 from atpsim.training.perturb import job_perturbation
 
 
@@ -54,8 +55,9 @@ def job_gpus(point: JobPoint) -> int:
 
 
 def _unfit(config: JobConfig, profile: HardwareProfile) -> dict[str, Any] | None:
-    """The columns of a layout whose busiest rank does not fit *profile*'s memory, or None."""
-    memory = job_memory(config).total_bytes
+    """The columns of a layout whose busiest rank does not fit *profile*'s memory, or None
+    (``partition: auto`` split as on *profile*)."""
+    memory = job_memory(resolve_partition(config, profile)).total_bytes
     if memory > profile.memory_capacity_bytes:
         return {"memory_per_rank_bytes": memory, "fits_memory": False}
     return None

@@ -4,7 +4,7 @@ product of its axes, every size checked before anything is simulated.
 Axes, outermost first (the order of the points): topology, hardware, model, devices, TP mesh
 (``tp.meshes`` resolved per size), pp, dp (``auto``: devices / (tp·pp)), micro_batch,
 global_batch, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
-algorithm, network, perturb. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
+algorithm, network, perturb, partition. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
 1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
 without it, and two combinations that differ only there are one point. Likewise
 ``virtual_stages`` above 1 pairs only with the interleaved schedule, and a perturbation only
@@ -12,12 +12,14 @@ with the joint network (``network: isolated`` points are unperturbed).
 
 Every layout that cannot run is one :class:`ScenarioError` naming its key: a TP x PP x DP
 layout that does not fill the devices, a pipeline deeper than the layers or not dividing
-them, a global batch that micro-batch x dp does not divide, and so on.
+them (``partition: even``), a partition's counts that do not match a depth or the layers, or
+an uneven partition with virtual stages, a global batch that micro-batch x dp does not divide, and so on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import product
 from typing import Any
 
 from atpsim.compute.hardware import hardware_profile, topology_hardware
@@ -27,6 +29,7 @@ from atpsim.errors import AtpsimError
 from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.partition import EVEN, check_partition, show_partition
 from atpsim.scenario.entries import ModelEntry
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.parallelism import Parallelism
@@ -79,12 +82,15 @@ def _vocab(parallelism: Parallelism, entry: ModelEntry) -> int:
 
 
 def _check_model(part: Scenario, model: ModelConfig) -> None:
-    """Pipeline depths and virtual stages against the model's layers."""
+    """Pipeline depths, partitions and virtual stages against the model's layers."""
     par = part.parallelism
+    _check_partitions(part, model)
     for k, pp in enumerate(par.pp):
         if pp > model.layers:
             message = f"{pp} stages exceed the model's {model.layers} layers (model {model.name!r})"
             raise scenario_error(part, message, "parallelism", "pp", k)
+        if EVEN not in par.partition:
+            continue
         if model.layers % pp:
             message = (f"{model.layers} layers (model {model.name!r}) do not split over {pp} "
                        "stages; expected a divisor of the layers")  # fmt: skip
@@ -97,6 +103,27 @@ def _check_model(part: Scenario, model: ModelConfig) -> None:
     if any(v > 1 for v in par.virtual_stages) and INTERLEAVED not in par.schedule:
         message = "virtual stages above 1 need the interleaved schedule; expected 'interleaved' in schedule"
         raise scenario_error(part, message, "parallelism", "virtual_stages")
+
+
+def _check_partitions(part: Scenario, model: ModelConfig) -> None:
+    """Each listed partition's counts sum to the layers and name every depth's stages (one
+    list of counts pairs with a depth of its length only); an uneven partition takes no
+    virtual stages (:func:`~atpsim.parallel.partition.check_partition`)."""
+    par = part.parallelism
+    key = ("parallelism", "partition")
+    for k, partition in enumerate(par.partition):
+        index = (k,) if len(par.partition) > 1 else ()
+        depths = [len(partition)] if isinstance(partition, tuple) else par.pp
+        try:
+            for pp, virtual in product(depths, par.virtual_stages):
+                if partition != EVEN:
+                    check_partition(partition, model.layers, pp, virtual)
+        except AtpsimError as error:
+            raise scenario_error(part, f"{error.message} (model {model.name!r})", *key, *index) from None
+        if isinstance(partition, tuple) and any(pp != len(partition) for pp in par.pp):
+            message = (f"partition {list(partition)} names {len(partition)} stages; expected pp: "
+                       f"{len(partition)} (pp is {', '.join(map(str, par.pp))})")  # fmt: skip
+            raise scenario_error(part, message, *key, *index)
 
 
 def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMesh]:
@@ -178,7 +205,7 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
     axes = {"schedule": par.schedule, "virtual_stages": par.virtual_stages,
             "sequence_parallel": par.sequence_parallel, "recompute": par.recompute, "zero": par.zero,
             "placement": par.placement, "chunks": part.chunks, "algorithm": part.algorithm,
-            "network": par.network, "perturb": par.perturb}  # fmt: skip
+            "network": par.network, "perturb": par.perturb, "partition": par.partition}  # fmt: skip
     meshes = tp_meshes(part, devices, model)
     for layout in layouts.layout_grid(meshes, par.pp, dps_of, par.micro_batch, par.global_batch, axes):
         _check_layout(part, layout)
@@ -215,7 +242,8 @@ def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> Jo
                     sequence_parallel=values["sequence_parallel"] and mesh.d2 == 1,
                     recompute=values["recompute"], zero=values["zero"], order=par.order,
                     network=values["network"], perturb=perturb.canonical(),
-                    neighbour=par.neighbour.canonical() if par.neighbour else ())  # fmt: skip
+                    neighbour=par.neighbour.canonical() if par.neighbour else (),
+                    partition=values["partition"])  # fmt: skip
 
 
 def _check_network(part: Scenario) -> None:
@@ -313,4 +341,4 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
         ("neighbour", par.neighbour.model if par.neighbour else "none"),
         ("perturb", "; ".join(" ".join(f"{k}={v}" for k, v in p.canonical()) or "none"
                               for p in par.perturb)),
-    ]
+    ] + ([("partition", ", ".join(map(show_partition, par.partition)))] if par.partition != (EVEN,) else [])
