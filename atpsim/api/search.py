@@ -27,6 +27,8 @@ runs, ``results.partial.csv``; ``resume=True`` continues an interrupted search.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -97,12 +99,20 @@ class SearchResult:
 def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
     """The design space: the job scenario in the YAML file *path* (none: an empty one) with
     *overrides* replacing its keys (``parallelism``'s keys one by one), checked as a scenario
-    (a ScenarioError naming the file, or the options, and the key)."""
+    (a ScenarioError naming the file, or the options, and the key).
+
+    Its name, which owns its output folder (:func:`~atpsim.sweep.owner.check_owner`) and is
+    the default one's (``reports/<name>/``), is the file's ``name`` (else its stem), or
+    ``search`` without a file; with *overrides* it ends in ``-`` and :func:`overrides_hash`,
+    so two searches that differ in their options never take each other's folder, while the
+    same options find their own again (to resume it)."""
     source = str(path) if path is not None else OPTIONS_SOURCE
     raw = read_yaml(Path(path), source) if path is not None else {}
     if not isinstance(raw, dict):
         raise ScenarioError("expected a mapping of scenario keys", source=source)
     data = {"name": Path(path).stem if path is not None else "search", **raw}
+    if overrides:
+        data["name"] = f"{data['name']}-{overrides_hash(overrides)}"
     for key, value in overrides.items():
         if key == "parallelism":
             data["parallelism"] = {**(data.get("parallelism") or {}), **value}
@@ -119,6 +129,13 @@ def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:
         raise ScenarioError("a search space is a whole job's: expected the global batch "
                             f"({param('global_batch')})", source=source, key="parallelism.global_batch")  # fmt: skip
     return space
+
+
+def overrides_hash(overrides: Mapping[str, Any]) -> str:
+    """The first 8 hex digits of the SHA-256 of *overrides* (a search's options) as sorted
+    JSON: what names a search made or changed by options (:func:`search_space`)."""
+    text = json.dumps(overrides, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
 
 
 #: The scenario keys a search does not use, and why: a space that sets one is refused, naming

@@ -90,7 +90,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
               help="joint (every call in flight shares the links; default) or isolated (each call "
                    "timed alone), or both: joint,isolated.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (default: reports/<space name>/).")
+              help="Output folder (default: reports/<space name>/; a search made by options is "
+                   "named search-<hash of the options>).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help=f"Worker processes (default 1; with --scheduler local, {LOCAL_WORKERS}).")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -113,6 +114,12 @@ def command(space: Path | None, out_dir: Path | None, jobs: int | None, schedule
     prune those that do not divide the model or fit in memory, simulate the rest (as `atpsim
     run` does: -j, --scheduler, --resume), print the best by model FLOP/s per GPU (for one
     model, batch and GPU count: the shortest iterations) and write every row to results.csv.
+
+    A search is named by its space: the --space file's name, or 'search' without one, followed
+    where options set the space by '-' and a hash of the options (search-1a2b3c4d). The name
+    owns the output folder (default reports/<name>/): the same search again regenerates it
+    (with --resume, continues it); another search there is refused unless given another -o or
+    --fresh.
 
     \b
     atpsim search -t ib-cluster:8x8 -m gpt3-1.3b --global-batch 512 -o out/ -j 2

@@ -5,7 +5,8 @@ A finished sweep's folder holds ``results.csv`` beside the copy of what produced
 same scenario (by its ``name``) into its folder regenerates it, as ``atpsim run
 scenarios/fig12.yaml`` regenerates ``reports/fig12/``; another scenario's or the other
 command's results are not replaced without ``--fresh``: a mistyped ``-o`` must not wipe a
-finished sweep.
+finished sweep. A search made or changed by options is named by a hash of them
+(:func:`atpsim.api.search.search_space`), so another search's options do not own its folder.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def check_owner(out: Path, command: str, name: str, fresh: bool) -> None:
         held = _name_in(path)
         if other != command or held != name:
             what = f"the results of {other} {held!r}" if held else f"the results of an {other}"
+            again = f"the {other} that wrote them continues there with {param('resume', True)}; " \
+                if other == command == "search" else ""
             raise AtpsimError(f"{out} holds {what}; expected an empty folder or one of {command} "
-                              f"{name!r} (give another {param('out_dir')}, or {param('fresh', True)} to replace "
-                              "them)", param="out_dir")
+                              f"{name!r} ({again}give another {param('out_dir')}, or "
+                              f"{param('fresh', True)} to replace them)", param="out_dir")  # fmt: skip
 
 
 def _name_in(path: Path) -> str:

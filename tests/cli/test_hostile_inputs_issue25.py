@@ -8,6 +8,7 @@ a few tiny collectives."""
 from __future__ import annotations
 
 import csv
+import re
 from typing import Any
 
 import pytest
@@ -248,8 +249,6 @@ report: {figures: [], title: '"><script>alert(1)</script> [t](JavaScript:alert(3
 
 def _live(page: str) -> list[str]:
     """The markup a user's text would make live in *page*: tags and javascript: links."""
-    import re
-
     return re.findall(r"<script|<img|<b>|href=\"\s*javascript:", page, flags=re.IGNORECASE)
 
 
@@ -309,3 +308,41 @@ def test_a_scheduler_other_than_local_or_tcp_is_refused_at_once(tmp_path, schedu
 def test_a_search_refuses_the_same_schedulers(tmp_path, scheduler):
     refused(run("search", "-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--global-batch", "16",
                 "-o", tmp_path / "out", "--scheduler", scheduler), "--scheduler", repr(scheduler))
+
+
+# --- a search's folder is owned by its space ----------------------------------------------
+
+SEARCH = ["search", "-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--global-batch", "16", "--pp", "1",
+          "--micro-batch", "2", "--no-progress"]  # fmt: skip
+
+
+def fake_job(point: Any) -> dict[str, Any]:
+    """A row from the layout alone, no simulation."""
+    time_s = 0.1 * point.tp.size + 0.05 * point.pp
+    return {"iteration_time_s": time_s, "tflops_per_gpu": 10.0 / time_s, "mfu": 0.3,
+            "memory_per_rank_bytes": 1e9, "fits_memory": True}  # fmt: skip
+
+
+def test_a_second_search_of_other_options_does_not_overwrite_the_first(tmp_path, monkeypatch):
+    """Every command-line search was named "search", so a second one with other options into
+    the same -o replaced the first's table without a word. A search made by options is now
+    named by their hash: the same options regenerate their folder, others are refused there
+    (naming -o, --resume and --fresh), and each has its own default folder."""
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    out = tmp_path / "out"
+    assert run(*SEARCH, "-o", out).exit_code == 0
+    first = (out / "results.csv").read_bytes()
+    line = refused(run(*SEARCH, "--zero", "0", "-o", out), f"-o: {out} holds the results of search 'search-",
+                   "expected an empty folder or one of search 'search-", "continues there with --resume",
+                   "give another -o, or --fresh to replace them")  # fmt: skip
+    assert (out / "results.csv").read_bytes() == first, line
+    assert run(*SEARCH, "-o", out).exit_code == 0  # the same search regenerates its own
+    assert run(*SEARCH, "--zero", "0", "-o", out, "--fresh").exit_code == 0
+
+
+def test_searches_of_other_options_have_their_own_default_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
+    monkeypatch.chdir(tmp_path)
+    assert run(*SEARCH).exit_code == 0 and run(*SEARCH, "--zero", "0").exit_code == 0
+    folders = sorted(p.name for p in (tmp_path / "reports").iterdir())
+    assert len(folders) == 2 and all(re.fullmatch(r"search-[0-9a-f]{8}", f) for f in folders), folders

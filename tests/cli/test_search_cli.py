@@ -4,6 +4,7 @@ every row in results.csv; the same layouts and times as `plan --global-batch`.""
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,8 @@ def test_the_command_prints_the_best_and_writes_every_row(tmp_path, monkeypatch)
     monkeypatch.setattr("atpsim.api.search.simulate_job_point", fake_job)
     result = CliRunner().invoke(main, ["search", *OPTIONS, "-o", str(tmp_path), "--top", "3"])
     assert result.exit_code == 0, result.output
-    assert "search search: 16 layouts to simulate; pruned before simulation: 5 by divisibility" in result.stdout
+    assert re.search(r"search search-[0-9a-f]{8}: 16 layouts to simulate; pruned before simulation: "
+                     "5 by divisibility", result.stdout)  # named by its options' hash (issue 25)
     assert "the 3 best layouts" in result.stdout
     rows = read_rows(tmp_path / "results.csv")
     assert len(rows) == 16 and [r["point_index"] for r in rows] == list(range(16))
