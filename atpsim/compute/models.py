@@ -358,32 +358,46 @@ MOE_PRESETS: dict[str, ModelConfig] = {
                                 expert_ffn_hidden=14336),
 }
 
+#: BLOOM-176B (BigScience, Scao et al., "BLOOM: A 176B-Parameter Open-Access Multilingual
+#: Language Model", arXiv:2211.05100, Table 3: 70 layers, hidden 14336, 112 heads, sequence
+#: 2048, bfloat16; tied embeddings; its released ``config.json``: ``n_layer`` 70,
+#: ``hidden_size`` 14336, ``n_head`` 112, ``vocab_size`` 250880): a GPT-style layer (4h GELU
+#: MLP), 176.2B parameters with the embedding. Trained on 384 A100 80GB GPUs with TP 4, PP 12,
+#: DP 8 ("The Technology Behind BLOOM Training", Hugging Face blog, 2022): 70 layers on 12
+#: stages, an uneven pipeline (``partition``). Not modelled: ALiBi (no position embedding is
+#: timed either), the embedding LayerNorm.
+BLOOM_PRESETS: dict[str, ModelConfig] = {
+    "bloom-176b": ModelConfig("bloom-176b", hidden=14336, heads=112, layers=70, batch=1, seq=2048,
+                              dtype="bf16"),
+}
+
 #: The padded vocabulary of each preset that has one (tokens), the one source of a preset's
 #: vocabulary: GPT-2's 50,257 padded to 51,200 for the GPT-3 family (as Megatron-LM pads it),
 #: Table 1's 51,200 for Megatron-LM's; Llama 3.1's 128,256 as released (a multiple of 128, so
 #: it splits over TP up to 128 ranks; Megatron-LM would pad it to a multiple of 128·TP,
 #: 129,024 at TP 8, which is not modelled: the job takes the vocabulary as given); Mixtral's
-#: 32,000 (Table 1).
+#: 32,000 (Table 1); BLOOM's 250,680-token tokenizer padded to 250,880 (its ``config.json``).
 PRESET_VOCAB: dict[str, int] = {
     **{name: 51200 for name in (*GPT3_PRESETS, *MEGATRON_PRESETS)},
     **{name: 128256 for name in LLAMA_PRESETS},
     "mixtral-8x7b": 32000,
+    "bloom-176b": 250880,
 }
 
 _PRESETS: dict[str, ModelConfig] = {**MODEL_PRESETS, **GPT3_PRESETS, **MEGATRON_PRESETS,
-                                    **LLAMA_PRESETS, **MOE_PRESETS}  # fmt: skip
+                                    **LLAMA_PRESETS, **MOE_PRESETS, **BLOOM_PRESETS}  # fmt: skip
 
 
 def preset_names() -> list[str]:
-    """Every model preset: M1..M4, the GPT-3 family, Megatron-LM's GPT models, Llama 3.1 and
-    Mixtral 8x7B."""
+    """Every model preset: M1..M4, the GPT-3 family, Megatron-LM's GPT models, Llama 3.1,
+    Mixtral 8x7B and BLOOM-176B."""
     return list(_PRESETS)
 
 
 def model_preset(name: str) -> ModelConfig:
     """The preset called *name*: the paper's M1..M4, a GPT-3 model (``gpt3-1.3b``, ...),
-    a Megatron-LM GPT model (``megatron-1t``, ...), Llama 3.1 (``llama3.1-70b``, ...) or
-    Mixtral (``mixtral-8x7b``)."""
+    a Megatron-LM GPT model (``megatron-1t``, ...), Llama 3.1 (``llama3.1-70b``, ...),
+    Mixtral (``mixtral-8x7b``) or BLOOM (``bloom-176b``)."""
     if name not in _PRESETS:
         raise AtpsimError(f"unknown model preset {name!r}{did_you_mean(name, _PRESETS)}")
     return _PRESETS[name]
