@@ -8,7 +8,9 @@ a few tiny collectives."""
 from __future__ import annotations
 
 import csv
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -346,3 +348,20 @@ def test_searches_of_other_options_have_their_own_default_folders(tmp_path, monk
     assert run(*SEARCH).exit_code == 0 and run(*SEARCH, "--zero", "0").exit_code == 0
     folders = sorted(p.name for p in (tmp_path / "reports").iterdir())
     assert len(folders) == 2 and all(re.fullmatch(r"search-[0-9a-f]{8}", f) for f in folders), folders
+
+
+# --- a trace's times ----------------------------------------------------------------------
+
+TRACE = Path(__file__).resolve().parents[1] / "calibrate" / "trace" / "data" / "trace.1x2.c1.rank0.json"
+
+
+@pytest.mark.parametrize(("field", "text"), [("dur", "1e400"), ("dur", "NaN"), ("ts", "-Infinity")])
+def test_a_trace_event_whose_time_is_not_finite_is_refused_naming_it(tmp_path, field, text):
+    """A Kineto event with ``dur`` 1e400 (JSON reads it as inf) ran to exit 0 with "+nan%"."""
+    data = json.loads(TRACE.read_text())
+    index, event = next((i, e) for i, e in enumerate(data["traceEvents"])
+                        if str(e.get("name", "")).startswith("aten::mm"))  # fmt: skip
+    event[field] = 0.0
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data).replace(f'"{field}": 0.0', f'"{field}": {text}', 1))
+    refused(run("validate", path), str(path), f"traceEvents[{index}].{field}: expected a finite time")

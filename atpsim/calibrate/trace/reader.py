@@ -146,7 +146,21 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise AtpsimError("JSON without a 'traceEvents' list: not a Chrome/Kineto trace",
                           source=str(path))  # fmt: skip
+    _check_times(data["traceEvents"], str(path))
     return data
+
+
+def _check_times(events: list[Any], source: str) -> None:
+    """Refuse a complete event whose ``ts`` or ``dur`` is a number but not a finite one
+    (JSON's 1e400 reads as inf; its ratios came out as "+nan%"), naming the event."""
+    for index, event in enumerate(events):
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        for key in ("ts", "dur"):
+            value = event.get(key)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise AtpsimError(f"expected a finite time in microseconds, got {value!r}",
+                                  source=source, key=f"traceEvents[{index}].{key}")  # fmt: skip
 
 
 def _trace_text(path: Path) -> bytes | bytearray:
