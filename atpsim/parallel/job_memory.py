@@ -44,6 +44,7 @@ from atpsim.parallel.head import head_params_per_rank
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.memory import activation_terms, optimizer_bytes_per_param
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import expert_dims, expert_params_per_rank, moe_activation_bytes
 from atpsim.parallel.pipeline import PipelineShape, stage_orders
 
 Recompute = Literal["none", "selective", "full"]
@@ -153,14 +154,34 @@ def job_memory_per_stage(
         raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
     shape = PipelineShape(layout.pp, n_microbatches, virtual_stages)
     per_layer = activation_bytes_per_microbatch(replace(model, batch=micro_batch), mesh,
-                                                recompute, sequence_parallel)  # fmt: skip
+                                                recompute, sequence_parallel, layout.ep)  # fmt: skip
     out = []
     for stage, layers in enumerate(stage_layers):
-        params = params_per_rank(replace(model, layers=layers), mesh) if layers else 0.0
+        held = replace(model, layers=layers)
+        params = params_per_rank(held, mesh, layout.ep) if layers else 0.0
         params += _ends_held(stage, layout.pp, model.tie_embeddings) * head_params_per_rank(vocab, model, mesh)
         in_flight = microbatches_in_flight(shape, schedule, stage) * (layers / virtual_stages)
-        out.append(_memory(model, params, layout.dp, zero, in_flight, per_layer, stage))
+        shards = _Shards(layout.dp, expert_params_per_rank(held, mesh.d1, mesh.d2, layout.ep), layout.ep)
+        out.append(_memory(model, params, shards, zero, in_flight, per_layer, stage))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Shards:
+    """How ZeRO shards a rank's parameters: over the *dp* replicas, the *expert* parameters
+    among them over the ``dp/ep`` replicas that hold the same experts."""
+
+    dp: int
+    expert: float = 0.0
+    ep: int = 1
+
+    def bytes(self, params: float, per_param: float, sharded: bool) -> float:
+        """Bytes of *params* at *per_param* bytes each, over their replicas where *sharded*."""
+        if not sharded:
+            return params * per_param
+        if not self.expert:
+            return params * per_param / self.dp
+        return (params - self.expert) * per_param / self.dp + self.expert * per_param / (self.dp // self.ep)
 
 
 def _ends_held(stage: int, pp: int, tied: bool) -> int:
@@ -170,16 +191,15 @@ def _ends_held(stage: int, pp: int, tied: bool) -> int:
     return (stage == 0) + (stage == pp - 1 and (pp > 1 or not tied))
 
 
-def _memory(model: ModelConfig, params: float, shard: int, zero: int, in_flight: float,
+def _memory(model: ModelConfig, params: float, shard: _Shards, zero: int, in_flight: float,
             per_layer: float, stage: int) -> JobMemory:
     """One rank's bytes: *params* of weights, gradients and Adam state (ZeRO sharding them
-    over *shard* replicas) and *in_flight* layers' activations of *per_layer* bytes each."""
-    state = params * optimizer_bytes_per_param(model.dtype_bytes)
+    over *shard*'s replicas) and *in_flight* layers' activations of *per_layer* bytes each."""
     return JobMemory(
         params_per_rank=params,
-        weights_bytes=params * model.weight_bytes_per_param / (shard if zero >= 3 else 1),
-        gradients_bytes=params * model.dtype_bytes / (shard if zero >= 2 else 1),
-        optimizer_bytes=state / (shard if zero >= 1 else 1),
+        weights_bytes=shard.bytes(params, model.weight_bytes_per_param, zero >= 3),
+        gradients_bytes=shard.bytes(params, model.dtype_bytes, zero >= 2),
+        optimizer_bytes=shard.bytes(params, optimizer_bytes_per_param(model.dtype_bytes), zero >= 1),
         activations_bytes=in_flight * per_layer,
         layers_in_flight=in_flight,
         stage=stage,
@@ -187,9 +207,12 @@ def _memory(model: ModelConfig, params: float, shard: int, zero: int, in_flight:
 
 
 def activation_bytes_per_microbatch(
-    model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool
+    model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool, ep: int = 1
 ) -> float:
-    """Bytes one layer keeps for one micro-batch (``model.batch`` samples) on one rank."""
+    """Bytes one layer keeps for one micro-batch (``model.batch`` samples) on one rank; for a
+    mixture of experts the mean over a chunk's layers, one in ``moe_every`` keeping the MoE
+    MLP's activations (:func:`~atpsim.parallel.moe.moe_activation_bytes`, its experts split
+    over *ep* replicas) in place of the dense MLP's."""
     if recompute not in RECOMPUTE:
         raise SimulationError(f"expected recompute one of {list(RECOMPUTE)}, got {recompute!r}",
                               key="recompute")  # fmt: skip
@@ -202,7 +225,11 @@ def activation_bytes_per_microbatch(
     terms["ln_stats"] /= split
     if recompute == "selective":
         terms["attention"] = 0.0
-    return sum(terms.values())
+    experts = expert_dims(model, dims, ep, sequence_parallel)
+    if experts is None:
+        return sum(terms.values())
+    moe = moe_activation_bytes(dims, experts) - terms["mlp"]
+    return sum(terms.values()) + moe / model.moe_every
 
 
 def layers_in_flight(n_layers: int, shape: PipelineShape, schedule: str) -> float:

@@ -23,7 +23,7 @@ keeps its ``dp``-way data parallelism, and the experts' gradients are reduced ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from atpsim.errors import SimulationError
 from atpsim.parallel.grid import Grid
@@ -41,7 +41,7 @@ class ParallelLayout:
     pp: int = 1
     dp: int = 1
     order: tuple[str, str, str] = DIMENSIONS
-    ep: int = 1
+    ep: int = field(default=1, kw_only=True)
 
     def __post_init__(self) -> None:
         if sorted(self.order) != sorted(DIMENSIONS):

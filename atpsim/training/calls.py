@@ -8,6 +8,11 @@ alone, :func:`atpsim.engine.step.job.simulate_iteration`); :func:`job_calls` han
 joint network (:mod:`atpsim.engine.step.job_graph`). :func:`tp_isolated` says whether every
 stage's TP traffic is link-disjoint from every other call's and from the other stages' TP
 traffic, so that a pass can be one delay of its time alone.
+
+With expert parallelism (``ep`` > 1) a pass's MoE all-to-alls (:data:`~atpsim.parallel.moe.
+EP_DIM`) are calls over every expert-parallel group of the job, on the same network as the
+rest; the experts' gradients are reduced (and, with ZeRO-1, gathered) over their own
+data-parallel groups of ``dp/ep`` replicas, after the dense part's buckets.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from atpsim.engine.backends import charges_call_cost
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.step.job import GradientSync
-from atpsim.engine.step.job_graph import JobCalls, OpBuilder, StageCalls
+from atpsim.engine.step.job_graph import JobCalls, OpBuilder, OpsBuilder, StageCalls
 from atpsim.engine.step.pipeline import TransferTime
 from atpsim.engine.step.run import DEFAULT_BACKEND, comm_spec
+from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import EP_DIM
 from atpsim.parallel.pipeline import stage_orders
 from atpsim.program import CommOp, StepProgram
 from atpsim.topology.graph import Topology
@@ -70,11 +77,13 @@ class JobComm:
         return CallSpec(DEFAULT_BACKEND, op, algorithm, tuple(map(tuple, groups)), nbytes, self.charged_s)
 
     def tp_call(self, op: CommOp) -> CallSpec:
-        """A pass's TP collective *op* over every TP group of the job: one object per op (a
-        pass's tasks ask for it once per group of every replica and stage; building the call
-        of every group each time made graph building quadratic in the replicas)."""
+        """A pass's TP collective *op* over every TP group of the job (an MoE all-to-all: over
+        every expert-parallel group): one object per op (a pass's tasks ask for it once per
+        group of every replica and stage; building the call of every group each time made
+        graph building quadratic in the replicas)."""
         if op not in self._tp_calls:
-            groups = self.config.layout.tp_groups(op.dim)
+            layout = self.config.layout
+            groups = layout.ep_groups() if op.dim == EP_DIM else layout.tp_groups(op.dim)
             self._tp_calls[op] = comm_spec(op, groups, self.config.algorithm, DEFAULT_BACKEND, self.charged_s)
         return self._tp_calls[op]
 
@@ -86,22 +95,36 @@ def activation_bytes(config: JobConfig) -> float:
     return model.batch * model.seq * model.hidden / d2 * model.dtype_bytes
 
 
-def stage_calls(comm: JobComm, stage: int, params: float, optimizer_s: float) -> StageCalls:
+def stage_calls(comm: JobComm, stage: int, params: float, optimizer_s: float,
+                expert_params: float = 0.0) -> StageCalls:
     """Stage *stage*'s gradient buckets (all-reduce, or reduce-scatter with ZeRO-1) over its
     DP groups, in issue order, each ready when the last backward has produced it; the
-    optimizer step; the ZeRO-1 parameter all-gather."""
+    optimizer step; the ZeRO-1 parameter all-gather. With expert parallelism, *expert_params*
+    of the *params* are the experts', whose buckets (and gather) follow over their own
+    ``dp/ep``-replica groups (none where ``ep = dp``: each expert is on one replica)."""
     config = comm.config
     layout, model = config.layout, config.model
     if layout.dp == 1:
         return StageCalls(optimizer_s=optimizer_s)
+    split = layout.ep > 1 and expert_params > 0
     groups = [g for g in layout.dp_groups() if layout.stage_of(g[0]) == stage]
+    dense_bytes = (params - expert_params if split else params) * model.dtype_bytes
     grad_bytes = params * model.dtype_bytes
-    sizes = buckets(grad_bytes, config.bucket_bytes)
+    sizes = buckets(dense_bytes, config.bucket_bytes)
     op = "reduce_scatter" if config.zero else "all_reduce"
     calls = tuple(comm.collective(op, config.algorithm, groups, n) for n in sizes)
+    gather = comm.collective("all_gather", "auto", groups, dense_bytes) if config.zero else None
+    expert_gather = None
+    if split and layout.dp > layout.ep:
+        experts = [g for g in layout.expert_dp_groups() if layout.stage_of(g[0]) == stage]
+        expert_bytes = expert_params * model.dtype_bytes
+        expert_sizes = buckets(expert_bytes, config.bucket_bytes)
+        calls += tuple(comm.collective(op, config.algorithm, experts, n) for n in expert_sizes)
+        sizes += expert_sizes
+        if config.zero:
+            expert_gather = comm.collective("all_gather", "auto", experts, expert_bytes)
     ready = tuple(min(1.0, sum(sizes[: k + 1]) / grad_bytes) for k in range(len(sizes)))
-    gather = comm.collective("all_gather", "auto", groups, grad_bytes) if config.zero else None
-    return StageCalls(calls, ready, config.overlap_grad_reduce, optimizer_s, gather)
+    return StageCalls(calls, ready, config.overlap_grad_reduce, optimizer_s, gather, expert_gather)
 
 
 def buckets(total_bytes: float, bucket_bytes: float) -> list[float]:
@@ -124,12 +147,23 @@ def tied_call(comm: JobComm, head_bytes: float) -> CallSpec | None:
 
 
 def job_calls(comm: JobComm, stages: tuple[StageCalls, ...], tied: CallSpec | None,
-              op: OpBuilder) -> JobCalls:
-    """The iteration for :func:`~atpsim.engine.step.job_graph.build_job_graph`."""
+              op: OpBuilder, together: OpsBuilder | None = None) -> JobCalls:
+    """The iteration for :func:`~atpsim.engine.step.job_graph.build_job_graph`; *together*
+    builds each op in every replica at once (passes whose all-to-alls span replicas)."""
     config = comm.config
     layout = config.layout
     orders = stage_orders(config.schedule, config.shape)
-    return JobCalls(orders, config.shape, layout.dp, layout.tp.size, op, comm.send, stages, tied)
+    return JobCalls(orders, config.shape, layout.dp, layout.tp.size, op, comm.send, stages, tied,
+                    together)  # fmt: skip
+
+
+def ep_groups_of(layout: ParallelLayout, stage: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The expert-parallel groups of *stage*: each one's index among
+    :meth:`~atpsim.parallel.layout.ParallelLayout.ep_groups` and its members as (replica, TP
+    position), for :meth:`~atpsim.engine.step.job_ops.ProgramOps.together`."""
+    size, ep = layout.tp.size, layout.ep
+    return [((block * layout.pp + stage) * size + t, [(block * ep + j, t) for j in range(ep)])
+            for block in range(layout.dp // ep) for t in range(size)]  # fmt: skip
 
 
 def gradient_syncs(network: JointNetwork, stages: tuple[StageCalls, ...], tied: CallSpec | None
@@ -140,7 +174,7 @@ def gradient_syncs(network: JointNetwork, stages: tuple[StageCalls, ...], tied: 
     for s, calls in enumerate(stages):
         times = tuple(_alone_s(network, c) for c in calls.buckets)
         ready = calls.ready_fraction
-        gather_s = _alone_s(network, calls.gather) if calls.gather is not None else 0.0
+        gather_s = sum(_alone_s(network, c) for c in (calls.gather, calls.expert_gather) if c is not None)
         if tied is not None and s in (0, len(stages) - 1):
             times, ready = times + (_alone_s(network, tied),), ready + (1.0,)
         overlap = calls.overlap if calls.buckets else False
@@ -167,13 +201,21 @@ def tp_isolated(network: JointNetwork, comm: JobComm, programs: list[StepProgram
                 others: list[CallSpec]) -> bool:
     """Whether the TP collectives of *programs* (every TP group of the job) cross no link
     that *others* cross and no link another stage's TP groups cross: then each stage's pass
-    meets nothing, and its time alone is exact."""
+    meets nothing, and its time alone is exact. With expert parallelism a stage's passes in
+    the ``ep`` replicas of an expert-parallel group run together (their all-to-alls join
+    them), so they are one owner."""
     ops = {op for program in programs for op in program.comm_ops()}
     owned = []
     layout = comm.config.layout
+    pp, ep = layout.pp, layout.ep
     for op in ops:
         spec = comm.tp_call(op)
+        if op.dim == EP_DIM:
+            owned += [(spec, g, g // layout.tp.size) for g in range(len(spec.groups))]
+            continue
         per_stage = len(layout.tp.groups(op.dim))
-        owned += [(spec, g, g // per_stage) for g in range(len(spec.groups))]
+        for g in range(len(spec.groups)):
+            replica, stage = divmod(g // per_stage, pp)
+            owned.append((spec, g, (replica // ep) * pp + stage))
     return network.disjoint(owned, others)
 

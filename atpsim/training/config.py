@@ -10,6 +10,7 @@ from atpsim.errors import SimulationError, SizeLimitError
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import check_experts
 from atpsim.parallel.partition import EVEN, Partition, as_partition, check_partition, stage_layers
 from atpsim.parallel.pipeline import PipelineShape
 from atpsim.training.defaults import job_default, model_vocab
@@ -139,3 +140,21 @@ def check_job(config: JobConfig) -> None:
     if config.sequence_parallel and isinstance(mesh, DeviceMesh) and mesh.d2 != 1:
         raise SimulationError(f"sequence parallelism is for 1D TP (DeviceMesh(t, 1)), not {mesh}",
                               key="sequence_parallel")  # fmt: skip
+    check_expert_layers(config)
+
+
+def check_expert_layers(config: JobConfig) -> None:
+    """A mixture-of-experts job's sizes: ``ep`` on a dense model or not dividing the experts
+    is refused (key ``ep``: :func:`~atpsim.parallel.moe.check_experts`), and every model chunk
+    holds the same MoE layers (``moe_every`` divides each chunk's layers; key
+    ``model.moe_every``)."""
+    model = config.model
+    check_experts(model, config.layout.ep)
+    if not model.is_moe or model.moe_every == 1:
+        return
+    for stage in range(config.layout.pp):
+        layers = config.chunk_layers(stage)
+        if layers % model.moe_every:
+            raise SimulationError(f"model.moe_every {model.moe_every} does not divide the {layers} "
+                                  f"layers of stage {stage}'s model chunks: each chunk's layers 0, k, "
+                                  "2k, ... are its MoE layers", key="model.moe_every")  # fmt: skip

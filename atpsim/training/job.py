@@ -47,7 +47,13 @@ from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.perturb import Perturbation
 from atpsim.engine.methods import ALONE, PLAIN, Method, find, names
 from atpsim.engine.step.job import JobTimeline, simulate_iteration
-from atpsim.engine.step.job_graph import JobTasks, OpBuilder, build_job_graph, job_timeline
+from atpsim.engine.step.job_graph import (
+    JobTasks,
+    OpBuilder,
+    StageCalls,
+    build_job_graph,
+    job_timeline,
+)
 from atpsim.engine.step.job_ops import ProgramOps, pass_delays
 from atpsim.engine.step.run import comm_spec, compute_timer
 from atpsim.errors import SimulationError, param
@@ -56,6 +62,7 @@ from atpsim.parallel.head import head_flops, head_params_per_rank
 from atpsim.parallel.job_memory import JobMemory, job_memory_per_rank
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import EP_DIM
 from atpsim.parallel.partition import EVEN
 from atpsim.parallel.pipeline import PipelineOp, stage_orders
 from atpsim.program import ComputeOp
@@ -63,6 +70,7 @@ from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
 from atpsim.training.calls import (
     JobComm,
+    ep_groups_of,
     gradient_syncs,
     job_calls,
     stage_calls,
@@ -71,6 +79,7 @@ from atpsim.training.calls import (
     transfer_timer,
 )
 from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job, job_config
+from atpsim.training.experts import check_unperturbed, optimizer_shard, stage_expert_params_per_rank
 from atpsim.training.partition import resolve_partition
 from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
 from atpsim.training.perturb import job_perturbation
@@ -141,6 +150,7 @@ def simulate_job(
     micro_batch: int = 1,
     global_batch: int | None = None,
     order: tuple[str, str, str] = ("tp", "pp", "dp"),
+    ep: int = 1,
     hardware: str | None = None,
     network: str = "joint",
     perturb: Perturbation | Mapping[str, Any] | None = None,
@@ -150,7 +160,9 @@ def simulate_job(
 ) -> JobPrediction:
     """Simulate one training iteration of *model* with tensor parallelism on the ATP mesh *tp*
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
-    on *topology*; *order* names the layout's dimensions innermost first. *options* are the
+    on *topology*; *order* names the layout's dimensions innermost first; *ep* splits a
+    mixture of experts' experts over that many of the replicas (expert parallelism,
+    :mod:`atpsim.parallel.moe`; it divides *dp* and the experts). *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
     overlap_grad_reduce, zero, recompute, sequence_parallel, vocab; their defaults are
     :data:`atpsim.training.defaults.JOB_DEFAULTS`, the vocabulary a preset's own). *global_batch* defaults
@@ -162,7 +174,7 @@ def simulate_job(
     (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
     Chrome/Perfetto trace there)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
-    config = job_config(model, ParallelLayout(mesh, pp, dp, order), micro_batch,
+    config = job_config(model, ParallelLayout(mesh, pp, dp, order, ep=ep), micro_batch,
                         global_batch or micro_batch * dp * pp, **options)
     check_job(config)
     topo, profile = load_machine(topology, config.layout.size, hardware)
@@ -231,8 +243,7 @@ def _isolated(topology: Topology, profile: HardwareProfile, config: JobConfig,
     cost = OpCosts(topology, profile, programs)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(topology)
-    stages = tuple(stage_calls(comm, s, stage_params_per_rank(config, s),
-                               _optimizer_s(profile, config, s)) for s in range(config.layout.pp))
+    stages = _stage_calls(comm, profile, config)
     syncs = gradient_syncs(machine, stages, tied_call(comm, _head_bytes(config)))
     timeline = simulate_iteration(orders, config.shape, lambda s, op: cost(s, op).time_s,
                                   transfer_timer(machine, comm), syncs)  # fmt: skip
@@ -264,9 +275,9 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     programs = JobPrograms(config)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(perturb.apply(topology) if perturb else topology, topology)
-    stages = tuple(stage_calls(comm, s, stage_params_per_rank(config, s),
-                               _optimizer_s(profile, config, s)) for s in range(config.layout.pp))
+    stages = _stage_calls(comm, profile, config)
     tied = tied_call(comm, _head_bytes(config))
+    check_unperturbed(config, perturb is not None and not perturb.empty)
     costs = _replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
     isolated = grain.kind != PLAIN and tp_isolated(machine, comm, programs.all(),
                                                       _other_calls(comm, stages, tied))  # fmt: skip
@@ -275,7 +286,8 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
                               key="granularity")  # fmt: skip
     op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
         else _program_ops(machine, profile, comm, programs, costs, perturb)
-    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op), labelled)
+    together = op.together if isinstance(op, ProgramOps) and config.layout.ep > 1 else None
+    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together), labelled)
     if len(graph) >= LARGE_GRAPH_TASKS:
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
@@ -294,7 +306,7 @@ def _other_calls(comm: JobComm, stages: tuple, tied: CallSpec | None) -> list[Ca
     sends = [comm.send(a, b) for a, b in sorted(hops)]
     calls = [c for c in sends if c is not None] + [tied] * (tied is not None)
     for s in stages:
-        calls += list(s.buckets) + ([s.gather] if s.gather is not None else [])
+        calls += list(s.buckets) + [c for c in (s.gather, s.expert_gather) if c is not None]
     return [c for c in calls if c is not None]
 
 
@@ -349,7 +361,17 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
     return ProgramOps(op_parts(profile, programs), layout.stage_ranks, mesh,
                       compute_timer(profile, config.model.dtype), scale, comm.tp_call,
                       lambda r, s: r * layout.pp + s,
-                      lambda r, s, o: costs(r, s)(s, o).time_s)  # fmt: skip
+                      lambda r, s, o: costs(r, s)(s, o).time_s,
+                      spans=lambda op: op.dim == EP_DIM, across=comm.tp_call, replicas=layout.dp,
+                      across_groups=lambda s: ep_groups_of(layout, s))  # fmt: skip
+
+
+def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:
+    """Every stage's gradient buckets, optimizer step and ZeRO-1 gathers (:func:`stage_calls`),
+    the experts' apart where they are expert-parallel."""
+    return tuple(stage_calls(comm, s, stage_params_per_rank(config, s), _optimizer_s(profile, config, s),
+                             stage_expert_params_per_rank(config, s))
+                 for s in range(config.layout.pp))  # fmt: skip
 
 
 def stage_params_per_rank(config: JobConfig, stage: int) -> float:
@@ -359,7 +381,7 @@ def stage_params_per_rank(config: JobConfig, stage: int) -> float:
     layout, model = config.layout, config.model
     mesh = layout.tp if isinstance(layout.tp, DeviceMesh) else DeviceMesh(1, 1)
     layers = config.stage_layers[stage]
-    params = params_per_rank(replace(model, layers=layers), mesh) if layers else 0.0
+    params = params_per_rank(replace(model, layers=layers), mesh, layout.ep) if layers else 0.0
     ends = (stage == 0) + (stage == layout.pp - 1)
     return params + ends * head_params_per_rank(config.vocab, model, mesh)
 
@@ -373,9 +395,11 @@ def _head_bytes(config: JobConfig) -> float:
 
 
 def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> float:
-    """The Adam update of one rank's parameters of *stage* (its ZeRO-1 shard), memory-bound
-    (:func:`adam_bytes_per_param`)."""
-    params = stage_params_per_rank(config, stage) / (config.layout.dp if config.zero else 1)
+    """The Adam update of one rank's parameters of *stage* (its ZeRO-1 shard: the experts' over
+    their own ``dp/ep`` replicas, :func:`~atpsim.training.experts.optimizer_shard`),
+    memory-bound (:func:`adam_bytes_per_param`)."""
+    params = optimizer_shard(config, stage_params_per_rank(config, stage),
+                             stage_expert_params_per_rank(config, stage))
 
     op = ComputeOp("adam", "memory", bytes_moved=params * adam_bytes_per_param(config.model.dtype_bytes))
     return compute_time_s(op, profile, config.model.dtype)

@@ -29,6 +29,7 @@ from atpsim.parallel.atp import build_pass_program
 from atpsim.parallel.head import build_head_program
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.moe import EP_DIM
 from atpsim.parallel.pipeline import PipelineOp
 from atpsim.program import StepProgram
 from atpsim.topology.graph import Topology
@@ -81,7 +82,9 @@ class AllTensorGroups:
         return list(range(first, first + self.layout.size)) if first else None
 
     def groups(self, dim: int) -> list[list[int]]:
-        return self.layout.tp_groups(dim)
+        """Every TP group of mesh dimension *dim*; for an MoE all-to-all (:data:`EP_DIM`) every
+        expert-parallel group."""
+        return self.layout.ep_groups() if dim == EP_DIM else self.layout.tp_groups(dim)
 
 
 class StageGroups:
@@ -99,6 +102,9 @@ class StageGroups:
         return self.layout.stage_ranks(self.replica, self.stage)
 
     def groups(self, dim: int) -> list[list[int]]:
+        if dim == EP_DIM:  # its groups span replicas: a job with ep > 1 is not perturbed
+            raise SimulationError("an expert-parallel all-to-all spans replicas; one stage of one "
+                                  "replica cannot run it alone", key="ep")  # fmt: skip
         return [[self.layout.rank(self.replica, self.stage, t) for t in g] for g in self.layout.tp.groups(dim)]
 
 
@@ -128,10 +134,9 @@ class JobPrograms:
         mesh = self.config.layout.tp
         if not isinstance(mesh, DeviceMesh):
             raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
-        return {"F": build_pass_program(model, mesh, self.config.chunks, "fwd",
-                                        sequence_parallel=self.config.sequence_parallel),
-                "B": build_pass_program(model, mesh, self.config.chunks, "bwd",
-                                        sequence_parallel=self.config.sequence_parallel)}  # fmt: skip
+        sp, ep = self.config.sequence_parallel, self.config.layout.ep
+        return {"F": build_pass_program(model, mesh, self.config.chunks, "fwd", sequence_parallel=sp, ep=ep),
+                "B": build_pass_program(model, mesh, self.config.chunks, "bwd", sequence_parallel=sp, ep=ep)}
 
     @cached_property
     def ends(self) -> dict[tuple[str, str], StepProgram] | None:

@@ -37,19 +37,26 @@ from atpsim.parallel.pipeline import PipelineOp, PipelineShape
 #: (start task, end task, its duration alone in s)`` (the duration places the buckets'
 #: readiness markers).
 OpBuilder = Callable[[GraphBuilder, int, int, PipelineOp, list[int]], tuple[int, int, float]]
+#: Adds one op of a stage in every replica at once, each after its *deps*: ``(builder, stage,
+#: op, deps per replica) -> (start, end, duration alone) per replica``; for passes whose
+#: collectives span replicas (an MoE layer's all-to-all over the expert-parallel group).
+OpsBuilder = Callable[[GraphBuilder, int, PipelineOp, list[list[int]]], list[tuple[int, int, float]]]
 
 
 @dataclass(frozen=True)
 class StageCalls:
     """One stage's data-parallel work: a call per gradient bucket (issue order, every DP group
     of the stage), the share of the last backward done when each is ready, *overlap*, the
-    optimizer step (s) and the ZeRO-1 parameter all-gather (None without)."""
+    optimizer step (s) and the ZeRO-1 parameter all-gather (None without); *expert_gather*,
+    the experts' parameter all-gather over their own data-parallel groups (expert
+    parallelism), after it."""
 
     buckets: tuple[CallSpec, ...] = ()
     ready_fraction: tuple[float, ...] = ()
     overlap: bool = True
     optimizer_s: float = 0.0
     gather: CallSpec | None = None
+    expert_gather: CallSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,10 @@ class JobCalls:
     *shape*, *replicas* pipelines, *tp* GPUs per stage, *op* (an :data:`OpBuilder`), *send*
     ``(src stage, dst stage) -> call`` whose groups are every replica's pairs, replica-major
     (None: no transfer), *stages* (one :class:`StageCalls` each) and the tied embedding's
-    all-reduce (*tied*, pairs of the first and last stage, replica-major; None without)."""
+    all-reduce (*tied*, pairs of the first and last stage, replica-major; None without);
+    *together*, where the passes' collectives span replicas, builds each op in every replica
+    at once (an :data:`OpsBuilder`, used instead of *op*: the replicas' pipelines are then
+    built in step, op by op)."""
 
     orders: tuple[tuple[PipelineOp, ...], ...]
     shape: PipelineShape
@@ -68,6 +78,7 @@ class JobCalls:
     send: Callable[[int, int], CallSpec | None]
     stages: tuple[StageCalls, ...]
     tied: CallSpec | None = None
+    together: OpsBuilder | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,10 @@ def build_job_graph(job: JobCalls, labelled: bool = False) -> tuple[TaskGraph, J
             gather = b.comm(b.call(sync.gather), range(len(sync.gather.groups)), opt,
                             (f"dp s{s}", "parameter all-gather"))  # fmt: skip
             opt = [gather] * job.replicas
+        if sync.expert_gather is not None:
+            gather = b.comm(b.call(sync.expert_gather), range(len(sync.expert_gather.groups)), opt,
+                            (f"edp s{s}", "expert parameter all-gather"))  # fmt: skip
+            opt = [gather] * job.replicas
         stage_end.append(tuple(opt))
     tasks = JobTasks(_freeze(starts), _freeze(ends), tuple(sync_end), tuple(stage_end))
     return b.build(), tasks
@@ -110,6 +125,8 @@ def _freeze(table: list[list[list[int]]]) -> tuple[tuple[tuple[int, ...], ...], 
 def _pipelines(b: GraphBuilder, job: JobCalls
                ) -> tuple[list[list[list[int]]], list[list[list[int]]], list[list[list[float]]]]:
     """Every replica's ops, each after its stage's previous op and its input's send."""
+    if job.together is not None:
+        return _pipelines_together(b, job, job.together)
     p, n = job.shape.n_stages, job.replicas
     starts = [[[] for _ in range(p)] for _ in range(n)]  # type: list[list[list[int]]]
     ends = [[[] for _ in range(p)] for _ in range(n)]  # type: list[list[list[int]]]
@@ -133,6 +150,35 @@ def _pipelines(b: GraphBuilder, job: JobCalls
                     progressed = True
             if not progressed:
                 raise SimulationError("the pipeline schedule waits on itself (no stage can go on)")
+    return starts, ends, seconds
+
+
+def _pipelines_together(b: GraphBuilder, job: JobCalls, together: OpsBuilder
+                        ) -> tuple[list[list[list[int]]], list[list[list[int]]], list[list[list[float]]]]:
+    """:func:`_pipelines` with each op built in every replica at once (*together*): the
+    replicas run the same schedule, so an op's input is ready in all of them or in none."""
+    p, n = job.shape.n_stages, job.replicas
+    starts = [[[] for _ in range(p)] for _ in range(n)]  # type: list[list[list[int]]]
+    ends = [[[] for _ in range(p)] for _ in range(n)]  # type: list[list[list[int]]]
+    seconds = [[[] for _ in range(p)] for _ in range(n)]  # type: list[list[list[float]]]
+    done: list[dict[tuple[str, int, int], int]] = [{} for _ in range(n)]
+    while any(len(ends[0][s]) < len(job.orders[s]) for s in range(p)):
+        progressed = False
+        for s in range(p):
+            while len(ends[0][s]) < len(job.orders[s]):
+                op = job.orders[s][len(ends[0][s])]
+                sources = [_input(b, job, r, s, op, done[r]) for r in range(n)]
+                if any(source is None for source in sources):
+                    break
+                deps = [source + ends[r][s][-1:] for r, source in enumerate(sources)]  # type: ignore[operator]
+                for r, (first, last, alone) in enumerate(together(b, s, op, deps)):
+                    starts[r][s].append(first)
+                    ends[r][s].append(last)
+                    seconds[r][s].append(alone)
+                    done[r][(op.kind, op.microbatch, op.virtual_stage(s, p))] = last
+                progressed = True
+        if not progressed:
+            raise SimulationError("the pipeline schedule waits on itself (no stage can go on)")
     return starts, ends, seconds
 
 

@@ -11,6 +11,12 @@ embedding's or the LM head's, a forward recomputed in backward) with a delay aft
 profile's per-layer overhead), or a plain delay (the attention core recomputed). Inside a
 program, a task on a rank waits for its dependencies on that rank and for the previous task
 of its stream on that rank; a collective on a group waits for all of that on every member.
+
+Where a pass's collectives span replicas (an MoE layer's dispatch and combine, all-to-alls
+over the expert-parallel group: ranks of one stage and TP position in ``ep`` replicas), the
+op is built in every replica at once (:meth:`ProgramOps.together`): each task of the program
+for every replica in turn, and such a collective as one comm task per group, waiting for
+every member in every replica.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.graph import GraphBuilder
+from atpsim.errors import SimulationError
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineOp
 from atpsim.program import CommOp, ComputeOp, StepProgram
@@ -55,7 +62,10 @@ class ProgramOps:
     *compute_s(op)* a compute op's time and *scale[rank]* each GPU's slowdown; *call(op)* the
     call over every TP group of the job and *group_offset(replica, stage)* the index of the
     stage's first group of each dimension in it; *seconds(replica, stage, op)* the op's time
-    alone (where its gradient buckets' readiness is measured)."""
+    alone (where its gradient buckets' readiness is measured); for collectives that span
+    replicas (:meth:`together`), *spans(op)* whether *op* is one, *across(op)* its call over
+    every such group of the job, *replicas* the job's and *across_groups(stage)* the groups
+    of *stage*: for each, its index in the call and its members as (replica, TP position)."""
 
     parts: Callable[[int, PipelineOp], Sequence[Part]]
     ranks: Callable[[int, int], Sequence[int]]
@@ -65,6 +75,10 @@ class ProgramOps:
     call: Callable[[CommOp], CallSpec]
     group_offset: Callable[[int, int], int]
     seconds: Callable[[int, int, PipelineOp], float]
+    spans: Callable[[CommOp], bool] = lambda op: False
+    across: Callable[[CommOp], CallSpec] | None = None
+    replicas: int = 1
+    across_groups: Callable[[int], Sequence[tuple[int, Sequence[tuple[int, int]]]]] | None = None
 
     def __call__(self, b: GraphBuilder, replica: int, stage: int, op: PipelineOp, deps: list[int]
                  ) -> tuple[int, int, float]:
@@ -79,6 +93,64 @@ class ProgramOps:
                 scale = max(float(self.scale[r]) for r in ranks)
                 end = b.delay(part.after_s * scale, [end], (track, f"{name} end"))
         return start, end, self.seconds(replica, stage, op)
+
+    def together(self, b: GraphBuilder, stage: int, op: PipelineOp, deps: list[list[int]]
+                 ) -> list[tuple[int, int, float]]:
+        """*op* of *stage* in every replica at once, each after its *deps* (module docstring)."""
+        name = f"{op.kind}{op.microbatch}"
+        replicas = range(self.replicas)
+        starts = [b.delay(0.0, deps[r], (f"r{r} s{stage}", f"{name} start")) for r in replicas]
+        ends = list(starts)
+        for part in self.parts(stage, op):
+            if part.program is not None:
+                ends = self._programs(b, stage, part.program, ends, name)
+            if part.after_s or part.program is None:
+                for r in replicas:
+                    scale = max(float(self.scale[g]) for g in self.ranks(r, stage))
+                    ends[r] = b.delay(part.after_s * scale, [ends[r]], (f"r{r} s{stage}", f"{name} end"))
+        return [(starts[r], ends[r], self.seconds(r, stage, op)) for r in replicas]
+
+    def _programs(self, b: GraphBuilder, stage: int, program: StepProgram, starts: list[int],
+                  name: str) -> list[int]:
+        """:meth:`_program` in every replica at once, task by task; a collective that spans
+        replicas is one comm task per group (:meth:`_across`). Each replica's end task."""
+        replicas = range(self.replicas)
+        ranks = [list(self.ranks(r, stage)) for r in replicas]
+        size = len(ranks[0])
+        last = [{"compute": [starts[r]] * size, "comm": [starts[r]] * size} for r in replicas]
+        node: list[dict[int, list[int]]] = [{} for _ in replicas]
+        for task in program.tasks:
+            if isinstance(task.op, ComputeOp):
+                seconds = self.compute_s(task.op)
+                ids = [[b.delay(seconds * float(self.scale[ranks[r][pos]]),
+                                [node[r][d][pos] for d in task.deps] + [last[r]["compute"][pos]])
+                        for pos in range(size)] for r in replicas]  # fmt: skip
+            elif self.spans(task.op):
+                ids = self._across(b, stage, task.op, task.deps, node, [last[r]["comm"] for r in replicas])
+            else:
+                ids = [self._collective(b, r, stage, task.op, task.deps, node[r], last[r]["comm"])
+                       for r in replicas]  # fmt: skip
+            for r in replicas:
+                node[r][task.id] = ids[r]
+                last[r][task.stream] = ids[r]
+        return [b.delay(0.0, last[r]["compute"] + last[r]["comm"], (f"r{r} s{stage}", f"{name} end"))
+                for r in replicas]  # fmt: skip
+
+    def _across(self, b: GraphBuilder, stage: int, op: CommOp, deps: tuple[int, ...],
+                node: list[dict[int, list[int]]], stream: list[list[int]]) -> list[list[int]]:
+        """One comm task per group of *op* that spans replicas, in *stage*: it waits for every
+        member's dependencies and stream in every replica. Each replica's members' nodes."""
+        if self.across is None or self.across_groups is None:
+            raise SimulationError(f"{op.name}: a collective across replicas needs the job's groups")
+        call = b.call(self.across(op))
+        ids = [list(s) for s in stream]
+        for index, (group, members) in enumerate(self.across_groups(stage)):
+            waits = [node[r][d][pos] for r, pos in members for d in deps] + [stream[r][pos] for r, pos in members]
+            label = (f"ep s{stage}", op.name) if index == 0 else None
+            task = b.comm(call, [group], waits, label)
+            for r, pos in members:
+                ids[r][pos] = task
+        return ids
 
     def _program(self, b: GraphBuilder, replica: int, stage: int, program: StepProgram, start: int,
                  label: tuple[str, str]) -> int:
