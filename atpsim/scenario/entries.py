@@ -131,13 +131,21 @@ def _parse_spec_string(text: str) -> dict[str, Any]:
 # --- model ---------------------------------------------------------------------------------
 
 
+def _model_key(message: str) -> tuple[str, ...]:
+    """The key a ModelConfig refusal names (``model.top_k ... `` -> ``("top_k",)``), or none."""
+    named = re.match(r"model\.(\w+)", message)
+    return (named.group(1),) if named and named.group(1) in ModelEntry.model_fields else ()
+
+
 class ModelEntry(Frozen):
     """A transformer model: a *preset* (M1..M4, ``gpt3-175b``, ``megatron-1t``,
     ``llama3.1-70b``, ...: see :func:`atpsim.compute.models.preset_names`) with optional
     overrides, or every size given. Defaults of a size left out are the preset's or
     :class:`ModelConfig`'s; the layer's shape (``kv_heads``, ``ffn_hidden``, ``ffn``,
-    ``tie_embeddings``) and ``vocab`` are :class:`ModelConfig`'s (``vocab``: the job's
-    vocabulary unless ``parallelism.vocab`` gives one; a preset's is its own)."""
+    ``tie_embeddings``), the mixture of experts (``experts``, ``top_k``, ``moe_every``,
+    ``expert_ffn_hidden``, ``capacity_factor``) and ``vocab`` are :class:`ModelConfig`'s
+    (``vocab``: the job's vocabulary unless ``parallelism.vocab`` gives one; a preset's is its
+    own); a value ModelConfig refuses is refused at its key."""
 
     name: Str | None = None
     preset: Str | None = None
@@ -153,6 +161,11 @@ class ModelEntry(Frozen):
     ffn: Str | None = None
     tie_embeddings: StrictBool | None = None
     vocab: NonNegativeInt | None = None
+    experts: NonNegativeInt | None = None
+    top_k: PositiveInt | None = None
+    moe_every: PositiveInt | None = None
+    expert_ffn_hidden: PositiveInt | None = None
+    capacity_factor: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -190,7 +203,7 @@ class ModelEntry(Frozen):
         try:
             ModelConfig(**fields)
         except AtpsimError as error:
-            raise invalid(error.message) from None
+            raise invalid(error.message, _model_key(error.message)) from None
         return self
 
     def overrides(self) -> dict[str, Any]:

@@ -37,7 +37,8 @@ class JobPoint:
     calls share the links and *perturb* its slow GPUs and links (the keys of
     ``parallelism.perturb`` set, sorted; empty: none); *neighbour* a second job on the next
     GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none); *partition*
-    how the layers split over the stages (``even``, ``auto`` or a count per stage)."""
+    how the layers split over the stages (``even``, ``auto`` or a count per stage); *ep* the
+    expert-parallel replicas out of *dp* (a mixture of experts; 1: none)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
     workload: ClassVar[Workload] = JOB
@@ -66,6 +67,7 @@ class JobPoint:
     perturb: tuple[tuple[str, Any], ...] = ()
     neighbour: tuple[tuple[str, Any], ...] = ()
     partition: str | tuple[int, ...] = EVEN
+    ep: int = 1
 
     def __post_init__(self) -> None:
         # The key names the setting that ran: None (the default) is on for a 1D mesh only.
@@ -76,7 +78,7 @@ class JobPoint:
         """The :class:`JobConfig` this point stands for: its layout (*tp*, *pp*, *dp*, *order*)
         and every field of :data:`CONFIG_FIELDS`, by name (unchecked:
         :func:`atpsim.training.config.check_job`)."""
-        layout = ParallelLayout(self.tp, self.pp, self.dp, self.order)
+        layout = ParallelLayout(self.tp, self.pp, self.dp, self.order, ep=self.ep)
         return JobConfig(layout=layout, **{name: getattr(self, name) for name in CONFIG_FIELDS})
 
     @classmethod
@@ -88,7 +90,8 @@ class JobPoint:
         if not isinstance(layout.tp, DeviceMesh):
             raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {layout.tp}")
         shared = {name: getattr(config, name) for name in CONFIG_FIELDS if name not in given}
-        return cls(**given, **shared, tp=layout.tp, pp=layout.pp, dp=layout.dp, order=layout.order)
+        return cls(**given, **shared, tp=layout.tp, pp=layout.pp, dp=layout.dp, order=layout.order,
+                   ep=layout.ep)
 
     @property
     def tp_scheme(self) -> str:
@@ -116,9 +119,12 @@ class JobPoint:
         } | self._contention()  # fmt: skip
 
     def _contention(self) -> dict[str, Any]:
-        """The network, perturbation and partition keys, where not the defaults (so the points
-        of scenarios from before issue 13, and even pipelines, keep their keys)."""
+        """The network, perturbation, partition and expert-parallel keys, where not the
+        defaults (so the points of scenarios from before issue 13, even pipelines and jobs
+        without expert parallelism keep their keys)."""
         out: dict[str, Any] = {}
+        if self.ep != 1:
+            out["ep"] = self.ep
         if self.partition != EVEN:
             out["partition"] = self.partition if isinstance(self.partition, str) else list(self.partition)
         if self.network != "joint":

@@ -3,7 +3,7 @@ product of its axes, every size checked before anything is simulated.
 
 Axes, outermost first (the order of the points): topology, hardware, model, devices, TP mesh
 (``tp.meshes`` resolved per size), pp, dp (``auto``: devices / (tp·pp)), micro_batch,
-global_batch, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
+global_batch, ep, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
 algorithm, network, perturb, partition. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
 1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
 without it, and two combinations that differ only there are one point. Likewise
@@ -64,6 +64,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
             for model_entry in part.models:
                 model = model_entry.config()
                 _check_model(part, model)
+                _check_experts(part, model)
                 _check_dtype(part, model, hardware)
                 vocab = _vocab(part.parallelism, model_entry)
                 for _, devices, _topology in sized:
@@ -202,7 +203,7 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
         _check_vocab(part, fields["vocab"], mesh)
         return _dps(part, devices, mesh, pp)
 
-    axes = {"schedule": par.schedule, "virtual_stages": par.virtual_stages,
+    axes = {"ep": par.ep, "schedule": par.schedule, "virtual_stages": par.virtual_stages,
             "sequence_parallel": par.sequence_parallel, "recompute": par.recompute, "zero": par.zero,
             "placement": par.placement, "chunks": part.chunks, "algorithm": part.algorithm,
             "network": par.network, "perturb": par.perturb, "partition": par.partition}  # fmt: skip
@@ -219,6 +220,7 @@ def _check_layout(part: Scenario, layout: layouts.Layout) -> None:
     its stages and the iteration's size (each a ScenarioError naming its key)."""
     mb, gb, schedule = layout.micro_batch, layout.global_batch, layout.fields["schedule"]
     _check_batch(part, mb, gb, layout.dp)
+    _check_ep(part, layout.fields["ep"], layout.dp)
     _check_interleaved(part, schedule, gb // (mb * layout.dp), layout.pp)
     too_large = check_slots(layout.pp, layout.fields["virtual_stages"], gb, mb)
     if too_large:
@@ -236,7 +238,7 @@ def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> Jo
         message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
         raise scenario_error(part, message, "chunks", part.chunks.index(chunks))
     return JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, values["placement"]), pp=layout.pp,
-                    dp=layout.dp, micro_batch=mb, global_batch=layout.global_batch,
+                    dp=layout.dp, ep=values["ep"], micro_batch=mb, global_batch=layout.global_batch,
                     schedule=values["schedule"], virtual_stages=values["virtual_stages"],
                     chunks=chunks, algorithm=values["algorithm"],
                     sequence_parallel=values["sequence_parallel"] and mesh.d2 == 1,
@@ -295,6 +297,33 @@ def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
         raise scenario_error(part, message, "parallelism", "vocab")
 
 
+def _check_experts(part: Scenario, model: ModelConfig) -> None:
+    """``parallelism.ep`` against the model: a dense model takes none above 1, and each value
+    divides the experts; ``model.moe_every`` divides every (virtual) stage's layers."""
+    par = part.parallelism
+    for k, ep in enumerate(par.ep):
+        if ep > 1 and not model.is_moe:
+            message = (f"ep {ep}: model {model.name!r} is dense (model.experts = 0); expert "
+                       "parallelism needs a mixture of experts")  # fmt: skip
+            raise scenario_error(part, message, "parallelism", "ep", k)
+        if model.is_moe and model.experts % ep:
+            message = f"ep {ep} does not divide the {model.experts} experts of model {model.name!r}"
+            raise scenario_error(part, message, "parallelism", "ep", k)
+    for pp, virtual in ((pp, v) for pp in par.pp for v in par.virtual_stages):
+        if model.is_moe and (model.layers // (pp * virtual)) % model.moe_every:
+            message = (f"model.moe_every {model.moe_every} does not divide the "
+                       f"{model.layers // (pp * virtual)} layers of a model chunk ({pp} stages x "
+                       f"{virtual} virtual; model {model.name!r})")  # fmt: skip
+            raise scenario_error(part, message, "model", "moe_every")
+
+
+def _check_ep(part: Scenario, ep: int, dp: int) -> None:
+    """Expert parallelism is carved out of the data-parallel replicas: *ep* divides *dp*."""
+    if dp % ep:
+        message = f"ep {ep} does not divide dp {dp}: expert parallelism is carved out of the replicas"
+        raise scenario_error(part, message, "parallelism", "ep", part.parallelism.ep.index(ep))
+
+
 def _check_batch(part: Scenario, mb: int, gb: int, dp: int) -> None:
     if gb % (mb * dp):
         message = (f"{gb} samples do not split into micro-batches of {mb} over {dp} replicas; "
@@ -328,6 +357,7 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
         ("tp", meshes),
         ("pp", listed(par.pp)),
         ("dp", listed(par.dp) if par.dp else "auto"),
+        ("ep", listed(par.ep)),
         ("micro_batch", listed(par.micro_batch)),
         ("global_batch", listed(par.global_batch)),
         ("schedule", listed(par.schedule)),

@@ -10,6 +10,8 @@ pipeline x tensor-parallel layout (issue 12)::
                                  #   for `tp: {meshes: ...}`; size (int or list) default 8
       pp: [1, 8]                 # pipeline stages (int or list)
       dp: auto                   # auto = devices / (tp·pp) | int or list
+      ep: 1                      # expert-parallel replicas out of dp (int or list; a mixture
+                                 #   of experts only: it divides dp and model.experts)
       micro_batch: 1             # samples per micro-batch (int or list)
       global_batch: 1536         # samples per iteration (int or list); required
       schedule: 1f1b             # gpipe | 1f1b | interleaved (= interleaved-1f1b), or a list
@@ -70,7 +72,7 @@ from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, job_default
 
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
-    "tp", "pp", "dp", "micro_batch", "global_batch", "schedule", "virtual_stages",
+    "tp", "pp", "dp", "ep", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
     "partition",
 )  # fmt: skip
@@ -252,6 +254,7 @@ class Parallelism(Frozen):
     tp: TpField = TpChoice()
     pp: OneOrMore[PositiveInt] = (1,)
     dp: DpField = None
+    ep: OneOrMore[PositiveInt] = (1,)
     micro_batch: OneOrMore[PositiveInt] = (1,)
     global_batch: OneOrMore[PositiveInt] = ()
     schedule: OneOrMore[Schedule] = (job_default("schedule"),)

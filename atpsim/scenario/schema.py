@@ -13,11 +13,12 @@ a list of one. The YAML form::
                                  #   may add `label: name` (its name in tables)
     hardware: a100-sxm4-80gb     # optional (or a list, or a profile file); default: the
                                  #   topology's meta["hardware"], else a100-sxm4-80gb
-    model: M2                    # M1..M4, gpt3-*, megatron-*, llama3.1-* | {preset?, name?,
-                                 #   hidden, heads, layers, batch, seq, dtype (fp16 | bf16 |
-                                 #   fp32 | fp8), ffn_mult, kv_heads, ffn_hidden, ffn (gelu |
-                                 #   swiglu), tie_embeddings, vocab} (a preset plus overrides;
-                                 #   atpsim.compute.models.ModelConfig) | a list
+    model: M2                    # M1..M4, gpt3-*, megatron-*, llama3.1-*, mixtral-8x7b |
+                                 #   {preset?, name?, hidden, heads, layers, batch, seq, dtype
+                                 #   (fp16 | bf16 | fp32 | fp8), ffn_mult, kv_heads, ffn_hidden,
+                                 #   ffn (gelu | swiglu), tie_embeddings, vocab, experts, top_k,
+                                 #   moe_every, expert_ffn_hidden, capacity_factor} (a preset
+                                 #   plus overrides; atpsim.compute.models.ModelConfig) | a list
     parallelism:                 # (a whole training job instead: tp, pp, dp, global_batch...,
                                  #   atpsim.scenario.parallelism)
       devices: 8                 # int or list; default: the topology's GPU count
