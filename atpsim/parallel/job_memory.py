@@ -157,11 +157,12 @@ def job_memory_per_stage(
                                                 recompute, sequence_parallel, layout.ep)  # fmt: skip
     out = []
     for stage, layers in enumerate(stage_layers):
-        held = replace(model, layers=layers)
-        params = params_per_rank(held, mesh, layout.ep) if layers else 0.0
+        held = replace(model, layers=layers) if layers else None  # a stage may hold none
+        params = params_per_rank(held, mesh, layout.ep) if held else 0.0
         params += _ends_held(stage, layout.pp, model.tie_embeddings) * head_params_per_rank(vocab, model, mesh)
         in_flight = microbatches_in_flight(shape, schedule, stage) * (layers / virtual_stages)
-        shards = _Shards(layout.dp, expert_params_per_rank(held, mesh.d1, mesh.d2, layout.ep), layout.ep)
+        experts = expert_params_per_rank(held, mesh.d1, mesh.d2, layout.ep) if held else 0.0
+        shards = _Shards(layout.dp, experts, layout.ep)
         out.append(_memory(model, params, shards, zero, in_flight, per_layer, stage))
     return tuple(out)
 

@@ -59,10 +59,18 @@ def check_partition(partition: Partition, layers: int, pp: int, virtual_stages: 
 
 
 def _check_counts(counts: Sequence[object], layers: int, pp: int) -> None:
-    check_partition_value(tuple(counts), layers)  # type: ignore[arg-type]
+    _check_whole(counts)
     if len(counts) != pp:
         raise SimulationError(f"partition {list(counts)} names {len(counts)} stages; expected one "
                               f"count per pipeline stage ({pp})", key="partition")  # fmt: skip
+    check_partition_value(tuple(counts), layers)  # type: ignore[arg-type]
+
+
+def _check_whole(counts: Sequence[object]) -> None:
+    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, int) or c < 0]
+    if bad:
+        raise SimulationError(f"expected whole layer counts >= 0, got {bad[0]!r} in partition "
+                              f"{list(counts)}", key="partition")  # fmt: skip
 
 
 def check_partition_value(partition: Partition, layers: int) -> None:
@@ -74,10 +82,7 @@ def check_partition_value(partition: Partition, layers: int) -> None:
             raise SimulationError(f"expected partition even, auto or a list of layer counts, got "
                                   f"{partition!r}", key="partition")  # fmt: skip
         return
-    bad = [c for c in partition if isinstance(c, bool) or not isinstance(c, int) or c < 0]
-    if bad:
-        raise SimulationError(f"expected whole layer counts >= 0, got {bad[0]!r} in partition "
-                              f"{list(partition)}", key="partition")  # fmt: skip
+    _check_whole(partition)
     if sum(partition) != layers:
         raise SimulationError(f"partition {list(partition)} holds {sum(partition)} layers; expected "
                               f"the model's {layers}", key="partition")  # fmt: skip
