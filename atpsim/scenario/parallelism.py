@@ -145,6 +145,16 @@ def _network(value: str) -> str:
     return value
 
 
+def _once_each(gpus: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+    """``perturb.gpus`` with each rank once (a rank listed twice had its factors multiplied)."""
+    ranks = [rank for rank, _ in gpus]
+    twice = next((r for k, r in enumerate(ranks) if r in ranks[:k]), None)
+    if twice is not None:
+        raise invalid(f"rank {twice} listed twice; expected each rank once, with its one factor",
+                      (ranks.index(twice, ranks.index(twice) + 1),))  # fmt: skip
+    return gpus
+
+
 class Perturb(Frozen):
     """``parallelism.perturb``: slow GPUs and links of a job (:func:`atpsim.training.
     perturb.draw_perturbation`), drawn with *seed*."""
@@ -154,7 +164,8 @@ class Perturb(Frozen):
     straggler_factor: Annotated[float, Field(gt=0)] = 1.0
     slow_nics: Annotated[int, Field(strict=True, ge=0)] = 0
     nic_factor: Annotated[float, Field(gt=0)] = 1.0
-    gpus: tuple[tuple[Annotated[int, Field(strict=True, ge=0)], Annotated[float, Field(gt=0)]], ...] = ()
+    gpus: Annotated[tuple[tuple[Annotated[int, Field(strict=True, ge=0)], Annotated[float, Field(gt=0)]], ...],
+                    AfterValidator(_once_each)] = ()
     links: tuple[tuple[str, str, Annotated[float, Field(gt=0)]], ...] = ()
 
     def canonical(self) -> tuple[tuple[str, Any], ...]:
@@ -165,7 +176,11 @@ class Perturb(Frozen):
 
 
 def _perturbs(value: Any) -> Any:
-    """One mapping or a list of them."""
+    """One mapping or a non-empty list of them (an empty list made no point, then an empty
+    table failed; ``{}`` is the unperturbed job)."""
+    if isinstance(value, (list, tuple)) and not value:
+        raise invalid("expected a perturbation or a list of them, got an empty list "
+                      "({} is the job unperturbed)")  # fmt: skip
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 

@@ -365,3 +365,21 @@ def test_a_trace_event_whose_time_is_not_finite_is_refused_naming_it(tmp_path, f
     path = tmp_path / "t.json"
     path.write_text(json.dumps(data).replace(f'"{field}": 0.0', f'"{field}": {text}', 1))
     refused(run("validate", path), str(path), f"traceEvents[{index}].{field}: expected a finite time")
+
+
+# --- perturbations that meant nothing or too much -------------------------------------------
+
+
+@pytest.mark.parametrize(("perturb", "named"), [
+    ("{seed: 1, gpus: [[3, 1.5], [1, 2], [3, 2]]}",
+     "parallelism.perturb.gpus[2]: rank 3 listed twice; expected each rank once"),
+    ("[{}, {gpus: [[0, 2], [0, 2]]}]", "parallelism.perturb[1].gpus[1]: rank 0 listed twice"),
+    ("[]", "parallelism.perturb: expected a perturbation or a list of them, got an empty list"),
+])  # fmt: skip
+def test_a_perturbation_that_would_run_otherwise_than_written_is_refused(tmp_path, perturb, named):
+    """A rank listed twice in ``perturb.gpus`` had its factors multiplied; ``perturb: []``
+    expanded to no point and failed on an empty table."""
+    (tmp_path / "p.yaml").write_text(
+        "name: p\ntopology: [ib-cluster:1x8]\nmodel: gpt3-125m\nparallelism: {devices: 8, "
+        f"global_batch: 16, micro_batch: 2, tp: [[1, 1]], pp: 1, perturb: {perturb}}}\n")
+    refused(run("run", tmp_path / "p.yaml", "-o", tmp_path / "out"), "p.yaml", named)
