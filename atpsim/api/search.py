@@ -60,6 +60,7 @@ from atpsim.scenario.lazy import LazyPoints
 from atpsim.scenario.loader import error_from_validation, read_yaml
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.sweep import sized_topologies
+from atpsim.scenario.topologies import scenario_error
 from atpsim.scenario.workload import JOB
 from atpsim.sweep.estimate import format_duration, long_sweep_warning
 from atpsim.sweep.lock import folder_lock
@@ -70,6 +71,7 @@ from atpsim.training.config import JobConfig
 from atpsim.training.defaults import model_vocab
 from atpsim.training.layouts import (
     candidates,
+    expert_parallel_degrees,
     job_layouts,
     layer_divisors,
     tp_meshes,
@@ -227,11 +229,23 @@ def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: 
     depths = par.pp if "pp" in given else layer_divisors(model)
     micro_batches = par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES
     axes: dict[str, Sequence[Any]] = {
+        "ep": _expert_parallel(part, model),
         "schedule": par.schedule, "virtual_stages": par.virtual_stages,
         "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
         "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
         "vocab": (vocab,), "order": (par.order,)}  # fmt: skip
     return _meshes(part, devices, max_tp), depths, micro_batches, axes
+
+
+def _expert_parallel(part: Scenario, model: ModelConfig) -> tuple[int, ...]:
+    """The space's ``parallelism.ep`` for *model* (checked: a dense model takes none above 1,
+    each divides the experts; a ScenarioError at ``parallelism.ep``), else every divisor of a
+    mixture of experts' experts (:func:`~atpsim.training.layouts.expert_parallel_degrees`)."""
+    given = part.parallelism.ep if "ep" in part.parallelism.model_fields_set else None
+    try:
+        return expert_parallel_degrees(model, given)
+    except SimulationError as error:
+        raise scenario_error(part, error.message, "parallelism", "ep") from None
 
 
 #: Candidate layouts pruning checks a second: 3,500 for gpt3-1.3b on 512 GPUs (search_points
@@ -303,6 +317,8 @@ def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
             ("micro_batch", _listed(par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES)),
             ("global_batch", _listed(par.global_batch)),
             ("network", _listed(par.network))]  # fmt: skip
+    if "ep" in given or any(e.config().is_moe for e in space.models):
+        axes.insert(-1, ("ep", _listed(par.ep) if "ep" in given else "every divisor of the experts"))
     return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])
 
 

@@ -82,6 +82,9 @@ def _partition(text: str) -> str | tuple[int, ...]:
               help="Job: layers per pipeline stage: even, auto (balance the stages' compute, the embedding "
                    "and LM head counted; tries every depth up to the layers) or counts like 5,6,6,5.")
 @click.option("--micro-batch", "micro_batches", default="1,2,4", show_default=True, help="Job: micro-batch sizes to try.")
+@click.option("--ep", "expert_parallel", default=None,
+              help="Job: expert-parallel degrees to try for a mixture of experts, e.g. 1,8 (each "
+                   "layout takes those dividing its dp; default: every divisor of the experts).")
 @click.option("--max-tp", type=click.IntRange(min=1), default=8, show_default=True, help="Job: largest TP mesh.")
 @click.option("--vocab", type=click.IntRange(min=0), default=None,
               help="Job: vocabulary (embedding and LM head; default: the model preset's, else 0).")
@@ -110,13 +113,14 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path, network, sequence_parallel, no_progress, partition):
+            links_path, network, sequence_parallel, no_progress, partition, expert_parallel):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
-                       "links_path", "network", "sequence_parallel", "no_progress", "partition")
+                       "links_path", "network", "sequence_parallel", "no_progress", "partition",
+                       "expert_parallel")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -131,6 +135,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                chunk_counts=_int_list(chunks), hardware=hardware,
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule, network=network, sequence_parallel=sequence_parallel,
+                               expert_parallel=_int_list(expert_parallel, "--ep") if expert_parallel else None,
                                partition=_partition(partition), track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"

@@ -109,11 +109,12 @@ def check_experts(model: ModelConfig, ep: int) -> None:
     """Refuse (key ``ep``) expert parallelism on a dense model and an *ep* that does not
     divide the experts."""
     if ep > 1 and not model.is_moe:
-        raise SimulationError(f"ep {ep}: model {model.name!r} is dense (model.experts = 0); expert "
-                              "parallelism needs a mixture of experts", key="ep")  # fmt: skip
+        raise SimulationError(f"{ep} expert-parallel replicas for model {model.name!r}, which is "
+                              "dense (model.experts = 0): expert parallelism needs a mixture of "
+                              "experts", key="ep")  # fmt: skip
     if model.is_moe and model.experts % ep:
-        raise SimulationError(f"ep {ep} does not divide the {model.experts} experts of model "
-                              f"{model.name!r}", key="ep")  # fmt: skip
+        raise SimulationError(f"{ep} expert-parallel replicas do not divide the {model.experts} "
+                              f"experts of model {model.name!r}", key="ep")  # fmt: skip
 
 
 def expert_capacity(model: ModelConfig, tokens: int, ep: int) -> int:

@@ -40,6 +40,7 @@ from atpsim.errors import SimulationError
 from atpsim.parallel.atp import kv_heads_split
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
+from atpsim.parallel.moe import check_experts
 from atpsim.parallel.partition import AUTO, EVEN, Partition, as_partition, check_partition_value
 from atpsim.topology.spec import topology_label
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
@@ -68,9 +69,10 @@ class JobCandidate:
         tp = f"{layout.tp.d1}x{layout.tp.d2}" if isinstance(layout.tp, DeviceMesh) else str(layout.tp)
         chunks = f", chunks {self.config.chunks}" if self.config.chunks > 1 else ""
         sp = ", SP" if self.config.sequence_parallel else ""
+        ep = f", ep {layout.ep}" if layout.ep > 1 else ""
         counts = () if self.config.partition == EVEN else self.config.stage_layers
         split = f" [{'/'.join(map(str, counts))}]" if len(set(counts)) > 1 else ""
-        return f"tp {tp}{sp}, pp {layout.pp}{split}, dp {layout.dp}, mb {self.config.micro_batch}{chunks}"
+        return f"tp {tp}{sp}, pp {layout.pp}{split}, dp {layout.dp}{ep}, mb {self.config.micro_batch}{chunks}"
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def plan_job(
     hardware: str | None = None,
     network: str = "joint",
     sequence_parallel: bool | None = None,
+    expert_parallel: Sequence[int] | None = None,
     track: Track | None = None,
     uncertainty: int | None = None,
     seed: int = 0,
@@ -130,7 +133,10 @@ def plan_job(
     ``isolated``, each call alone; much faster where TP groups are smaller than a node);
     *sequence_parallel* Megatron-LM's sequence parallelism for the 1D meshes (t, 1) (default:
     each 1D layout with and without, :data:`~atpsim.training.defaults.SEARCH_SEQUENCE_PARALLEL`;
-    a 2D mesh runs without, as in a search or a job scenario); *options* not given take
+    a 2D mesh runs without, as in a search or a job scenario); *expert_parallel* the
+    expert-parallel degrees of a mixture of experts (default: every divisor of its experts,
+    :func:`expert_parallel_degrees`; each layout takes those that divide its dp; refused by
+    key ``ep`` on a dense model above 1 or not dividing the experts); *options* not given take
     :data:`~atpsim.training.defaults.JOB_DEFAULTS` (the vocabulary: a preset's own). All layouts are pruned first; then
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
@@ -148,8 +154,8 @@ def plan_job(
         options["vocab"] = model_vocab(model)
     check_partition_value(as_partition(options.get("partition", EVEN)), config_model.layers)
     both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
-    axes = {"chunks": tuple(chunk_counts), "sequence_parallel": both,
-            **{key: (value,) for key, value in options.items()}}  # fmt: skip
+    axes = {"ep": expert_parallel_degrees(config_model, expert_parallel), "chunks": tuple(chunk_counts),
+            "sequence_parallel": both, **{key: (value,) for key, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
                           pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN))),
                           micro_batches,
@@ -215,6 +221,17 @@ def drawn_ranking(plan: JobPlan, machine: DrawnMachine, draws: Draws, sources: t
 
 #: Wraps the layouts a job planner simulates, yielding each as it is simulated (a progress bar).
 Track = Callable[[Sequence[JobConfig]], Iterable[JobConfig]]
+
+
+def expert_parallel_degrees(model: ModelConfig, given: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The expert-parallel degrees to search for *model*: *given* (checked: above 1 only for a
+    mixture of experts, each dividing its experts; key ``ep``), else every divisor of its
+    experts (1 for a dense model)."""
+    if given is None:
+        return tuple(e for e in range(1, model.experts + 1) if model.experts % e == 0) or (1,)
+    for ep in given:
+        check_experts(model, ep)
+    return tuple(given)
 
 
 def layer_divisors(model: ModelConfig, partition: Partition = EVEN) -> list[int]:
@@ -300,13 +317,17 @@ def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], 
                 dps: Sequence[int] | None = None) -> Iterator[JobConfig]:  # fmt: skip
     """Every layout of *model* on *devices* GPUs as a JobConfig (:func:`layout_grid`): the
     depths whose TP x PP divides the devices (the rest is DP, one of *dps* if given); *axes*
-    are JobConfig fields -> values, ``order`` the layout's. Sequence parallelism applies to the
+    are JobConfig fields -> values, ``order`` and ``ep`` the layout's (an ``ep`` that does not
+    divide the layout's dp makes no layout). Sequence parallelism applies to the
     1D meshes only (a 2D mesh runs without), so a layout the axes make twice comes once."""
     seen: set[JobConfig] = set()
     for layout in layout_grid(meshes, depths, auto_dps(devices, dps), micro_batches, global_batches, axes or {}):
         fields = dict(layout.fields)
         order = [fields.pop("order")] if "order" in fields else []
-        parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order)
+        ep = fields.pop("ep", 1)
+        if layout.dp % ep:
+            continue  # expert parallelism is carved out of the replicas: not a layout
+        parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order, ep=ep)
         if fields.get("sequence_parallel"):
             fields["sequence_parallel"] = runs_sequence_parallel(layout.mesh)
         config = JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
