@@ -46,6 +46,7 @@ class JobConfig:
         object.__setattr__(self, "sequence_parallel",
                            resolved_sequence_parallel(self.sequence_parallel, self.layout.tp))
         object.__setattr__(self, "partition", as_partition(self.partition))
+        object.__setattr__(self, "vocab", padded_vocab(self.vocab, self.layout.tp.size))
 
     @property
     def n_microbatches(self) -> int:
@@ -86,6 +87,21 @@ class JobConfig:
                                   f"{list(self.stage_layers)})", key="partition")  # fmt: skip
         return replace(self.model, layers=layers, batch=self.micro_batch)
 
+
+
+#: Megatron-LM pads the vocabulary to a multiple of this times the TP size
+#: (``--make-vocab-size-divisible-by``, default 128), so the embedding and LM head split evenly.
+VOCAB_PAD_MULTIPLE = 128
+
+
+def padded_vocab(vocab: int, tp_size: int) -> int:
+    """*vocab* tokens padded as Megatron-LM pads them for *tp_size* TP ranks: up to a multiple
+    of 128 x tp_size (GPT-2's 50,257 -> 51,200 at TP 8; Llama 3's 128,256 -> 129,024 at TP 8;
+    an already padded 51,200 stays). 0 (no embedding) and negative values pass unchanged."""
+    if vocab <= 0:
+        return vocab
+    multiple = VOCAB_PAD_MULTIPLE * tp_size
+    return -(-vocab // multiple) * multiple
 
 
 def runs_sequence_parallel(mesh: object) -> bool:
@@ -130,9 +146,8 @@ def check_job(config: JobConfig) -> None:
         raise SizeLimitError(too_large, key="global_batch")
     if config.zero not in (0, 1):
         raise SimulationError(f"expected zero 0 or 1, got {config.zero}", key="zero")
-    if config.vocab < 0 or config.vocab % config.layout.tp.size:
-        raise SimulationError(f"vocab {config.vocab} does not split over the {config.layout.tp.size} "
-                              "TP ranks (pad it, as Megatron-LM does)", key="vocab")  # fmt: skip
+    if config.vocab < 0:
+        raise SimulationError(f"expected a vocabulary of 0 or more tokens, got {config.vocab}", key="vocab")
     if config.recompute not in ("none", "selective", "full"):
         raise SimulationError(f"expected recompute none, selective or full, got {config.recompute!r}",
                               key="recompute")  # fmt: skip

@@ -21,7 +21,7 @@ from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.spec import load_topology
 from atpsim.training.calls import JobComm, tied_call
-from atpsim.training.config import JobConfig, job_config
+from atpsim.training.config import JobConfig, job_config, padded_vocab
 from atpsim.training.job import job_memory, stage_params_per_rank
 from atpsim.training.layouts import prune_reason
 
@@ -49,7 +49,7 @@ def test_llama_70b_runs_with_tp_8_and_reports_its_memory_per_rank(bf16_and_fp8):
     assert LLAMA_70B.layer_weights() == 855_638_016
     config = JobConfig(LLAMA_70B, ParallelLayout(DeviceMesh(8, 1), 2, 1), 1, 4, vocab=128256)
     memory = job_memory(config)
-    assert memory.params_per_rank == pytest.approx(40 * layer + 128256 * h / 8, rel=1e-12)
+    assert memory.params_per_rank == pytest.approx(40 * layer + 129024 * h / 8, rel=1e-12)  # padded
     assert bf16.memory_per_rank_bytes == memory.total_bytes
     assert memory.total_bytes > 16 * memory.params_per_rank
     assert not bf16.fits_memory and bf16.iteration_time_s > 0
@@ -74,7 +74,7 @@ def test_the_untied_head_is_the_last_stages_own_with_no_tied_all_reduce():
     assert tied_call(JobComm(topology, profile, tied), 1.0) is not None
     mesh = DeviceMesh(8, 1)
     assert stage_params_per_rank(config, 1) == (
-        params_per_rank(replace(LLAMA_70B, layers=2), mesh) + head_params_per_rank(128256, LLAMA_70B, mesh))
+        params_per_rank(replace(LLAMA_70B, layers=2), mesh) + head_params_per_rank(129024, LLAMA_70B, mesh))
 
 
 def test_fp8_on_an_a100_is_refused_by_name():
@@ -106,11 +106,20 @@ def test_plan_takes_a_llama_preset_by_name_with_its_vocabulary():
     assert "best: tp" in result.output
 
 
+def test_a_vocabulary_is_padded_as_megatron_lm_pads_it():
+    """Up to a multiple of 128 x TP (--make-vocab-size-divisible-by 128): GPT-2's 50,257 is
+    51,200 at TP 8 and 52,224 at TP 24; an already padded 51,200 stays at TP 1 to 16."""
+    assert [padded_vocab(50257, t) for t in (1, 8, 24)] == [50304, 51200, 52224]
+    assert {padded_vocab(51200, t) for t in (1, 2, 4, 8, 16)} == {51200}
+    assert padded_vocab(0, 8) == 0
+
+
 def test_a_jobs_vocabulary_is_the_presets_or_the_models_own():
     """By name, the preset's (Llama 3.1: 128,256); a ModelConfig's own vocab where it gives
     one; a preset's ModelConfig gives none (0), as before."""
     layout = ParallelLayout(DeviceMesh(8, 1))
-    assert job_config("llama3.1-8b", layout, 1, 1).vocab == 128256
-    assert job_config(replace(LLAMA_70B, vocab=32000), layout, 1, 1).vocab == 32000
+    # padded as Megatron-LM pads, to a multiple of 128 x 8 at TP 8
+    assert job_config("llama3.1-8b", layout, 1, 1).vocab == 129024
+    assert job_config(replace(LLAMA_70B, vocab=32000), layout, 1, 1).vocab == 32768
     assert job_config(LLAMA_70B, layout, 1, 1).vocab == 0
     assert job_config(LLAMA_70B, layout, 1, 1, vocab=1024).vocab == 1024
