@@ -8,7 +8,8 @@ scenario is; a key a search does not use (:data:`UNUSED_KEYS`: a report, a pertu
 neighbour job, ...) is refused by name. Where ``atpsim run`` refuses a layout that cannot run,
 a search leaves it out and counts it. What the space leaves unset is searched as ``atpsim plan --global-batch`` searches it
 (:mod:`atpsim.training.layouts`): ``tp`` every mesh d1 x d2 of 1 to *max_tp* GPUs dividing the
-devices, ``pp`` every divisor of the layers, ``micro_batch`` 1, 2 and 4, ``dp`` what fills the
+devices, ``pp`` every divisor of the layers (every depth with ``partition: auto``, each
+layout's split resolved on its hardware before it is pruned), ``micro_batch`` 1, 2 and 4, ``dp`` what fills the
 devices.
 
 Pruned before simulation (:func:`~atpsim.training.layouts.prune_reason`): by divisibility (the
@@ -52,6 +53,7 @@ from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.mesh import DeviceMesh
+from atpsim.parallel.partition import show_partition
 from atpsim.report.large import summarize
 from atpsim.results.schema import JOB_SCHEMA, JOB_UNCERTAINTY_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
@@ -177,11 +179,11 @@ def search_points(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> LazyPoints:
 def _candidates(space: Scenario, max_tp: int) -> Iterator[JobPoint | str]:
     """Each candidate of *space*: a JobPoint, or the reason it is pruned."""
     for part, entry, sized, hardware in _machines(space):
-        capacity = hardware_profile(hardware).memory_capacity_bytes
+        profile = hardware_profile(hardware)
         for model_entry, (_, devices, _) in _models_by_size(part, sized):
             fields = _point_fields(part, entry, hardware, model_entry, devices)
             configs = _configs(part, fields["model"], devices, max_tp, fields["vocab"])
-            for config in candidates(configs, capacity):
+            for config in candidates(configs, profile.memory_capacity_bytes, profile):
                 for network in part.parallelism.network:
                     yield config if isinstance(config, str) else \
                         JobPoint.from_config(config, **fields, network=network)
@@ -226,14 +228,14 @@ def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: 
           ) -> tuple[list[DeviceMesh], Sequence[int], Sequence[int], dict[str, Sequence[Any]]]:  # fmt: skip
     """The TP meshes, pipeline depths, micro-batches and other JobConfig axes of *part*."""
     par, given = part.parallelism, part.parallelism.model_fields_set
-    depths = par.pp if "pp" in given else layer_divisors(model)
+    depths = par.pp if "pp" in given else sorted({p for split in par.partition for p in layer_divisors(model, split)})
     micro_batches = par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES
     axes: dict[str, Sequence[Any]] = {
         "ep": _expert_parallel(part, model),
         "schedule": par.schedule, "virtual_stages": par.virtual_stages,
         "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
         "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
-        "vocab": (vocab,), "order": (par.order,)}  # fmt: skip
+        "vocab": (vocab,), "order": (par.order,), "partition": par.partition}  # fmt: skip
     return _meshes(part, devices, max_tp), depths, micro_batches, axes
 
 
@@ -313,10 +315,13 @@ def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
             ("model", ", ".join(e.config().name for e in space.models)),
             ("devices", _listed(par.devices) if par.devices else "all GPUs of the topology"),
             ("tp", "as listed" if "tp" in given else f"every mesh of 1 to {max_tp} GPUs"),
-            ("pp", _listed(par.pp) if "pp" in given else "every divisor of the layers"),
+            ("pp", _listed(par.pp) if "pp" in given else
+             "every divisor of the layers" + (" (every depth with auto)" if "auto" in par.partition else "")),
             ("micro_batch", _listed(par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES)),
             ("global_batch", _listed(par.global_batch)),
             ("network", _listed(par.network))]  # fmt: skip
+    if "partition" in given:
+        axes.insert(-1, ("partition", ", ".join(map(show_partition, par.partition))))
     if "ep" in given or any(e.config().is_moe for e in space.models):
         axes.insert(-1, ("ep", _listed(par.ep) if "ep" in given else "every divisor of the experts"))
     return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])
