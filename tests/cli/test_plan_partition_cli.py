@@ -35,3 +35,16 @@ def test_listed_counts_run_and_bad_ones_are_one_line():
 def test_partition_needs_a_global_batch():
     result = run("-t", "ib-cluster:1x8", "-m", "gpt3-125m", "--partition", "auto")
     assert result.exit_code == 2 and "--partition" in result.output
+
+
+def test_a_search_with_auto_tries_the_uneven_depth(tmp_path):
+    """The same 5 GPUs as a search space with ``partition: auto``: pp 1 and pp 5 are
+    simulated (even would prune nothing and try pp 1 only)."""
+    space = tmp_path / "space.yaml"
+    space.write_text("name: uneven\ntopology: ib-cluster:1x8\nmodel: gpt3-125m\nparallelism:\n"
+                     "  devices: 5\n  global_batch: 10\n  micro_batch: 1\n  partition: auto\n"
+                     "  network: isolated\n", encoding="utf-8")  # fmt: skip
+    result = CliRunner().invoke(main, ["search", "--space", str(space), "--max-tp", "1",
+                                       "-o", str(tmp_path / "out"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "2 layouts to simulate" in result.output and "partition    auto" in result.output
