@@ -72,7 +72,7 @@ class JobPoint:
     def __post_init__(self) -> None:
         # The key names the setting that ran: None (the default) is on for a 1D mesh only.
         object.__setattr__(self, "sequence_parallel",
-                           resolved_sequence_parallel(self.sequence_parallel, self.tp))
+                           resolved_sequence_parallel(self.sequence_parallel, self.tp, self.model.seq))
 
     def config(self) -> JobConfig:
         """The :class:`JobConfig` this point stands for: its layout (*tp*, *pp*, *dp*, *order*)

@@ -36,6 +36,7 @@ from atpsim.scenario.parallelism import Parallelism
 from atpsim.scenario.schema import Scenario
 from atpsim.scenario.topologies import scenario_error, sized_topologies
 from atpsim.training import layouts
+from atpsim.training.config import runs_sequence_parallel
 from atpsim.training.defaults import model_vocab
 
 INTERLEAVED = layouts.INTERLEAVED
@@ -200,7 +201,6 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
     par = part.parallelism
 
     def dps_of(mesh: DeviceMesh, pp: int) -> list[int]:
-        _check_vocab(part, fields["vocab"], mesh)
         return _dps(part, devices, mesh, pp)
 
     axes = {"ep": par.ep, "schedule": par.schedule, "virtual_stages": par.virtual_stages,
@@ -241,7 +241,7 @@ def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> Jo
                     dp=layout.dp, ep=values["ep"], micro_batch=mb, global_batch=layout.global_batch,
                     schedule=values["schedule"], virtual_stages=values["virtual_stages"],
                     chunks=chunks, algorithm=values["algorithm"],
-                    sequence_parallel=values["sequence_parallel"] and mesh.d2 == 1,
+                    sequence_parallel=values["sequence_parallel"] and runs_sequence_parallel(mesh, fields["model"].seq),
                     recompute=values["recompute"], zero=values["zero"], order=par.order,
                     network=values["network"], perturb=perturb.canonical(),
                     neighbour=par.neighbour.canonical() if par.neighbour else (),
@@ -288,13 +288,6 @@ def _check_dtype(part: Scenario, model: ModelConfig, hardware: str) -> None:
         check_model_dtype(hardware_profile(hardware), model)
     except AtpsimError as error:
         raise scenario_error(part, f"{error.message} (model {model.name!r})", "model", "dtype") from None
-
-
-def _check_vocab(part: Scenario, vocab: int, mesh: DeviceMesh) -> None:
-    if vocab % mesh.size:
-        message = (f"a vocabulary of {vocab} does not split over the {mesh.size} ranks of TP "
-                   f"mesh {mesh.d1}x{mesh.d2}; expected a multiple (pad it, as Megatron-LM does)")
-        raise scenario_error(part, message, "parallelism", "vocab")
 
 
 def _check_experts(part: Scenario, model: ModelConfig) -> None:

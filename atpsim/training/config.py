@@ -44,7 +44,7 @@ class JobConfig:
         # None is the default: on where the TP mesh is 1D (atpsim.training.defaults); asked
         # for on a 2D mesh, it is refused when the job is checked.
         object.__setattr__(self, "sequence_parallel",
-                           resolved_sequence_parallel(self.sequence_parallel, self.layout.tp))
+                           resolved_sequence_parallel(self.sequence_parallel, self.layout.tp, self.model.seq))
         object.__setattr__(self, "partition", as_partition(self.partition))
         object.__setattr__(self, "vocab", padded_vocab(self.vocab, self.layout.tp.size))
 
@@ -104,10 +104,12 @@ def padded_vocab(vocab: int, tp_size: int) -> int:
     return -(-vocab // multiple) * multiple
 
 
-def runs_sequence_parallel(mesh: object) -> bool:
+def runs_sequence_parallel(mesh: object, seq: int | None = None) -> bool:
     """Whether a TP *mesh* can run Megatron-LM's sequence parallelism: a 1D DeviceMesh (t, 1)
-    of t > 1 ranks (over one rank it changes nothing)."""
-    return isinstance(mesh, DeviceMesh) and mesh.d2 == 1 and mesh.d1 > 1
+    of t > 1 ranks (over one rank it changes nothing) that splits a sequence of *seq* tokens
+    evenly, where given (Megatron-LM requires it)."""
+    one_d = isinstance(mesh, DeviceMesh) and mesh.d2 == 1 and mesh.d1 > 1
+    return one_d and (seq is None or seq % mesh.d1 == 0)  # type: ignore[union-attr]
 
 
 def job_config(model: str | ModelConfig, layout: ParallelLayout, micro_batch: int,
@@ -124,11 +126,11 @@ def job_config(model: str | ModelConfig, layout: ParallelLayout, micro_batch: in
     return JobConfig(config_model, layout, micro_batch, global_batch, **options)  # type: ignore[arg-type]
 
 
-def resolved_sequence_parallel(asked: bool | None, mesh: object) -> bool:
+def resolved_sequence_parallel(asked: bool | None, mesh: object, seq: int | None = None) -> bool:
     """Sequence parallelism as *asked*, or where None (the default) the default setting
     (:data:`~atpsim.training.defaults.JOB_DEFAULTS`) on a 1D TP *mesh* and off on a 2D one."""
     if asked is None:
-        return bool(job_default("sequence_parallel")) and runs_sequence_parallel(mesh)
+        return bool(job_default("sequence_parallel")) and runs_sequence_parallel(mesh, seq)
     return asked
 
 

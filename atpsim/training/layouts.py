@@ -329,7 +329,7 @@ def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], 
             continue  # expert parallelism is carved out of the replicas: not a layout
         parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order, ep=ep)
         if fields.get("sequence_parallel"):
-            fields["sequence_parallel"] = runs_sequence_parallel(layout.mesh)
+            fields["sequence_parallel"] = runs_sequence_parallel(layout.mesh, model.seq)
         config = JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
         if config not in seen:
             seen.add(config)

@@ -110,8 +110,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"tp": {"meshes": [[3, 1]]}}, "parallelism.tp.meshes[0]", "3x1 (3 GPUs) does not divide the 32 devices"),
     "virtual stages without interleaving": (
         {"virtual_stages": 2}, "parallelism.virtual_stages", "need the interleaved schedule"),
-    "vocabulary not split over TP": (
-        {"vocab": 1001}, "parallelism.vocab", "1001 does not split over the 4 ranks"),
+    "negative vocabulary": ({"vocab": -1}, "parallelism.vocab", ""),
     "bad order": ({"order": ["tp", "dp"]}, "parallelism.order", "a permutation of [tp, pp, dp]"),
 }  # fmt: skip
 
