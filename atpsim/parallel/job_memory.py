@@ -13,7 +13,11 @@ the first when the layers split evenly, as it holds the most micro-batches' acti
   gradients too, stage 3 the weights too. A stage holds its ``L / p`` layers' (an uneven
   partition: its own count's) parameters of its TP shard (:func:`~atpsim.parallel.atp.params_per_rank`). FP8 training (Transformer Engine) keeps
   an FP8 copy of the weights beside the bf16 ones: 2 + 1 bytes of weights per parameter
-  (:attr:`~atpsim.compute.models.ModelConfig.weight_bytes_per_param`).
+  (:attr:`~atpsim.compute.models.ModelConfig.weight_bytes_per_param`). A mixture of experts'
+  MoE layers hold the router and ``E/ep`` experts (:mod:`atpsim.parallel.moe`); ZeRO shards
+  the experts' state over the ``dp/ep`` replicas that hold the same experts, the rest over
+  ``dp`` (Megatron-Core's expert data-parallel group), and an MoE layer keeps its experts'
+  activations at capacity in place of the MLP's.
 * **Embedding and LM head**: the first stage holds its vocabulary shard of the embedding
   (``V·h/n``); an untied LM head (``tie_embeddings: false``) is a second ``V·h/n`` on the last
   stage, so on the first too when there is one stage (tied, one stage shares one matrix).
