@@ -1,6 +1,8 @@
 """ATP's transformer layer on DeviceMesh(d1, d2) as a per-rank :class:`StepProgram`.
 
-Sharding (paper Sections 3.1-3.2, Figures 5 and 6), per rank, T = tokens of one chunk:
+Sharding (paper Sections 3.1-3.2, Figures 5 and 6), per rank, T = tokens of one chunk (with
+context parallelism the rank's ``s/cp`` tokens of each sequence, the attention core a ring:
+:mod:`atpsim.parallel.context`):
 
 * Activations ``X[b, s, h]`` are ``[Replicate, Shard(hidden)]``: each rank holds ``[T, h/d2]``.
 * Column-first linears (QKV ``h -> 3h``, FC1 ``h -> 4h``; with grouped-query attention QKV is
@@ -61,6 +63,7 @@ from typing import Literal
 
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import AtpsimError, SimulationError
+from atpsim.parallel.context import attention_backward, attention_forward, check_context
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.moe import (
     ExpertDims,
@@ -76,8 +79,6 @@ from atpsim.parallel.ops import (
     Issuer,
     Item,
     LayerDims,
-    attention_core_backward,
-    attention_core_forward,
     chain_items,
     layernorm_items,
     linear_op,
@@ -92,8 +93,11 @@ from atpsim.program import ComputeOp, StepProgram
 FLAG_UNEVEN_HEADS = "heads_not_divisible_by_mesh"
 
 
-def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
-    """Check that *model* splits over *mesh* and *chunks*, and return the per-rank sizes."""
+def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int, cp: int = 1) -> LayerDims:
+    """Check that *model* splits over *mesh* and *chunks* (and its sequence over *cp*
+    context-parallel ranks: :func:`~atpsim.parallel.context.check_context`), and return the
+    per-rank sizes (a rank's ``s/cp`` tokens of each sequence)."""
+    check_context(model.seq, cp)
     if chunks < 1 or model.batch % chunks:
         raise AtpsimError(f"chunks ({chunks}) must be >= 1 and divide the batch ({model.batch})")
     for dim, size in (("d1", mesh.d1), ("d2", mesh.d2)):
@@ -107,8 +111,8 @@ def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
                               f"{mesh.d1} of {mesh}", key="tp")  # fmt: skip
     share = (model.batch // chunks) * model.heads / mesh.size
     return LayerDims(
-        tokens=model.batch // chunks * model.seq,
-        seq=model.seq,
+        tokens=model.batch // chunks * (model.seq // cp),
+        seq=model.seq // cp,
         hidden=model.hidden,
         ffn=model.ffn_size,
         d1=mesh.d1,
@@ -120,6 +124,7 @@ def layer_dims(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> LayerDims:
         qkv_out=model.qkv_out,
         gated=model.gated,
         linear_dtype=model.linear_dtype,
+        cp=cp,
     )
 
 
@@ -157,7 +162,7 @@ def forward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> li
         *layernorm_items(f"{p}ln1", d, LN_FWD_PASSES),
         *chain_items(linear_op(f"{p}qkv", t, qd1, hd2, d)),
         *mesh_collective(f"{p}f1", "all_reduce", 2, t * qd1 * b, d),
-        *attention_core_forward(p, d),
+        *attention_forward(p, d),
         *mesh_collective(f"{p}attn_gather", "all_gather", 2, t * hd1 * b, d),
         *chain_items(linear_op(f"{p}proj", t, hd2, hd1, d)),
         *mesh_collective(f"{p}f2", "all_reduce", 1, t * hd2 * b, d),
@@ -196,7 +201,7 @@ def backward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -> l
         *layernorm_items(f"{p}ln2_bwd", d, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", t * hd2, 2 * b + 1)),
         *_linear_bwd(f"{p}proj", f"{p}f2_bwd", t, hd1, hd2, 2, d),
-        *attention_core_backward(p, d),
+        *attention_backward(p, d),
         *mesh_collective(f"{p}attn_scatter_bwd", "all_gather", 2, t * qd1 * b, d),
         *_linear_bwd(f"{p}qkv", f"{p}f1_bwd", t, hd2, qd1, 1, d),
         *layernorm_items(f"{p}ln1_bwd", d, LN_BWD_PASSES),
@@ -227,14 +232,17 @@ def build_pass_program(
     *,
     sequence_parallel: bool = False,
     ep: int = 1,
+    cp: int = 1,
 ) -> StepProgram:
     """One pass of :func:`build_step_program` alone: the forward (``"fwd"``) or the backward
     (``"bwd"``) of *model*'s layers, as a pipeline stage runs it for one micro-batch
     (``model.batch`` samples). The two passes' tasks are exactly those of the whole program;
     *sequence_parallel* runs Megatron-LM's sequence parallelism (:mod:`atpsim.parallel.sequence`);
     *ep* splits a mixture of experts' experts over that many replicas
-    (:mod:`atpsim.parallel.moe`: its all-to-alls are comm ops on :data:`~atpsim.parallel.moe.EP_DIM`)."""
-    dims = layer_dims(model, mesh, chunks)
+    (:mod:`atpsim.parallel.moe`: its all-to-alls are comm ops on :data:`~atpsim.parallel.moe.EP_DIM`);
+    *cp* splits each sequence over that many context-parallel ranks, the attention a ring
+    (:mod:`atpsim.parallel.context`: its sends are comm ops on :data:`~atpsim.parallel.context.CP_DIM`)."""
+    dims = layer_dims(model, mesh, chunks, cp)
     experts = expert_dims(model, dims, ep, sequence_parallel)
     issuer = Issuer(chunks)
     _issue_pass(issuer, dims, model.layers, phase, sequence_parallel, experts)

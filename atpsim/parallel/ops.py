@@ -26,10 +26,25 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import SimulationError
 from atpsim.program import CommOp, ComputeOp, Task
 
+
+@dataclass(frozen=True)
+class After:
+    """A role that also waits for earlier ops of the chunk by name (*waits*: ops issued with an
+    :class:`After` role themselves): *chained*, the op follows the previous op as ``chain``
+    does and becomes the chain's head; else it runs off the chain (it waits for *waits* only,
+    or for the head where *waits* is empty, and the chain goes on without it). Ring
+    attention's sends and the compute waiting for the block they bring
+    (:mod:`atpsim.parallel.context`)."""
+
+    waits: tuple[str, ...] = ()
+    chained: bool = True
+
+
 #: How an op joins its chunk's dependency chain: ``chain`` follows the previous op; a
 #: ``dgrad`` does too and marks the gradient it read; a ``wgrad`` depends on that gradient
-#: only, so it overlaps the dgrad's collective (ATP paper, Section 4.2).
-Role = Literal["chain", "dgrad", "wgrad"]
+#: only, so it overlaps the dgrad's collective (ATP paper, Section 4.2); :class:`After` also
+#: waits for named ops.
+Role = Literal["chain", "dgrad", "wgrad"] | After
 Item = tuple[ComputeOp | CommOp, Role]
 
 #: Bytes of the LayerNorm statistics all-reduced per token: mean and variance (or, backward,
@@ -51,7 +66,7 @@ class LayerDims:
     the model's compute dtype (``"fp8"``, :attr:`atpsim.compute.models.ModelConfig.linear_dtype`)."""
 
     tokens: int  # T = (batch / chunks) · seq
-    seq: int
+    seq: int  # tokens of a sequence on this rank: seq / cp, a ring attention block's length
     hidden: int
     ffn: int
     d1: int
@@ -63,6 +78,7 @@ class LayerDims:
     qkv_out: int
     gated: bool = False
     linear_dtype: str | None = None
+    cp: int = 1  # context-parallel ranks a sequence is split over (atpsim.parallel.context)
 
     @property
     def fc1_out(self) -> int:
@@ -203,16 +219,32 @@ class Issuer:
         self.tasks: list[Task] = []
         self.head: list[int | None] = [None] * chunks
         self.grad_input: list[int | None] = [None] * chunks
+        self.named: list[dict[str, int]] = [{} for _ in range(chunks)]
 
     def add(self, item: Item, chunk: int, phase: Literal["fwd", "bwd"]) -> None:
         """Append *item* as the next task of *chunk* in *phase*."""
         op, role = item
+        if isinstance(role, After):
+            self._add_after(op, role, chunk, phase)
+            return
         if role == "dgrad":
             self.grad_input[chunk] = self.head[chunk]
         dep = self.grad_input[chunk] if role == "wgrad" else self.head[chunk]
         task_id = len(self.tasks)
         self.tasks.append(Task(task_id, op, chunk, phase, () if dep is None else (dep,)))
         if role != "wgrad":
+            self.head[chunk] = task_id
+
+    def _add_after(self, op: ComputeOp | CommOp, role: After, chunk: int, phase: Literal["fwd", "bwd"]) -> None:
+        """Append *op* waiting for *role*'s named ops of *chunk* (:class:`After`)."""
+        deps = [self.named[chunk][name] for name in role.waits]
+        head = self.head[chunk]
+        if head is not None and (role.chained or not deps):
+            deps.append(head)
+        task_id = len(self.tasks)
+        self.tasks.append(Task(task_id, op, chunk, phase, tuple(deps)))
+        self.named[chunk][op.name] = task_id
+        if role.chained:
             self.head[chunk] = task_id
 
     def finish(self, ops: list[ComputeOp]) -> None:

@@ -20,14 +20,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from atpsim.errors import SimulationError
+from atpsim.parallel.context import attention_backward, attention_forward
 from atpsim.parallel.moe import ExpertDims, moe_backward_items, moe_forward_items
 from atpsim.parallel.ops import (
     LN_BWD_PASSES,
     LN_FWD_PASSES,
     Item,
     LayerDims,
-    attention_core_backward,
-    attention_core_forward,
     chain_items,
     layernorm_items,
     linear_op,
@@ -68,7 +67,7 @@ def sp_forward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) ->
         *layernorm_items(f"{p}ln1", s, LN_FWD_PASSES),
         *mesh_collective(f"{p}sp_gather1", "all_gather", 1, full, d),
         *chain_items(linear_op(f"{p}qkv", t, q1, d.hidden, d)),
-        *attention_core_forward(p, d),
+        *attention_forward(p, d),
         *chain_items(linear_op(f"{p}proj", t, d.hidden, h1, d)),
         *mesh_collective(f"{p}f2", "reduce_scatter", 1, full, d),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add", s.tokens * d.hidden, 3 * b + 1)),
@@ -116,7 +115,7 @@ def sp_backward_items(d: LayerDims, layer: int, moe: ExpertDims | None = None) -
         *layernorm_items(f"{p}ln2_bwd", s, LN_BWD_PASSES),
         *chain_items(memory_op(f"{p}proj_bias_dropout_add_bwd", s.tokens * d.hidden, 2 * b + 1)),
         *_row_bwd(f"{p}proj", f"{p}f2_bwd", t, h1, d.hidden, d),
-        *attention_core_backward(p, d),
+        *attention_backward(p, d),
         *_column_bwd(f"{p}qkv", f"{p}sp_gather1_bwd", t, d.hidden, q1, d),
         *layernorm_items(f"{p}ln1_bwd", s, LN_BWD_PASSES),
     ]
