@@ -25,7 +25,9 @@ the first when the layers split evenly, as it holds the most micro-batches' acti
   (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022):
   ``selective`` recomputation drops the attention core's softmax and dropout (Section 5);
   ``full`` keeps only each layer's input ``[T, h/d2]``; sequence parallelism (Section 4.2.2,
-  1D TP only: DeviceMesh(t, 1)) shards the LayerNorm and dropout part ``[T, h]`` over ``t``.
+  1D TP only: DeviceMesh(t, 1)) shards the LayerNorm and dropout part ``[T, h]`` over ``t``;
+  context parallelism (``cp``, :mod:`atpsim.parallel.context`) keeps ``1/cp`` of every term
+  (a rank's ``s/cp`` tokens), and ZeRO then shards over the ``dp·cp`` pipelines.
 * **In flight**: the peak, over a stage's op order, of forwards run minus backwards run,
   each counting the layers of its model chunk (``L / (p·v)``): on the first stage ``p``
   micro-batches of ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers'
@@ -158,7 +160,7 @@ def job_memory_per_stage(
         raise SimulationError(f"expected zero 0, 1, 2 or 3, got {zero}", key="zero")
     shape = PipelineShape(layout.pp, n_microbatches, virtual_stages)
     per_layer = activation_bytes_per_microbatch(replace(model, batch=micro_batch), mesh,
-                                                recompute, sequence_parallel, layout.ep)  # fmt: skip
+                                                recompute, sequence_parallel, layout.ep, layout.cp)  # fmt: skip
     out = []
     for stage, layers in enumerate(stage_layers):
         held = replace(model, layers=layers) if layers else None  # a stage may hold none
@@ -166,15 +168,17 @@ def job_memory_per_stage(
         params += _ends_held(stage, layout.pp, model.tie_embeddings) * head_params_per_rank(vocab, model, mesh)
         in_flight = microbatches_in_flight(shape, schedule, stage) * (layers / virtual_stages)
         experts = expert_params_per_rank(held, mesh.d1, mesh.d2, layout.ep) if held else 0.0
-        shards = _Shards(layout.dp, experts, layout.ep)
+        shards = _Shards(layout.replicas, experts, layout.ep)
         out.append(_memory(model, params, shards, zero, in_flight, per_layer, stage))
     return tuple(out)
 
 
 @dataclass(frozen=True)
 class _Shards:
-    """How ZeRO shards a rank's parameters: over the *dp* replicas, the *expert* parameters
-    among them over the ``dp/ep`` replicas that hold the same experts."""
+    """How ZeRO shards a rank's parameters: over the *dp* replicas (with context parallelism
+    the ``dp·cp`` pipelines, as Megatron-Core's distributed optimizer shards over its
+    data-and-context-parallel group), the *expert* parameters among them over the ``dp/ep``
+    replicas that hold the same experts."""
 
     dp: int
     expert: float = 0.0
@@ -212,12 +216,21 @@ def _memory(model: ModelConfig, params: float, shard: _Shards, zero: int, in_fli
 
 
 def activation_bytes_per_microbatch(
-    model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool, ep: int = 1
+    model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool, ep: int = 1,
+    cp: int = 1,
 ) -> float:
     """Bytes one layer keeps for one micro-batch (``model.batch`` samples) on one rank; for a
     mixture of experts the mean over a chunk's layers, one in ``moe_every`` keeping the MoE
     MLP's activations (:func:`~atpsim.parallel.moe.moe_activation_bytes`, its experts split
-    over *ep* replicas) in place of the dense MLP's."""
+    over *ep* replicas) in place of the dense MLP's. With *cp* context-parallel ranks, a
+    ``1/cp`` of it: every term is the rank's ``s/cp`` tokens' (the attention's ``s x s``
+    scores too: its ``s/cp`` queries against all ``s`` keys, :mod:`atpsim.parallel.context`)."""
+    return _activation_bytes(model, mesh, recompute, sequence_parallel, ep) / cp
+
+
+def _activation_bytes(model: ModelConfig, mesh: DeviceMesh, recompute: Recompute, sequence_parallel: bool,
+                      ep: int) -> float:
+    """:func:`activation_bytes_per_microbatch` of a whole sequence per rank."""
     if recompute not in RECOMPUTE:
         raise SimulationError(f"expected recompute one of {list(RECOMPUTE)}, got {recompute!r}",
                               key="recompute")  # fmt: skip
