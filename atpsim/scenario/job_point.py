@@ -177,7 +177,9 @@ class JobPoint:
             "chunks": self.chunks, "algorithm": self.algorithm,
             "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
             "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
-            "neighbour": self.neighbour_label, "point_index": index,
+            "neighbour": self.neighbour_label, "ep": self.ep,
+            "partition": self.partition if isinstance(self.partition, str)
+            else "/".join(map(str, self.partition)), "point_index": index,
         }  # fmt: skip
 
 

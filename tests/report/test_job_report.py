@@ -124,3 +124,13 @@ def test_the_best_table_carries_every_setting_the_sweep_varied():
     assert table.header[at + 1 : at + 3] == ["chunks", "recompute"]
     assert "zero" not in table.header
     assert table.rows[1][at + 1 : at + 3] == ["2", "full"]
+
+
+def test_expert_parallelism_and_the_partition_are_columns_where_swept():
+    """Two layouts that differ only by ep (and partition) read apart in the best table."""
+    from atpsim.report.job_tables import best_table
+
+    rows = [row(0, "8x1", 2, 9.0, ep=1, partition="even"), row(1, "4x2", 2, 7.5, ep=8, partition="5/3")]
+    table = best_table(to_frame(rows, JOB_SCHEMA))
+    assert table is not None and {"ep", "partition"} <= set(table.header)
+    assert [r[table.header.index("ep")] for r in table.rows] == ["1", "8"]
