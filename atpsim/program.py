@@ -42,12 +42,13 @@ class CommOp:
     1 = grid columns, 2 = grid rows, 3 = depth on a :class:`~atpsim.parallel.grid.Grid`).
     *bytes* is each rank's buffer in the nccl-tests convention: the buffer all-reduced,
     broadcast or reduced, or the full output of an all-gather, or the full input of a
-    reduce-scatter. *root* is the position in each group of a broadcast's source or a
-    reduce's destination (0 for the other collectives)."""
+    reduce-scatter; a sendrecv's buffer is what each rank sends to the next of its group
+    (:mod:`atpsim.collectives.sendrecv`). *root* is the position in each group of a
+    broadcast's source or a reduce's destination (0 for the other collectives)."""
 
     name: str
     collective: Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                        "all_to_all"]
+                        "all_to_all", "sendrecv"]
     dim: int
     bytes: float
     root: int = 0

@@ -48,6 +48,8 @@ def collective_time_s(
         return math.ceil(math.log2(p)) * (a + n / b)  # binomial: ceil(log2 p) rounds of n
     if op == "all_to_all":
         return (p - 1) * (a + n / p / b)  # pairwise: p-1 steps of n/p
+    if op == "sendrecv":
+        return a + n / b  # one step: n to the next rank
     raise SimulationError(f"no closed form for {op} by {algorithm}")
 
 
@@ -107,12 +109,12 @@ def _weighted_core_time(op: str, p: int, n: float, b: float, a: float) -> float:
 
 def bus_factor(op: str, p: int) -> float:
     """nccl-tests' busbw / algbw (PERFORMANCE.md): 2(p-1)/p for all-reduce, (p-1)/p for
-    reduce-scatter, all-gather and all-to-all, 1 for broadcast and reduce."""
+    reduce-scatter, all-gather and all-to-all, 1 for broadcast, reduce and sendrecv."""
     if p <= 1:
-        return 0.0 if op not in ("broadcast", "reduce") else 1.0
+        return 0.0 if op not in ("broadcast", "reduce", "sendrecv") else 1.0
     factors = {"all_reduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p,
                "all_gather": (p - 1) / p, "all_to_all": (p - 1) / p, "broadcast": 1.0,
-               "reduce": 1.0}
+               "reduce": 1.0, "sendrecv": 1.0}
     if op not in factors:
         raise SimulationError(f"no bus bandwidth factor for {op!r}")
     return factors[op]

@@ -3,7 +3,8 @@
 An algorithm is a function ``(p, nbytes) -> Pattern`` over local ranks; :func:`build_schedule`
 places it on every group. *nbytes* is each rank's buffer in nccl-tests' convention: all-reduce,
 the buffer reduced; all-gather, the full output; reduce-scatter, the full input; broadcast, the
-buffer; all-to-all, the whole send buffer.
+buffer; all-to-all, the whole send buffer; sendrecv (each rank's buffer to the next of its
+group, :mod:`atpsim.collectives.sendrecv`), the buffer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from atpsim.collectives.ring import (
     ring_reduce_scatter,
 )
 from atpsim.collectives.schedule import Pattern, Schedule, Steps, map_pattern, merge_steps
+from atpsim.collectives.sendrecv import ring_sendrecv
 from atpsim.errors import SimulationError, did_you_mean
 
 PatternFn = Callable[[int, float], Pattern]
@@ -48,13 +50,14 @@ _ALGORITHMS: dict[str, dict[str, PatternFn]] = {
     "broadcast": {"ring": ring_broadcast, "binomial": binomial_broadcast},
     "reduce": {"ring": ring_reduce, "binomial": binomial_reduce},
     "all_to_all": {"pairwise": pairwise_all_to_all},
+    "sendrecv": {"ring": ring_sendrecv},
 }
 #: Patterns valid by name but not listed: NVLS (all-reduce, reduce-scatter, all-gather), which
 #: only NVSwitch machines run (atpsim.collectives.nccl checks). Patterns planned for one machine (NCCL's channel rings,
 #: trees) are not named here: they come as :class:`~atpsim.collectives.planned.PlannedPattern`.
 _UNLISTED: dict[str, dict[str, PatternFn]] = {op: {"nvls": nvls_all_reduce} for op in NVLS_OPS}
 _DEFAULTS = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
-             "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise"}
+             "broadcast": "ring", "reduce": "ring", "all_to_all": "pairwise", "sendrecv": "ring"}
 
 
 def register_algorithm(op: str, name: str) -> Callable[[PatternFn], PatternFn]:

@@ -20,7 +20,8 @@ def per_rank_sent(schedule):
 
 
 def test_names():
-    assert op_names() == ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
+    assert op_names() == ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all",
+                          "sendrecv"]
     assert algorithm_names("all_reduce") == ["bidirectional-ring", "rabenseifner", "ring"]
     assert "bidirectional-ring" in algorithm_names("reduce_scatter")
     assert "pairwise" in algorithm_names()
