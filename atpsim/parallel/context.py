@@ -15,9 +15,10 @@ after Liu et al., "Ring Attention with Blockwise Transformers for Near-Infinite 
   steps. At step ``i`` it holds the K, V block of CP rank ``c - i`` (its own at step 0),
   runs the attention core on that block (:func:`~atpsim.parallel.ops.attention_core_forward`
   on ``s/cp`` queries x ``s/cp`` keys) and meanwhile sends the block on to the next CP rank
-  (a P2P send of :func:`kv_block_bytes`, a comm op on :data:`CP_DIM` whose groups are the
-  ring's (sender, receiver) pairs, :meth:`~atpsim.parallel.layout.ParallelLayout.cp_pairs`),
-  receiving the next from the previous: ``cp - 1`` sends, each started when its block has
+  (a point-to-point send of :func:`kv_block_bytes`: a ``sendrecv`` comm op on :data:`CP_DIM`,
+  every rank of the context-parallel group sending to the next and receiving from the
+  previous at once, :mod:`atpsim.collectives.sendrecv`;
+  :meth:`~atpsim.parallel.layout.ParallelLayout.cp_groups`): ``cp - 1`` sends, each started when its block has
   arrived, so a step's compute hides the next block's transfer and only what it does not
   hide is exposed. From step 1 on, the step's output is merged into the running output with
   the softmax statistics (a memory pass of 3B per output element, TE's out correction).
@@ -52,9 +53,8 @@ from atpsim.program import CommOp
 
 #: The collective dimension of a ring attention step's sends in a pass program's comm ops,
 #: beyond a DeviceMesh's 1 and 2, a SUMMA grid's depth 3 and expert parallelism's 4: the
-#: groups a job's passes run it on are
-#: :meth:`~atpsim.parallel.layout.ParallelLayout.cp_pairs` (each a 2-rank broadcast from the
-#: sender: a point-to-point send).
+#: groups a job's passes run it on are the context-parallel groups
+#: (:meth:`~atpsim.parallel.layout.ParallelLayout.cp_groups`), each a ring of sends.
 CP_DIM = 5
 
 
@@ -118,7 +118,7 @@ def _send(prefix: str, what: str, step: int, d: LayerDims, after_compute: bool =
     """Step *step*'s send of *what* (``kv``: the block in hand, started when it has arrived,
     the first when the chain has made it; ``dkv``: the partial gradients, when the step's
     compute has made them) to the next CP rank, off the chain."""
-    op = CommOp(f"{prefix}cp{step}.{what}", "broadcast", CP_DIM, kv_block_bytes(d))
+    op = CommOp(f"{prefix}cp{step}.{what}", "sendrecv", CP_DIM, kv_block_bytes(d))
     waits = () if after_compute or step == 0 else (f"{prefix}cp{step - 1}.{what}",)
     return op, After(waits, chained=False)
 

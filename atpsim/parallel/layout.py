@@ -29,8 +29,8 @@ context-parallel rank ``c``). An *order* of tp, pp and dp places cp right after 
 first ``tp, cp, pp, dp`` by default: Megatron-Core's order ``tp-cp-ep-dp-pp`` puts CP next to
 TP, so a ring's KV exchange stays near its TP group); an order may also name all four. The
 context-parallel groups (:meth:`ParallelLayout.cp_groups`) are the ``cp`` ranks of one
-replica, stage and TP position, whose ring attention sends each KV block to the next
-(:meth:`ParallelLayout.cp_pairs`); gradients are reduced over the ``dp·cp`` pipelines
+replica, stage and TP position, whose ring attention sends each KV block to the next rank of
+the group; gradients are reduced over the ``dp·cp`` pipelines
 (:meth:`ParallelLayout.dp_groups`), as Megatron-Core reduces them over its
 data-and-context-parallel group. With ``cp`` = 1 every rank and group is as before.
 """
@@ -130,12 +130,6 @@ class ParallelLayout:
         position, in ring order; replicas outermost, then stages, then TP positions."""
         return [[self.rank(d * self.cp + c, s, t) for c in range(self.cp)]
                 for d in range(self.dp) for s in range(self.pp) for t in range(self.tp.size)]  # fmt: skip
-
-    def cp_pairs(self) -> list[list[int]]:
-        """Every (sender, receiver) of a ring attention step: each context-parallel rank sends
-        its KV block to the next of its group (:meth:`cp_groups`' order, ``cp`` pairs per
-        group, pair ``c`` from rank ``c``)."""
-        return [[group[c], group[(c + 1) % self.cp]] for group in self.cp_groups() for c in range(self.cp)]
 
     def ep_groups(self) -> list[list[int]]:
         """Every expert-parallel group: ``ep`` consecutive replicas' ranks of one stage and TP

@@ -13,6 +13,13 @@ With expert parallelism (``ep`` > 1) a pass's MoE all-to-alls (:data:`~atpsim.pa
 EP_DIM`) are calls over every expert-parallel group of the job, on the same network as the
 rest; the experts' gradients are reduced (and, with ZeRO-1, gathered) over their own
 data-parallel groups of ``dp/ep`` replicas, after the dense part's buckets.
+
+With context parallelism (``cp`` > 1) every context-parallel rank runs its replica's pipeline
+(the job's pipelines are ``dp·cp``), a stage sends its ``s/cp`` tokens' activations, a pass's
+ring attention sends (:data:`~atpsim.parallel.context.CP_DIM`) are point-to-point calls
+(``sendrecv``: each rank to the next) over every context-parallel group, on the same network
+as the rest, and the gradients are
+reduced over the ``dp·cp`` pipelines.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from atpsim.engine.step.job import GradientSync
 from atpsim.engine.step.job_graph import JobCalls, OpBuilder, OpsBuilder, StageCalls
 from atpsim.engine.step.pipeline import TransferTime
 from atpsim.engine.step.run import DEFAULT_BACKEND, comm_spec
+from atpsim.parallel.context import CP_DIM
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.moe import EP_DIM
@@ -78,21 +86,33 @@ class JobComm:
 
     def tp_call(self, op: CommOp) -> CallSpec:
         """A pass's TP collective *op* over every TP group of the job (an MoE all-to-all: over
-        every expert-parallel group): one object per op (a pass's tasks ask for it once per
-        group of every replica and stage; building the call of every group each time made
+        every expert-parallel group; a ring attention send: over every context-parallel
+        group, :func:`pass_groups`): one object per op (a pass's tasks ask for it once
+        per group of every replica and stage; building the call of every group each time made
         graph building quadratic in the replicas)."""
         if op not in self._tp_calls:
-            layout = self.config.layout
-            groups = layout.ep_groups() if op.dim == EP_DIM else layout.tp_groups(op.dim)
+            groups = pass_groups(self.config.layout, op.dim)
             self._tp_calls[op] = comm_spec(op, groups, self.config.algorithm, DEFAULT_BACKEND, self.charged_s)
         return self._tp_calls[op]
 
 
+def pass_groups(layout: ParallelLayout, dim: int) -> list[list[int]]:
+    """The groups of a pass program's comm ops on *dim* over the whole job: the TP groups of
+    mesh dimension *dim*, every expert-parallel group (:data:`EP_DIM`) or every
+    context-parallel group, a ring attention step's sendrecv (:data:`CP_DIM`)."""
+    if dim == EP_DIM:
+        return layout.ep_groups()
+    if dim == CP_DIM:
+        return layout.cp_groups()
+    return layout.tp_groups(dim)
+
+
 def activation_bytes(config: JobConfig) -> float:
-    """Bytes each rank sends at a stage boundary: its ``[T, h/d2]`` share of the activations."""
+    """Bytes each rank sends at a stage boundary: its ``[T, h/d2]`` share of the activations
+    (``T`` its ``s/cp`` tokens of each sequence with context parallelism)."""
     model, mesh = config.chunk_model, config.layout.tp
     d2 = mesh.d2 if isinstance(mesh, DeviceMesh) else 1
-    return model.batch * model.seq * model.hidden / d2 * model.dtype_bytes
+    return model.batch * (model.seq // config.layout.cp) * model.hidden / d2 * model.dtype_bytes
 
 
 def stage_calls(comm: JobComm, stage: int, params: float, optimizer_s: float,
@@ -104,7 +124,7 @@ def stage_calls(comm: JobComm, stage: int, params: float, optimizer_s: float,
     ``dp/ep``-replica groups (none where ``ep = dp``: each expert is on one replica)."""
     config = comm.config
     layout, model = config.layout, config.model
-    if layout.dp == 1:
+    if layout.replicas == 1:
         return StageCalls(optimizer_s=optimizer_s)
     split = layout.ep > 1 and expert_params > 0
     groups = [g for g in layout.dp_groups() if layout.stage_of(g[0]) == stage]
@@ -153,7 +173,7 @@ def job_calls(comm: JobComm, stages: tuple[StageCalls, ...], tied: CallSpec | No
     config = comm.config
     layout = config.layout
     orders = stage_orders(config.schedule, config.shape)
-    return JobCalls(orders, config.shape, layout.dp, layout.tp.size, op, comm.send, stages, tied,
+    return JobCalls(orders, config.shape, layout.replicas, layout.tp.size, op, comm.send, stages, tied,
                     together)  # fmt: skip
 
 
@@ -164,6 +184,16 @@ def ep_groups_of(layout: ParallelLayout, stage: int) -> list[tuple[int, list[tup
     size, ep = layout.tp.size, layout.ep
     return [((block * layout.pp + stage) * size + t, [(block * ep + j, t) for j in range(ep)])
             for block in range(layout.dp // ep) for t in range(size)]  # fmt: skip
+
+
+def cp_groups_of(layout: ParallelLayout, stage: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The context-parallel groups of *stage*: each one's index among
+    :meth:`~atpsim.parallel.layout.ParallelLayout.cp_groups` and its members as (pipeline
+    replica ``d·cp + c``, TP position), for
+    :meth:`~atpsim.engine.step.job_ops.ProgramOps.together`."""
+    size, cp = layout.tp.size, layout.cp
+    return [((d * layout.pp + stage) * size + t, [(d * cp + c, t) for c in range(cp)])
+            for d in range(layout.dp) for t in range(size)]  # fmt: skip
 
 
 def gradient_syncs(network: JointNetwork, stages: tuple[StageCalls, ...], tied: CallSpec | None
@@ -203,19 +233,20 @@ def tp_isolated(network: JointNetwork, comm: JobComm, programs: list[StepProgram
     that *others* cross and no link another stage's TP groups cross: then each stage's pass
     meets nothing, and its time alone is exact. With expert parallelism a stage's passes in
     the ``ep`` replicas of an expert-parallel group run together (their all-to-alls join
-    them), so they are one owner."""
+    them), so they are one owner; with context parallelism, those of the ``cp`` pipelines of
+    one replica (their ring attention sends join them)."""
     ops = {op for program in programs for op in program.comm_ops()}
     owned = []
     layout = comm.config.layout
-    pp, ep = layout.pp, layout.ep
+    pp, together = layout.pp, layout.ep * layout.cp
     for op in ops:
         spec = comm.tp_call(op)
-        if op.dim == EP_DIM:
+        if op.dim in (EP_DIM, CP_DIM):
             owned += [(spec, g, g // layout.tp.size) for g in range(len(spec.groups))]
             continue
         per_stage = len(layout.tp.groups(op.dim))
         for g in range(len(spec.groups)):
             replica, stage = divmod(g // per_stage, pp)
-            owned.append((spec, g, (replica // ep) * pp + stage))
+            owned.append((spec, g, (replica // together) * pp + stage))
     return network.disjoint(owned, others)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError, SizeLimitError
+from atpsim.parallel.context import check_context
 from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
@@ -158,6 +159,7 @@ def check_job(config: JobConfig) -> None:
         raise SimulationError(f"sequence parallelism is for 1D TP (DeviceMesh(t, 1)), not {mesh}",
                               key="sequence_parallel")  # fmt: skip
     check_expert_layers(config)
+    check_context(config.model.seq, config.layout.cp)
 
 
 def check_expert_layers(config: JobConfig) -> None:

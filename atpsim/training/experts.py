@@ -32,8 +32,9 @@ def stage_expert_params_per_rank(config: JobConfig, stage: int) -> float:
 def optimizer_shard(config: JobConfig, params: float, expert_params: float) -> float:
     """Parameters one rank's Adam step updates: all of its *params* without ZeRO; with ZeRO-1
     the dense ones over ``dp`` and the *expert_params* over ``dp/ep``. A dense model's
-    ``params / dp``, as before expert parallelism."""
-    dp, ep = config.layout.dp, config.layout.ep
+    ``params / dp``, as before expert parallelism (``dp·cp`` with context parallelism: the
+    distributed optimizer shards over the data-and-context-parallel group)."""
+    dp, ep = config.layout.replicas, config.layout.ep
     if not config.zero:
         return params
     if ep == 1 or not expert_params:

@@ -1,4 +1,4 @@
-"""`simulate_job`: one training iteration of a DP x PP x TP job, its time and breakdown.
+"""`simulate_job`: one training iteration of a DP x PP x CP x TP job, its time and breakdown.
 
 The stages are chained as for one step, one level up:
 
@@ -58,6 +58,7 @@ from atpsim.engine.step.job_ops import ProgramOps, pass_delays
 from atpsim.engine.step.run import comm_spec, compute_timer
 from atpsim.errors import SimulationError, param
 from atpsim.parallel.atp import adam_bytes_per_param, params_per_rank
+from atpsim.parallel.context import CP_DIM
 from atpsim.parallel.head import head_flops, head_params_per_rank
 from atpsim.parallel.job_memory import JobMemory, job_memory_per_rank
 from atpsim.parallel.layout import ParallelLayout
@@ -70,6 +71,7 @@ from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
 from atpsim.training.calls import (
     JobComm,
+    cp_groups_of,
     ep_groups_of,
     gradient_syncs,
     job_calls,
@@ -149,8 +151,9 @@ def simulate_job(
     dp: int = 1,
     micro_batch: int = 1,
     global_batch: int | None = None,
-    order: tuple[str, str, str] = ("tp", "pp", "dp"),
+    order: tuple[str, ...] = ("tp", "pp", "dp"),
     ep: int = 1,
+    cp: int = 1,
     hardware: str | None = None,
     network: str = "joint",
     perturb: Perturbation | Mapping[str, Any] | None = None,
@@ -162,7 +165,10 @@ def simulate_job(
     (Megatron-LM's 1D TP is ``(t, 1)``), *pp* pipeline stages and *dp* data-parallel replicas
     on *topology*; *order* names the layout's dimensions innermost first; *ep* splits a
     mixture of experts' experts over that many of the replicas (expert parallelism,
-    :mod:`atpsim.parallel.moe`; it divides *dp* and the experts). *options* are the
+    :mod:`atpsim.parallel.moe`; it divides *dp* and the experts); *cp* splits every sequence
+    over that many context-parallel ranks of each replica (ring attention,
+    :mod:`atpsim.parallel.context`; ``2·cp`` divides the sequence), the job then
+    ``tp·cp·pp·dp`` GPUs (cp placed after tp where *order* does not name it). *options* are the
     fields of :class:`JobConfig` (schedule, virtual_stages, chunks, algorithm, bucket_bytes,
     overlap_grad_reduce, zero, recompute, sequence_parallel, vocab; their defaults are
     :data:`atpsim.training.defaults.JOB_DEFAULTS`, the vocabulary a preset's own). *global_batch* defaults
@@ -174,7 +180,7 @@ def simulate_job(
     (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
     Chrome/Perfetto trace there)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
-    config = job_config(model, ParallelLayout(mesh, pp, dp, order, ep=ep), micro_batch,
+    config = job_config(model, ParallelLayout(mesh, pp, dp, order, ep=ep, cp=cp), micro_batch,
                         global_batch or micro_batch * dp * pp, **options)
     check_job(config)
     topo, profile = load_machine(topology, config.layout.size, hardware)
@@ -278,6 +284,9 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     stages = _stage_calls(comm, profile, config)
     tied = tied_call(comm, _head_bytes(config))
     check_unperturbed(config, perturb is not None and not perturb.empty)
+    if config.layout.cp > 1 and perturb is not None and not perturb.empty:
+        raise SimulationError("a perturbation of a context-parallel job (cp > 1) is not modelled: its "
+                              "ring attention sends span pipelines", key="perturb")  # fmt: skip
     costs = _replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
     isolated = grain.kind != PLAIN and tp_isolated(machine, comm, programs.all(),
                                                       _other_calls(comm, stages, tied))  # fmt: skip
@@ -286,7 +295,8 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
                               key="granularity")  # fmt: skip
     op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
         else _program_ops(machine, profile, comm, programs, costs, perturb)
-    together = op.together if isinstance(op, ProgramOps) and config.layout.ep > 1 else None
+    spans = config.layout.ep > 1 or config.layout.cp > 1
+    together = op.together if isinstance(op, ProgramOps) and spans else None
     graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together), labelled)
     if len(graph) >= LARGE_GRAPH_TASKS:
         layout = config.layout
@@ -362,8 +372,9 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                       compute_timer(profile, config.model.dtype), scale, comm.tp_call,
                       lambda r, s: r * layout.pp + s,
                       lambda r, s, o: costs(r, s)(s, o).time_s,
-                      spans=lambda op: op.dim == EP_DIM, across=comm.tp_call, replicas=layout.dp,
-                      across_groups=lambda s: ep_groups_of(layout, s))  # fmt: skip
+                      spans=lambda op: op.dim in (EP_DIM, CP_DIM), across=comm.tp_call,
+                      replicas=layout.replicas,
+                      across_groups=lambda s: cp_groups_of(layout, s) if layout.cp > 1 else ep_groups_of(layout, s))  # fmt: skip
 
 
 def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:

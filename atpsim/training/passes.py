@@ -8,13 +8,15 @@ simulated on every TP group of the job at once (all stages and replicas busy tog
 state), so the op times hold the exposed TP communication; with a perturbation, a stage with
 a slow GPU or a slow link of its own is simulated on its own TP groups, with each rank's
 compute factor, on the links as they run. With a *vocab*, the embedding runs on the first
-virtual stage and the LM head with the loss on the last (:mod:`atpsim.parallel.head`).
+virtual stage and the LM head with the loss on the last (:mod:`atpsim.parallel.head`). With
+context parallelism every program is one context-parallel rank's (its ``s/cp`` tokens; the
+layers' attention a ring whose sends are timed with the TP collectives, every ring at once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, cached_property
 
 import numpy as np
@@ -26,6 +28,7 @@ from atpsim.engine.step.job_ops import Part
 from atpsim.engine.step.run import StepResult, layer_overhead_s, simulate_program
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import build_pass_program
+from atpsim.parallel.context import CP_DIM
 from atpsim.parallel.head import build_head_program
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
@@ -33,6 +36,7 @@ from atpsim.parallel.moe import EP_DIM
 from atpsim.parallel.pipeline import PipelineOp
 from atpsim.program import StepProgram
 from atpsim.topology.graph import Topology
+from atpsim.training.calls import pass_groups
 from atpsim.training.config import JobConfig
 
 #: Forward compute ops of the attention core, which selective recomputation runs again.
@@ -83,8 +87,9 @@ class AllTensorGroups:
 
     def groups(self, dim: int) -> list[list[int]]:
         """Every TP group of mesh dimension *dim*; for an MoE all-to-all (:data:`EP_DIM`) every
-        expert-parallel group."""
-        return self.layout.ep_groups() if dim == EP_DIM else self.layout.tp_groups(dim)
+        expert-parallel group, for a ring attention send (:data:`CP_DIM`) every
+        context-parallel group (:func:`~atpsim.training.calls.pass_groups`)."""
+        return pass_groups(self.layout, dim)
 
 
 class StageGroups:
@@ -105,6 +110,9 @@ class StageGroups:
         if dim == EP_DIM:  # its groups span replicas: a job with ep > 1 is not perturbed
             raise SimulationError("an expert-parallel all-to-all spans replicas; one stage of one "
                                   "replica cannot run it alone", key="ep")  # fmt: skip
+        if dim == CP_DIM:  # likewise: a job with cp > 1 is not perturbed
+            raise SimulationError("a ring attention send spans context-parallel ranks; one stage of "
+                                  "one of them cannot run it alone", key="cp")  # fmt: skip
         return [[self.layout.rank(self.replica, self.stage, t) for t in g] for g in self.layout.tp.groups(dim)]
 
 
@@ -134,16 +142,17 @@ class JobPrograms:
         mesh = self.config.layout.tp
         if not isinstance(mesh, DeviceMesh):
             raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
-        sp, ep = self.config.sequence_parallel, self.config.layout.ep
-        return {"F": build_pass_program(model, mesh, self.config.chunks, "fwd", sequence_parallel=sp, ep=ep),
-                "B": build_pass_program(model, mesh, self.config.chunks, "bwd", sequence_parallel=sp, ep=ep)}
+        sp, ep, cp = self.config.sequence_parallel, self.config.layout.ep, self.config.layout.cp
+        return {kind: build_pass_program(model, mesh, self.config.chunks, phase, sequence_parallel=sp, ep=ep, cp=cp)
+                for kind, phase in (("F", "fwd"), ("B", "bwd"))}  # fmt: skip
 
     @cached_property
     def ends(self) -> dict[tuple[str, str], StepProgram] | None:
         mesh = self.config.layout.tp
         if self.config.vocab == 0 or not isinstance(mesh, DeviceMesh):
             return None
-        return {(part, kind): build_head_program(self.config.vocab, self.config.chunk_model, mesh,
+        model = context_share(self.config.chunk_model, self.config.layout.cp)
+        return {(part, kind): build_head_program(self.config.vocab, model, mesh,
                                                  part, "fwd" if kind == "F" else "bwd")  # type: ignore[arg-type]
                 for part in ENDS for kind in ("F", "B")}  # fmt: skip
 
@@ -159,6 +168,12 @@ class JobPrograms:
         k = op.virtual_stage(stage, self.config.layout.pp)
         last = self.config.shape.n_virtual_stages - 1
         return [part for part, here in (("embedding", k == 0), ("head", k == last)) if here and self.ends]
+
+
+def context_share(model: ModelConfig, cp: int) -> ModelConfig:
+    """*model* on one of *cp* context-parallel ranks for the token-parallel ends (the
+    embedding and the LM head with the loss run on the rank's ``s/cp`` tokens)."""
+    return model if cp == 1 else replace(model, seq=model.seq // cp)
 
 
 class OpCosts:

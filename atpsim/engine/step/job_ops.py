@@ -13,10 +13,11 @@ program, a task on a rank waits for its dependencies on that rank and for the pr
 of its stream on that rank; a collective on a group waits for all of that on every member.
 
 Where a pass's collectives span replicas (an MoE layer's dispatch and combine, all-to-alls
-over the expert-parallel group: ranks of one stage and TP position in ``ep`` replicas), the
-op is built in every replica at once (:meth:`ProgramOps.together`): each task of the program
-for every replica in turn, and such a collective as one comm task per group, waiting for
-every member in every replica.
+over the expert-parallel group: ranks of one stage and TP position in ``ep`` replicas; ring
+attention's sends around a context-parallel group, whose ``cp`` ranks run as ``cp``
+pipelines), the op is built in every replica at once (:meth:`ProgramOps.together`): each
+task of the program for every replica in turn, and such a collective as one comm task per
+group, waiting for every member in every replica.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.graph import GraphBuilder
 from atpsim.errors import SimulationError
+from atpsim.parallel.context import CP_DIM
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.pipeline import PipelineOp
 from atpsim.program import CommOp, ComputeOp, StepProgram
@@ -146,7 +148,7 @@ class ProgramOps:
         ids = [list(s) for s in stream]
         for index, (group, members) in enumerate(self.across_groups(stage)):
             waits = [node[r][d][pos] for r, pos in members for d in deps] + [stream[r][pos] for r, pos in members]
-            label = (f"ep s{stage}", op.name) if index == 0 else None
+            label = (f"{'cp' if op.dim == CP_DIM else 'ep'} s{stage}", op.name) if index == 0 else None
             task = b.comm(call, [group], waits, label)
             for r, pos in members:
                 ids[r][pos] = task
