@@ -67,6 +67,9 @@ def _reduce_job(part: dict[str, Any]) -> None:
         devices = min(parallelism["devices"] if isinstance(parallelism["devices"], list) else [parallelism["devices"]])
         devices = min(devices, JOB_DEVICES)
         parallelism["devices"] = devices
+        tp = parallelism.get("tp")
+        if isinstance(tp, dict) and isinstance(tp.get("meshes"), list):  # listed meshes that still fit
+            tp["meshes"] = [m for m in tp["meshes"] if not isinstance(m, list) or devices % (m[0] * m[1]) == 0]
         sizes = parallelism.get("micro_batch", 1)
         largest = max(sizes) if isinstance(sizes, list) else sizes
         batches = parallelism.get("global_batch")
