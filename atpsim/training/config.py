@@ -12,7 +12,14 @@ from atpsim.parallel.job_memory import check_slots
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.moe import check_experts
-from atpsim.parallel.partition import EVEN, Partition, as_partition, check_partition, stage_layers
+from atpsim.parallel.partition import (
+    AUTO,
+    EVEN,
+    Partition,
+    as_partition,
+    check_partition,
+    stage_layers,
+)
 from atpsim.parallel.pipeline import PipelineShape
 from atpsim.training.defaults import job_default, model_vocab
 
@@ -170,6 +177,11 @@ def check_expert_layers(config: JobConfig) -> None:
     model = config.model
     check_experts(model, config.layout.ep)
     if not model.is_moe or model.moe_every == 1:
+        return
+    if config.partition == AUTO:  # balanced in whole groups of moe_every layers (training.partition)
+        if model.layers % model.moe_every:
+            raise SimulationError(f"model.moe_every {model.moe_every} does not divide the "
+                                  f"{model.layers} layers", key="model.moe_every")  # fmt: skip
         return
     for stage in range(config.layout.pp):
         layers = config.chunk_layers(stage)

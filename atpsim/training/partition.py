@@ -57,7 +57,12 @@ def balanced_partition(config: JobConfig, profile: HardwareProfile) -> tuple[int
     layout = config.layout
     check_partition(AUTO, config.model.layers, layout.pp, config.virtual_stages)
     costs = partition_costs(config, profile)
-    return balanced_layers(config.model.layers, costs.layer_s, end_costs(layout.pp, costs.first_s, costs.last_s))
+    # A mixture of experts is split in whole groups of moe_every layers, so that every stage
+    # holds its MoE layers at the same places (layers 0, k, 2k, ... of each chunk).
+    group = config.model.moe_every if config.model.is_moe else 1
+    groups = balanced_layers(config.model.layers // group, costs.layer_s * group,
+                             end_costs(layout.pp, costs.first_s, costs.last_s))  # fmt: skip
+    return tuple(count * group for count in groups)
 
 
 def partition_costs(config: JobConfig, profile: HardwareProfile) -> StageCosts:

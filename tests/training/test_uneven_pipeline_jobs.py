@@ -122,3 +122,17 @@ def test_plan_job_tries_depths_that_do_not_divide_the_layers_with_auto():
     with pytest.raises(SimulationError) as error:
         plan_job("ib-cluster:1x8", "gpt3-125m", **args, partition=[5, 5])
     assert error.value.key == "partition"
+
+
+def test_auto_splits_a_mixture_of_experts_in_whole_moe_groups():
+    """With moe_every 2, auto balances pairs of layers (a dense and an MoE one), so every stage
+    holds whole pairs: 12 layers on 2 stages of one node, 6 and 6, and the job runs."""
+    from dataclasses import replace
+
+    import atpsim
+    from atpsim.compute.models import model_preset
+
+    model = replace(model_preset("mixtral-8x7b"), moe_every=2, layers=12)
+    job = atpsim.simulate_job("ib-cluster:2x8", model, tp=(8, 1), pp=2, dp=1, micro_batch=1,
+                              global_batch=4, partition="auto", network="isolated")  # fmt: skip
+    assert sum(job.stage_layers) == 12 and all(count % 2 == 0 for count in job.stage_layers)
