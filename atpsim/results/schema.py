@@ -201,6 +201,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _col("network", "string", "", "joint (calls in flight share links) or isolated (each alone)"),
     _col("perturb", "string", "", "slow GPUs and links (parallelism.perturb; none)"),
     _col("neighbour", "string", "", "a second job on the next GPUs of the fabric (none)"),
+    _col("cp", "int", "", "context-parallel degree (1: none): GPUs each sequence is split over"),
     _col("ep", "int", "", "expert-parallel degree (1: none), carved out of the dp replicas"),
     _col("partition", "string", "", "layers per pipeline stage: even, or the counts a/b/..."),
     _col("iteration_time_s", "float", "s", "time of one training iteration"),
@@ -231,7 +232,7 @@ JOB_POINT_COLUMNS: tuple[str, ...] = (
     "vocab", "dtype", "n_devices", "tp_scheme", "d1", "d2", "tp_mesh", "tp", "pp", "dp", "order",
     "placement", "micro_batch", "global_batch", "n_microbatches", "schedule", "virtual_stages",
     "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "network", "perturb",
-    "neighbour", "ep", "partition", "point_index",
+    "neighbour", "cp", "ep", "partition", "point_index",
 )  # fmt: skip
 
 #: The table of one whole training iteration per point (a scenario with job keys).

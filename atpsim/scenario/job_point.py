@@ -38,7 +38,9 @@ class JobPoint:
     ``parallelism.perturb`` set, sorted; empty: none); *neighbour* a second job on the next
     GPUs of the fabric (``parallelism.neighbour``'s keys, sorted; empty: none); *partition*
     how the layers split over the stages (``even``, ``auto`` or a count per stage); *ep* the
-    expert-parallel replicas out of *dp* (a mixture of experts; 1: none)."""
+    expert-parallel replicas out of *dp* (a mixture of experts; 1: none); *cp* the
+    context-parallel ranks each sequence is split over (1: none; the job is then
+    ``tp·cp·pp·dp`` GPUs)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
     workload: ClassVar[Workload] = JOB
@@ -68,6 +70,7 @@ class JobPoint:
     neighbour: tuple[tuple[str, Any], ...] = ()
     partition: str | tuple[int, ...] = EVEN
     ep: int = 1
+    cp: int = 1
 
     def __post_init__(self) -> None:
         # The key names the setting that ran: None (the default) is on for a 1D mesh only.
@@ -78,7 +81,7 @@ class JobPoint:
         """The :class:`JobConfig` this point stands for: its layout (*tp*, *pp*, *dp*, *order*)
         and every field of :data:`CONFIG_FIELDS`, by name (unchecked:
         :func:`atpsim.training.config.check_job`)."""
-        layout = ParallelLayout(self.tp, self.pp, self.dp, self.order, ep=self.ep)
+        layout = ParallelLayout(self.tp, self.pp, self.dp, self.order, ep=self.ep, cp=self.cp)
         return JobConfig(layout=layout, **{name: getattr(self, name) for name in CONFIG_FIELDS})
 
     @classmethod
@@ -91,7 +94,7 @@ class JobPoint:
             raise SimulationError(f"a searched layout's TP is a DeviceMesh, not {layout.tp}")
         shared = {name: getattr(config, name) for name in CONFIG_FIELDS if name not in given}
         return cls(**given, **shared, tp=layout.tp, pp=layout.pp, dp=layout.dp, order=layout.order,
-                   ep=layout.ep)
+                   ep=layout.ep, cp=layout.cp)
 
     @property
     def tp_scheme(self) -> str:
@@ -119,10 +122,12 @@ class JobPoint:
         } | self._contention()  # fmt: skip
 
     def _contention(self) -> dict[str, Any]:
-        """The network, perturbation, partition and expert-parallel keys, where not the
-        defaults (so the points of scenarios from before issue 13, even pipelines and jobs
-        without expert parallelism keep their keys)."""
+        """The network, perturbation, partition, expert- and context-parallel keys, where not
+        the defaults (so the points of scenarios from before issue 13, even pipelines and jobs
+        without expert or context parallelism keep their keys)."""
         out: dict[str, Any] = {}
+        if self.cp != 1:
+            out["cp"] = self.cp
         if self.ep != 1:
             out["ep"] = self.ep
         if self.partition != EVEN:
@@ -177,7 +182,7 @@ class JobPoint:
             "chunks": self.chunks, "algorithm": self.algorithm,
             "sequence_parallel": self.sequence_parallel, "recompute": self.recompute,
             "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
-            "neighbour": self.neighbour_label, "ep": self.ep,
+            "neighbour": self.neighbour_label, "cp": self.cp, "ep": self.ep,
             "partition": self.partition if isinstance(self.partition, str)
             else "/".join(map(str, self.partition)), "point_index": index,
         }  # fmt: skip

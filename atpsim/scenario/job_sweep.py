@@ -1,8 +1,9 @@
 """A job scenario expanded into :class:`~atpsim.scenario.job_point.JobPoint`: the cartesian
 product of its axes, every size checked before anything is simulated.
 
-Axes, outermost first (the order of the points): topology, hardware, model, devices, TP mesh
-(``tp.meshes`` resolved per size), pp, dp (``auto``: devices / (tp·pp)), micro_batch,
+Axes, outermost first (the order of the points): topology, hardware, model, devices, cp
+(context parallelism), TP mesh (``tp.meshes`` resolved per size), pp, dp (``auto``:
+devices / (tp·cp·pp)), micro_batch,
 global_batch, ep, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
 algorithm, network, perturb, partition. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
 1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
@@ -66,6 +67,7 @@ def _part_points(part: Scenario) -> Iterator[JobPoint]:
                 model = model_entry.config()
                 _check_model(part, model)
                 _check_experts(part, model)
+                _check_context(part, model)
                 _check_dtype(part, model, hardware)
                 vocab = _vocab(part.parallelism, model_entry)
                 for _, devices, _topology in sized:
@@ -176,19 +178,19 @@ def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelCon
     return mesh
 
 
-def _dps(part: Scenario, devices: int, mesh: DeviceMesh, pp: int) -> list[int]:
-    """The data-parallel degrees of ``parallelism.dp`` for *mesh* x *pp* on *devices* GPUs."""
+def _dps(part: Scenario, devices: int, mesh: DeviceMesh, pp: int, cp: int = 1) -> list[int]:
+    """The data-parallel degrees of ``parallelism.dp`` for *mesh* x *cp* x *pp* on *devices* GPUs."""
     par = part.parallelism
-    stages = mesh.size * pp
+    stages = mesh.size * cp * pp
+    named = f"TP {mesh.d1}x{mesh.d2}" + (f" x cp {cp}" if cp > 1 else "") + f" x pp {pp}"
     if par.dp is None:
         if devices % stages:
-            message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} = {stages} GPUs do not divide the "
-                       f"{devices} devices (dp: auto)")  # fmt: skip
+            message = f"{named} = {stages} GPUs do not divide the {devices} devices (dp: auto)"
             raise scenario_error(part, message, "parallelism", "pp", par.pp.index(pp))
         return [devices // stages]
     for k, dp in enumerate(par.dp):
         if stages * dp != devices:
-            message = (f"TP {mesh.d1}x{mesh.d2} x pp {pp} x dp {dp} = {stages * dp} GPUs; "
+            message = (f"{named} x dp {dp} = {stages * dp} GPUs; "
                        f"expected the {devices} devices (or dp: auto)")  # fmt: skip
             raise scenario_error(part, message, "parallelism", "dp", k)
     return list(par.dp)
@@ -199,20 +201,23 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
     """The points of the part's whole-job layouts (:func:`atpsim.training.layouts.layout_grid`,
     in the module docstring's axis order), each checked before it is made."""
     par = part.parallelism
-
-    def dps_of(mesh: DeviceMesh, pp: int) -> list[int]:
-        return _dps(part, devices, mesh, pp)
-
     axes = {"ep": par.ep, "schedule": par.schedule, "virtual_stages": par.virtual_stages,
             "sequence_parallel": par.sequence_parallel, "recompute": par.recompute, "zero": par.zero,
             "placement": par.placement, "chunks": part.chunks, "algorithm": part.algorithm,
             "network": par.network, "perturb": par.perturb, "partition": par.partition}  # fmt: skip
     meshes = tp_meshes(part, devices, model)
-    for layout in layouts.layout_grid(meshes, par.pp, dps_of, par.micro_batch, par.global_batch, axes):
-        _check_layout(part, layout)
-        point = _point(part, fields, layout)
-        if point is not None:
-            yield point
+    for cp in par.cp:
+
+        def dps_of(mesh: DeviceMesh, pp: int, cp: int = cp) -> list[int]:
+            return _dps(part, devices, mesh, pp, cp)
+
+        grid = layouts.layout_grid(meshes, par.pp, dps_of, par.micro_batch, par.global_batch,
+                                   {"cp": (cp,), **axes})  # fmt: skip
+        for layout in grid:
+            _check_layout(part, layout)
+            point = _point(part, fields, layout)
+            if point is not None:
+                yield point
 
 
 def _check_layout(part: Scenario, layout: layouts.Layout) -> None:
@@ -238,7 +243,7 @@ def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> Jo
         message = f"{chunks} chunks split a micro-batch of {mb} unevenly; expected a divisor"
         raise scenario_error(part, message, "chunks", part.chunks.index(chunks))
     return JobPoint(**fields, tp=DeviceMesh(mesh.d1, mesh.d2, values["placement"]), pp=layout.pp,
-                    dp=layout.dp, ep=values["ep"], micro_batch=mb, global_batch=layout.global_batch,
+                    dp=layout.dp, cp=values["cp"], ep=values["ep"], micro_batch=mb, global_batch=layout.global_batch,
                     schedule=values["schedule"], virtual_stages=values["virtual_stages"],
                     chunks=chunks, algorithm=values["algorithm"],
                     sequence_parallel=values["sequence_parallel"] and runs_sequence_parallel(mesh, fields["model"].seq),
@@ -310,6 +315,24 @@ def _check_experts(part: Scenario, model: ModelConfig) -> None:
             raise scenario_error(part, message, "model", "moe_every")
 
 
+def _check_context(part: Scenario, model: ModelConfig) -> None:
+    """``parallelism.cp`` against the model and the other keys: each value splits the sequence
+    into ``2·cp`` chunks (two per rank, load-balanced for causal attention), and above 1 it
+    takes no expert parallelism and no perturbation (neither is modelled with it)."""
+    par = part.parallelism
+    for k, cp in enumerate(par.cp):
+        if model.seq % (2 * cp):
+            message = (f"cp {cp}: model.seq {model.seq} (model {model.name!r}) does not split into "
+                       f"2·cp = {2 * cp} chunks; context parallelism gives each rank two chunks")  # fmt: skip
+            raise scenario_error(part, message, "parallelism", "cp", k)
+        if cp > 1 and any(ep > 1 for ep in par.ep):
+            message = f"cp {cp} with ep above 1: context parallelism beside expert parallelism is not modelled"
+            raise scenario_error(part, message, "parallelism", "cp", k)
+        if cp > 1 and any(p.canonical() for p in par.perturb):
+            message = f"cp {cp} with a perturbation: a context-parallel job's perturbation is not modelled"
+            raise scenario_error(part, message, "parallelism", "cp", k)
+
+
 def _check_ep(part: Scenario, ep: int, dp: int) -> None:
     """Expert parallelism is carved out of the data-parallel replicas: *ep* divides *dp*."""
     if dp % ep:
@@ -364,4 +387,12 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
         ("neighbour", par.neighbour.model if par.neighbour else "none"),
         ("perturb", "; ".join(" ".join(f"{k}={v}" for k, v in p.canonical()) or "none"
                               for p in par.perturb)),
-    ] + ([("partition", ", ".join(map(show_partition, par.partition)))] if par.partition != (EVEN,) else [])
+    ] + _optional_axes(par, listed)
+
+
+def _optional_axes(par: Parallelism, listed: Any) -> list[tuple[str, str]]:
+    """The axes ``atpsim run`` names only where a scenario sets them: cp and partition."""
+    out = [("cp", listed(par.cp))] if par.cp != (1,) else []
+    if par.partition != (EVEN,):
+        out.append(("partition", ", ".join(map(show_partition, par.partition))))
+    return out

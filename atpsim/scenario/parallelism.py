@@ -9,7 +9,9 @@ pipeline x tensor-parallel layout (issue 12)::
                                  #   Megatron-LM's 1D TP); `tp: [[8, 1], [4, 2]]` is short
                                  #   for `tp: {meshes: ...}`; size (int or list) default 8
       pp: [1, 8]                 # pipeline stages (int or list)
-      dp: auto                   # auto = devices / (tp·pp) | int or list
+      dp: auto                   # auto = devices / (tp·cp·pp) | int or list
+      cp: 1                      # context parallelism: each sequence over cp ranks, the
+                                 #   attention a ring (int or list; 2·cp divides model.seq)
       ep: 1                      # expert-parallel replicas out of dp (int or list; a mixture
                                  #   of experts only: it divides dp and model.experts)
       micro_batch: 1             # samples per micro-batch (int or list)
@@ -26,7 +28,8 @@ pipeline x tensor-parallel layout (issue 12)::
       zero: 1                    # ZeRO stage 0 | 1 (or a list); default 1
                                  # (defaults: atpsim.training.defaults, Megatron-LM's)
       vocab: 51200               # optional; default: the model preset's (GPT presets), else 0
-      order: [tp, pp, dp]        # layout dimensions, innermost first
+      order: [tp, pp, dp]        # layout dimensions, innermost first (cp after tp unless
+                                 #   named: [tp, cp, pp, dp])
       network: joint             # joint (every call in flight shares the links, issue 13) |
                                  #   isolated (each call alone); or a list
       perturb: {seed: 1, stragglers: 1, straggler_factor: 1.2}   # optional, or a list (an
@@ -72,7 +75,7 @@ from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, job_default
 
 #: The keys of ``parallelism`` only a job scenario has.
 JOB_KEYS = (
-    "tp", "pp", "dp", "ep", "micro_batch", "global_batch", "schedule", "virtual_stages",
+    "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
     "partition",
 )  # fmt: skip
@@ -81,6 +84,8 @@ NETWORKS = tuple(method_names("network"))
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1)
 LAYOUT_DIMENSIONS = ("tp", "pp", "dp")
+#: An order may also name context parallelism's place (else it comes right after tp).
+CONTEXT_ORDER = ("tp", "cp", "pp", "dp")
 #: Schedule names a scenario may write for the pipeline layer's (``interleaved-1f1b``).
 SCHEDULE_ALIASES = {"interleaved": "interleaved-1f1b"}
 #: Megatron-LM's TP group: one 8-GPU node (Narayanan et al. 2021, Takeaway #1: tensor
@@ -113,7 +118,7 @@ def _zero(value: int) -> int:
 
 
 def _dp(value: Any) -> Any:
-    """``auto`` (None: devices / (tp·pp)) or one or more replica counts."""
+    """``auto`` (None: devices / (tp·cp·pp)) or one or more replica counts."""
     return None if value == "auto" else as_tuple(value)
 
 
@@ -185,8 +190,9 @@ def _perturbs(value: Any) -> Any:
 
 
 def _order(value: Any) -> Any:
-    if not isinstance(value, (list, tuple)) or sorted(map(str, value)) != sorted(LAYOUT_DIMENSIONS):
-        raise invalid(f"expected a permutation of [tp, pp, dp], got {show(value)}")
+    names = sorted(map(str, value)) if isinstance(value, (list, tuple)) else None
+    if names not in (sorted(LAYOUT_DIMENSIONS), sorted(CONTEXT_ORDER)):
+        raise invalid(f"expected a permutation of [tp, pp, dp] or of [tp, cp, pp, dp], got {show(value)}")
     return tuple(value)
 
 
@@ -225,7 +231,7 @@ Recompute = Annotated[Str, AfterValidator(_recompute)]
 Zero = Annotated[int, Field(strict=True), AfterValidator(_zero)]
 StrictBool = Annotated[bool, Field(strict=True)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
-Order = Annotated[tuple[str, str, str], BeforeValidator(_order)]
+Order = Annotated[tuple[str, ...], BeforeValidator(_order)]
 Network = Annotated[Str, AfterValidator(_network)]
 PartitionField = Annotated[tuple[Annotated[Any, PlainValidator(_partition)], ...], BeforeValidator(_partitions)]
 
@@ -269,6 +275,7 @@ class Parallelism(Frozen):
     tp: TpField = TpChoice()
     pp: OneOrMore[PositiveInt] = (1,)
     dp: DpField = None
+    cp: OneOrMore[PositiveInt] = (1,)
     ep: OneOrMore[PositiveInt] = (1,)
     micro_batch: OneOrMore[PositiveInt] = (1,)
     global_batch: OneOrMore[PositiveInt] = ()
