@@ -52,6 +52,7 @@ from atpsim.calibrate.uncertainty.machine import machine_sources
 from atpsim.compute.hardware import topology_hardware
 from atpsim.compute.models import ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
+from atpsim.parallel.context import check_context
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.partition import show_partition
 from atpsim.report.large import summarize
@@ -220,8 +221,19 @@ def _configs(part: Scenario, model: ModelConfig, devices: int, max_tp: int, voca
     """The layouts of *model* on *devices* GPUs that the space's axes make (module docstring)."""
     par = part.parallelism
     meshes, depths, micro_batches, axes = _axes(part, model, devices, max_tp, vocab)
+    _check_context(part, model)
     yield from job_layouts(model, devices, meshes, depths, micro_batches, par.global_batch, axes,
-                           dps=par.dp)
+                           dps=par.dp, cps=par.cp)
+
+
+def _check_context(part: Scenario, model: ModelConfig) -> None:
+    """The space's ``parallelism.cp`` against *model*: each value's ``2·cp`` chunks split the
+    sequence (a ScenarioError at ``parallelism.cp[k]``)."""
+    for k, cp in enumerate(part.parallelism.cp):
+        try:
+            check_context(model.seq, cp)
+        except SimulationError as error:
+            raise scenario_error(part, f"{error.message} (model {model.name!r})", "parallelism", "cp", k) from None
 
 
 def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: int
@@ -270,6 +282,7 @@ def space_size(space: Scenario, max_tp: int = DEFAULT_MAX_TP) -> int:
                     part.hardware or (None,), part.models, sized):  # fmt: skip
                 meshes, depths, mbs, axes = _axes(part, model_entry.config(), devices, max_tp, 0)
                 total += len(meshes) * len(depths) * len(mbs) * len(part.parallelism.global_batch) \
+                    * len(part.parallelism.cp) \
                     * math.prod(len(values) for values in axes.values()) * len(part.parallelism.network)
     return total
 
@@ -322,6 +335,8 @@ def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
             ("network", _listed(par.network))]  # fmt: skip
     if "partition" in given:
         axes.insert(-1, ("partition", ", ".join(map(show_partition, par.partition))))
+    if "cp" in given:
+        axes.insert(-1, ("cp", _listed(par.cp)))
     if "ep" in given or any(e.config().is_moe for e in space.models):
         axes.insert(-1, ("ep", _listed(par.ep) if "ep" in given else "every divisor of the experts"))
     return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])

@@ -85,6 +85,9 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @click.option("--ep", "expert_parallel", default=None,
               help="Job: expert-parallel degrees to try for a mixture of experts, e.g. 1,8 (each "
                    "layout takes those dividing its dp; default: every divisor of the experts).")
+@click.option("--cp", "context_parallel", default=None,
+              help="Job: context-parallel degrees to try, e.g. 1,2 (each splits every sequence over that "
+                   "many GPUs, the attention a ring; 2·cp must divide the sequence; default 1).")
 @click.option("--max-tp", type=click.IntRange(min=1), default=8, show_default=True, help="Job: largest TP mesh.")
 @click.option("--vocab", type=click.IntRange(min=0), default=None,
               help="Job: vocabulary (embedding and LM head; default: the model preset's, else 0).")
@@ -113,14 +116,14 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path, network, sequence_parallel, no_progress, partition, expert_parallel):
+            links_path, network, sequence_parallel, no_progress, partition, expert_parallel, context_parallel):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
-    --global-batch, rank whole-job layouts (TP mesh x PP x DP x micro-batch) by iteration time."""
+    --global-batch, rank whole-job layouts (TP mesh x CP x PP x DP x micro-batch) by iteration time."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
                        "links_path", "network", "sequence_parallel", "no_progress", "partition",
-                       "expert_parallel")
+                       "expert_parallel", "context_parallel")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -136,6 +139,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                algorithm=algorithm, vocab=vocab, zero=zero, recompute=recompute,
                                schedule=schedule, network=network, sequence_parallel=sequence_parallel,
                                expert_parallel=_int_list(expert_parallel, "--ep") if expert_parallel else None,
+                               context_parallel=_int_list(context_parallel, "--cp") if context_parallel else (1,),
                                partition=_partition(partition), track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"

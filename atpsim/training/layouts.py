@@ -38,6 +38,7 @@ from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.compute.timing import check_model_dtype
 from atpsim.errors import SimulationError
 from atpsim.parallel.atp import kv_heads_split
+from atpsim.parallel.context import check_context
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.moe import check_experts
@@ -70,9 +71,10 @@ class JobCandidate:
         chunks = f", chunks {self.config.chunks}" if self.config.chunks > 1 else ""
         sp = ", SP" if self.config.sequence_parallel else ""
         ep = f", ep {layout.ep}" if layout.ep > 1 else ""
+        cp = f", cp {layout.cp}" if layout.cp > 1 else ""
         counts = () if self.config.partition == EVEN else self.config.stage_layers
         split = f" [{'/'.join(map(str, counts))}]" if len(set(counts)) > 1 else ""
-        return f"tp {tp}{sp}, pp {layout.pp}{split}, dp {layout.dp}{ep}, mb {self.config.micro_batch}{chunks}"
+        return f"tp {tp}{sp}, pp {layout.pp}{split}, dp {layout.dp}{ep}{cp}, mb {self.config.micro_batch}{chunks}"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def plan_job(
     network: str = "joint",
     sequence_parallel: bool | None = None,
     expert_parallel: Sequence[int] | None = None,
+    context_parallel: Sequence[int] = (1,),
     track: Track | None = None,
     uncertainty: int | None = None,
     seed: int = 0,
@@ -136,7 +139,10 @@ def plan_job(
     a 2D mesh runs without, as in a search or a job scenario); *expert_parallel* the
     expert-parallel degrees of a mixture of experts (default: every divisor of its experts,
     :func:`expert_parallel_degrees`; each layout takes those that divide its dp; refused by
-    key ``ep`` on a dense model above 1 or not dividing the experts); *options* not given take
+    key ``ep`` on a dense model above 1 or not dividing the experts); *context_parallel* the
+    context-parallel degrees (each splits every sequence over that many GPUs of a replica:
+    ``tp·cp·pp·dp`` GPUs; one whose ``2·cp`` chunks do not split the sequence is refused by
+    key ``cp``, one that does not divide the devices makes no layout); *options* not given take
     :data:`~atpsim.training.defaults.JOB_DEFAULTS` (the vocabulary: a preset's own). All layouts are pruned first; then
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
@@ -153,13 +159,15 @@ def plan_job(
     if options.get("vocab") is None:
         options["vocab"] = model_vocab(model)
     check_partition_value(as_partition(options.get("partition", EVEN)), config_model.layers)
+    for cp in context_parallel:
+        check_context(config_model.seq, cp)
     both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
     axes = {"ep": expert_parallel_degrees(config_model, expert_parallel), "chunks": tuple(chunk_counts),
             "sequence_parallel": both, **{key: (value,) for key, value in options.items()}}  # fmt: skip
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
                           pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN))),
                           micro_batches,
-                          (global_batch,), axes)  # fmt: skip
+                          (global_batch,), axes, cps=context_parallel)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
                for config in (track(kept) if track else kept)]  # fmt: skip
@@ -314,20 +322,24 @@ def layout_grid(meshes: Sequence[DeviceMesh], depths: Sequence[int], dps_of: Dps
 def job_layouts(model: ModelConfig, devices: int, meshes: Sequence[DeviceMesh], depths: Sequence[int],
                 micro_batches: Sequence[int], global_batches: Sequence[int],
                 axes: Mapping[str, Sequence[Any]] | None = None, *,
-                dps: Sequence[int] | None = None) -> Iterator[JobConfig]:  # fmt: skip
-    """Every layout of *model* on *devices* GPUs as a JobConfig (:func:`layout_grid`): the
-    depths whose TP x PP divides the devices (the rest is DP, one of *dps* if given); *axes*
-    are JobConfig fields -> values, ``order`` and ``ep`` the layout's (an ``ep`` that does not
-    divide the layout's dp makes no layout). Sequence parallelism applies to the
-    1D meshes only (a 2D mesh runs without), so a layout the axes make twice comes once."""
+                dps: Sequence[int] | None = None, cps: Sequence[int] = (1,)) -> Iterator[JobConfig]:  # fmt: skip
+    """Every layout of *model* on *devices* GPUs as a JobConfig (:func:`layout_grid`), for
+    each context-parallel degree of *cps* in turn (one that does not divide the devices makes
+    none): the depths whose TP x CP x PP divides the devices (the rest is DP, one of *dps* if
+    given); *axes* are JobConfig fields -> values, ``order`` and ``ep`` the layout's (an
+    ``ep`` that does not divide the layout's dp, or above 1 beside a cp above 1, makes no
+    layout). Sequence parallelism applies to the 1D meshes only (a 2D mesh runs without), so
+    a layout the axes make twice comes once."""
     seen: set[JobConfig] = set()
-    for layout in layout_grid(meshes, depths, auto_dps(devices, dps), micro_batches, global_batches, axes or {}):
+    grids = ((cp, layout_grid(meshes, depths, auto_dps(devices // cp, dps), micro_batches, global_batches, axes or {}))
+             for cp in cps if devices % cp == 0)  # fmt: skip
+    for cp, layout in ((cp, layout) for cp, grid in grids for layout in grid):
         fields = dict(layout.fields)
         order = [fields.pop("order")] if "order" in fields else []
         ep = fields.pop("ep", 1)
-        if layout.dp % ep:
-            continue  # expert parallelism is carved out of the replicas: not a layout
-        parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order, ep=ep)
+        if layout.dp % ep or (ep > 1 and cp > 1):
+            continue  # expert parallelism is carved out of the replicas, not beside CP: not a layout
+        parallel = ParallelLayout(layout.mesh, layout.pp, layout.dp, *order, ep=ep, cp=cp)
         if fields.get("sequence_parallel"):
             fields["sequence_parallel"] = runs_sequence_parallel(layout.mesh, model.seq)
         config = JobConfig(model, parallel, layout.micro_batch, layout.global_batch, **fields)
