@@ -170,6 +170,18 @@ def test_llama_8b_with_cp_2_runs_on_the_joint_and_isolated_networks(llama_cp2):
     assert joint.iteration_time_s == pytest.approx(isolated.iteration_time_s, rel=0.05)
 
 
+def test_the_joint_graph_is_the_isolated_composition_where_no_calls_meet():
+    """One stage, TP 2x1, CP 2, the gradients reduced after the backward: the ring's sends
+    meet no other call in time, so the joint graph (each pass's tasks in both CP pipelines at
+    once) gives the isolated composition's iteration."""
+    job = {"tp": (2, 1), "pp": 1, "cp": 2, "global_batch": 4, "vocab": 0, "overlap_grad_reduce": False,
+           "hardware": "h100-sxm"}  # fmt: skip
+    joint = simulate_job(MACHINE, SMALL, network="joint", **job)
+    isolated = simulate_job(MACHINE, SMALL, network="isolated", **job)
+    assert joint.stats["passes_as_delays"] == 0
+    assert joint.iteration_time_s == pytest.approx(isolated.iteration_time_s, rel=1e-12)
+
+
 def test_activations_halve_at_cp_2():
     """The same TP 4x1 x PP 2 and micro-batches: every activation term is the rank's s/2
     tokens' (the scores its s/2 queries against all keys), so cp 2 keeps exactly half; the
