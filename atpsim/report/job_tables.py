@@ -121,11 +121,21 @@ def failures(frame: pd.DataFrame) -> Table | None:
 
 
 def _layout(row: pd.Series) -> str:
-    """A layout in a few words; sequence parallelism named where it ran (1D TP only)."""
+    """A layout in a few words: sequence parallelism where it ran (1D TP only), context and
+    expert parallelism above 1 and an uneven partition where the row has them."""
     ran = row.get("sequence_parallel")
     sp = ", sequence parallelism" if not pd.isna(ran) and bool(ran) else ""
-    return (f"{row['tp_mesh']}{sp}, pp {row['pp']}, dp {row['dp']}, micro-batch "
+    cp = _above_one(row, "cp", ", cp {}")
+    ep = _above_one(row, "ep", ", ep {}")
+    split = row.get("partition")
+    uneven = f" [{split}]" if isinstance(split, str) and split not in ("even", "") else ""
+    return (f"{row['tp_mesh']}{sp}{cp}, pp {row['pp']}{uneven}, dp {row['dp']}{ep}, micro-batch "
             f"{row['micro_batch']}")  # fmt: skip
+
+
+def _above_one(row: pd.Series, name: str, text: str) -> str:
+    value = row.get(name)
+    return text.format(int(value)) if value is not None and not pd.isna(value) and int(value) > 1 else ""
 
 
 def verdicts(frame: pd.DataFrame) -> list[str]:

@@ -134,3 +134,13 @@ def test_expert_parallelism_and_the_partition_are_columns_where_swept():
     table = best_table(to_frame(rows, JOB_SCHEMA))
     assert table is not None and {"ep", "partition"} <= set(table.header)
     assert [r[table.header.index("ep")] for r in table.rows] == ["1", "8"]
+
+
+def test_a_layout_in_words_names_cp_ep_and_an_uneven_partition():
+    from atpsim.report.job_tables import _layout
+
+    row = pd.Series({"tp_mesh": "8x1", "pp": 16, "dp": 16, "micro_batch": 1, "sequence_parallel": True,
+                     "cp": 2, "ep": 1, "partition": "7/8/8/7"})
+    assert _layout(row) == "8x1, sequence parallelism, cp 2, pp 16 [7/8/8/7], dp 16, micro-batch 1"
+    plain = pd.Series({"tp_mesh": "4x2", "pp": 2, "dp": 4, "micro_batch": 1, "ep": 8, "partition": "even"})
+    assert _layout(plain) == "4x2, pp 2, dp 4, ep 8, micro-batch 1"
