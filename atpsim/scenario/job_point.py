@@ -64,7 +64,7 @@ class JobPoint:
     recompute: str = job_default("recompute")
     zero: int = job_default("zero")
     vocab: int = 0
-    order: tuple[str, str, str] = ("tp", "pp", "dp")
+    order: tuple[str, ...] = ("tp", "pp", "dp")
     network: str = "joint"
     perturb: tuple[tuple[str, Any], ...] = ()
     neighbour: tuple[tuple[str, Any], ...] = ()

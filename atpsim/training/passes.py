@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
+from typing import Literal
 
 import numpy as np
 
@@ -143,8 +144,9 @@ class JobPrograms:
         if not isinstance(mesh, DeviceMesh):
             raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
         sp, ep, cp = self.config.sequence_parallel, self.config.layout.ep, self.config.layout.cp
+        phases: tuple[tuple[str, Literal["fwd", "bwd"]], ...] = (("F", "fwd"), ("B", "bwd"))
         return {kind: build_pass_program(model, mesh, self.config.chunks, phase, sequence_parallel=sp, ep=ep, cp=cp)
-                for kind, phase in (("F", "fwd"), ("B", "bwd"))}  # fmt: skip
+                for kind, phase in phases}  # fmt: skip
 
     @cached_property
     def ends(self) -> dict[tuple[str, str], StepProgram] | None:
