@@ -15,7 +15,7 @@ from atpsim.errors import AtpsimError
 
 def test_bundled_profiles_are_listed():
     assert profile_names() == [
-        "a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "b200", "gb200", "h100-sxm"
+        "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "b200", "gb200", "h100-sxm"
     ]
 
 
@@ -32,7 +32,7 @@ def test_vendor_numbers(name, peak, bandwidth):
     assert profile.memory_capacity_bytes == 80 * 2**30
 
 
-@pytest.mark.parametrize("name", ["a100-sxm4-80gb", "h100-sxm"])
+@pytest.mark.parametrize("name", ["a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm"])
 def test_every_number_has_a_source(name):
     sources = dict(load_profile(name).sources)
     for key in (
@@ -44,6 +44,14 @@ def test_every_number_has_a_source(name):
         "gemm",
     ):
         assert sources.get(key), key
+
+
+def test_a100_40gb_differs_from_80gb_in_memory_only():
+    """The p4d's A100 40 GB: the datasheet's 1,555 GB/s and 40 GiB, the 80 GB fit otherwise."""
+    small, large = load_profile("a100-sxm4-40gb"), load_profile("a100-sxm4-80gb")
+    assert (small.memory_bandwidth_Bps, small.memory_capacity_bytes) == (1.555e12, 40 * 2**30)
+    assert small.peak_flops_for("bf16") == large.peak_flops_for("bf16") == 312e12
+    assert small.gemm == large.gemm
 
 
 def test_profile_is_hashable_and_frozen():
