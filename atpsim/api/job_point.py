@@ -95,6 +95,6 @@ def _with_neighbour(topology, profile, config: JobConfig, point: JobPoint) -> di
 def prediction_columns(prediction: JobPrediction) -> dict[str, Any]:
     """The result columns of the job schema from *prediction*."""
     names = ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "hardware_tflops_per_gpu",
-             "mfu", "compute_s", "exposed_tp_comm_s", "exposed_dp_comm_s", "pipeline_bubble_s",
+             "mfu", "compute_s", "exposed_tp_comm_s", "exposed_dp_comm_s", "exposed_offload_s", "pipeline_bubble_s",
              "other_s", "memory_per_rank_bytes", "fits_memory")  # fmt: skip
     return {name: getattr(prediction, name) for name in names}

@@ -32,6 +32,8 @@ the first when the layers split evenly, as it holds the most micro-batches' acti
   each counting the layers of its model chunk (``L / (p·v)``): on the first stage ``p``
   micro-batches of ``L/p`` layers for 1F1B, ``m`` for GPipe, ``L·(1 + (p-1)/(p·v))`` layers'
   worth interleaved; on stage ``s`` of 1F1B ``p - s`` micro-batches of its ``n_s`` layers.
+  With activation offloading (:mod:`atpsim.training.offload`) one model chunk of one
+  micro-batch (``n_s / v`` layers), the rest in host memory.
 
 Not counted: the embedding's and the logits' activations, transient buffers, the CUDA context,
 fragmentation.
@@ -119,17 +121,20 @@ def job_memory_per_rank(
     sequence_parallel: bool = False,
     vocab: int = 0,
     stage_layers: Sequence[int] | None = None,
+    offload: bool = False,
 ) -> JobMemory:
     """Memory of the busiest rank when *model* (``model.layers`` in all) trains on *layout*
     with micro-batches of *micro_batch* samples, *n_microbatches* per step and pipeline;
     with a *vocab*, the first stage also holds its shard of the embedding (``V·h/n``), and the
     last of the LM head (tied: a copy; on one stage, an untied head only). *stage_layers*:
     each stage's layers (default: ``L / p`` each, the layers a divisor of the stages). The
-    stage that needs the most; the first on a tie (:func:`job_memory_per_stage`)."""
+    stage that needs the most; the first on a tie (:func:`job_memory_per_stage`). With
+    *offload* (activation offloading, :mod:`atpsim.training.offload`) a rank keeps one model
+    chunk's activations of one micro-batch, the others on the host."""
     stages = job_memory_per_stage(model, layout, micro_batch=micro_batch, n_microbatches=n_microbatches,
                                   schedule=schedule, virtual_stages=virtual_stages, zero=zero,
                                   recompute=recompute, sequence_parallel=sequence_parallel,
-                                  vocab=vocab, stage_layers=stage_layers)  # fmt: skip
+                                  vocab=vocab, stage_layers=stage_layers, offload=offload)  # fmt: skip
     return max(stages, key=lambda m: m.total_bytes)
 
 
@@ -146,6 +151,7 @@ def job_memory_per_stage(
     sequence_parallel: bool = False,
     vocab: int = 0,
     stage_layers: Sequence[int] | None = None,
+    offload: bool = False,
 ) -> tuple[JobMemory, ...]:
     """The memory of one rank of each pipeline stage (:func:`job_memory_per_rank`'s
     arguments): its layers' parameters and the ends it holds, and its micro-batches in
@@ -166,7 +172,8 @@ def job_memory_per_stage(
         held = replace(model, layers=layers) if layers else None  # a stage may hold none
         params = params_per_rank(held, mesh, layout.ep) if held else 0.0
         params += _ends_held(stage, layout.pp, model.tie_embeddings) * head_params_per_rank(vocab, model, mesh)
-        in_flight = microbatches_in_flight(shape, schedule, stage) * (layers / virtual_stages)
+        chunks = microbatches_in_flight(shape, schedule, stage)
+        in_flight = (min(chunks, 1) if offload else chunks) * (layers / virtual_stages)
         experts = expert_params_per_rank(held, mesh.d1, mesh.d2, layout.ep) if held else 0.0
         shards = _Shards(layout.replicas, experts, layout.ep)
         out.append(_memory(model, params, shards, zero, in_flight, per_layer, stage))

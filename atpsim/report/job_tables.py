@@ -29,8 +29,8 @@ BEST_COLUMNS = (
 )  # fmt: skip
 #: Settings a job sweep can vary beyond the layout: the best table shows each one the sweep
 #: varied (after the schedule), so that a row can be written back into a scenario.
-SWEPT_SETTINGS = ("virtual_stages", "chunks", "recompute", "zero", "cp", "ep", "partition", "algorithm",
-                  "placement", "order")
+SWEPT_SETTINGS = ("virtual_stages", "chunks", "recompute", "zero", "cp", "ep", "partition",
+                  "offload_activations", "algorithm", "placement", "order")
 ALL_COLUMNS = (
     "topology", "model", "n_devices", "tp_mesh", "pp", "dp", "micro_batch", "global_batch",
     "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero", "iteration_time_s",

@@ -204,6 +204,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _col("cp", "int", "", "context-parallel degree (1: none): GPUs each sequence is split over"),
     _col("ep", "int", "", "expert-parallel degree (1: none), carved out of the dp replicas"),
     _col("partition", "string", "", "layers per pipeline stage: even, or the counts a/b/..."),
+    _col("offload_activations", "bool", "", "stored activations to host memory between forward and backward"),
     _col("iteration_time_s", "float", "s", "time of one training iteration"),
     _col("samples_per_s", "float", "samples/s", "global batch / iteration time"),
     _col("tflops_per_gpu", "float", "TFLOP/s (1e12)", "model FLOPs / iteration time / GPUs"),
@@ -212,6 +213,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     _col("compute_s", "float", "s", "compute on the critical stage"),
     _col("exposed_tp_comm_s", "float", "s", "TP communication not hidden behind compute"),
     _col("exposed_dp_comm_s", "float", "s", "gradient synchronization not hidden"),
+    _col("exposed_offload_s", "float", "s", "activation copies to and from the host not hidden"),
     _col("pipeline_bubble_s", "float", "s", "critical stage idle in the pipeline"),
     _col("other_s", "float", "s", "optimizer step, ZeRO gather, waiting inside a pass"),
     _col("max_link_utilization", "float", "", "busiest directed link's busy time / iteration time"),
@@ -232,7 +234,7 @@ JOB_POINT_COLUMNS: tuple[str, ...] = (
     "vocab", "dtype", "n_devices", "tp_scheme", "d1", "d2", "tp_mesh", "tp", "pp", "dp", "order",
     "placement", "micro_batch", "global_batch", "n_microbatches", "schedule", "virtual_stages",
     "chunks", "algorithm", "sequence_parallel", "recompute", "zero", "network", "perturb",
-    "neighbour", "cp", "ep", "partition", "point_index",
+    "neighbour", "cp", "ep", "partition", "offload_activations", "point_index",
 )  # fmt: skip
 
 #: The table of one whole training iteration per point (a scenario with job keys).

@@ -40,7 +40,8 @@ class JobPoint:
     how the layers split over the stages (``even``, ``auto`` or a count per stage); *ep* the
     expert-parallel replicas out of *dp* (a mixture of experts; 1: none); *cp* the
     context-parallel ranks each sequence is split over (1: none; the job is then
-    ``tp·cp·pp·dp`` GPUs)."""
+    ``tp·cp·pp·dp`` GPUs); *offload_activations* whether the stored activations go to host
+    memory between a micro-batch's forward and backward (:mod:`atpsim.training.offload`)."""
 
     schema: ClassVar[ResultsSchema] = JOB_SCHEMA
     workload: ClassVar[Workload] = JOB
@@ -71,6 +72,7 @@ class JobPoint:
     partition: str | tuple[int, ...] = EVEN
     ep: int = 1
     cp: int = 1
+    offload_activations: bool = False
 
     def __post_init__(self) -> None:
         # The key names the setting that ran: None (the default) is on for a 1D mesh only.
@@ -122,10 +124,13 @@ class JobPoint:
         } | self._contention()  # fmt: skip
 
     def _contention(self) -> dict[str, Any]:
-        """The network, perturbation, partition, expert- and context-parallel keys, where not
-        the defaults (so the points of scenarios from before issue 13, even pipelines and jobs
-        without expert or context parallelism keep their keys)."""
+        """The network, perturbation, partition, expert- and context-parallel and activation
+        offloading keys, where not the defaults (so the points of scenarios from before issue
+        13, even pipelines and jobs without expert or context parallelism or offloading keep
+        their keys)."""
         out: dict[str, Any] = {}
+        if self.offload_activations:
+            out["offload_activations"] = True
         if self.cp != 1:
             out["cp"] = self.cp
         if self.ep != 1:
@@ -184,7 +189,8 @@ class JobPoint:
             "zero": self.zero, "network": self.network, "perturb": self.perturb_label,
             "neighbour": self.neighbour_label, "cp": self.cp, "ep": self.ep,
             "partition": self.partition if isinstance(self.partition, str)
-            else "/".join(map(str, self.partition)), "point_index": index,
+            else "/".join(map(str, self.partition)),
+            "offload_activations": self.offload_activations, "point_index": index,
         }  # fmt: skip
 
 

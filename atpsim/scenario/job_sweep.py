@@ -5,7 +5,7 @@ Axes, outermost first (the order of the points): topology, hardware, model, devi
 (context parallelism), TP mesh (``tp.meshes`` resolved per size), pp, dp (``auto``:
 devices / (tp·cp·pp)), micro_batch,
 global_batch, ep, schedule, virtual_stages, sequence_parallel, recompute, zero, placement, chunks,
-algorithm, network, perturb, partition. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
+algorithm, network, perturb, partition, offload_activations. Identical points appear once: ``sequence_parallel: true`` applies to Megatron-LM's
 1D meshes only (Korthikanti et al. 2022 define it for 1D TP), so a 2D mesh's point runs
 without it, and two combinations that differ only there are one point. Likewise
 ``virtual_stages`` above 1 pairs only with the interleaved schedule, and a perturbation only
@@ -204,7 +204,8 @@ def _layouts(part: Scenario, fields: dict[str, Any], model: ModelConfig, devices
     axes = {"ep": par.ep, "schedule": par.schedule, "virtual_stages": par.virtual_stages,
             "sequence_parallel": par.sequence_parallel, "recompute": par.recompute, "zero": par.zero,
             "placement": par.placement, "chunks": part.chunks, "algorithm": part.algorithm,
-            "network": par.network, "perturb": par.perturb, "partition": par.partition}  # fmt: skip
+            "network": par.network, "perturb": par.perturb, "partition": par.partition,
+            "offload_activations": par.offload_activations}  # fmt: skip
     meshes = tp_meshes(part, devices, model)
     for cp in par.cp:
 
@@ -250,7 +251,7 @@ def _point(part: Scenario, fields: dict[str, Any], layout: layouts.Layout) -> Jo
                     recompute=values["recompute"], zero=values["zero"], order=par.order,
                     network=values["network"], perturb=perturb.canonical(),
                     neighbour=par.neighbour.canonical() if par.neighbour else (),
-                    partition=values["partition"])  # fmt: skip
+                    partition=values["partition"], offload_activations=values["offload_activations"])  # fmt: skip
 
 
 def _check_network(part: Scenario) -> None:
@@ -391,8 +392,11 @@ def job_axes(scenario: Scenario) -> list[tuple[str, str]]:
 
 
 def _optional_axes(par: Parallelism, listed: Any) -> list[tuple[str, str]]:
-    """The axes ``atpsim run`` names only where a scenario sets them: cp and partition."""
+    """The axes ``atpsim run`` names only where a scenario sets them: cp, partition and
+    activation offloading."""
     out = [("cp", listed(par.cp))] if par.cp != (1,) else []
     if par.partition != (EVEN,):
         out.append(("partition", ", ".join(map(show_partition, par.partition))))
+    if par.offload_activations != (False,):
+        out.append(("offload", listed(par.offload_activations)))
     return out

@@ -26,6 +26,8 @@ pipeline x tensor-parallel layout (issue 12)::
                                  #   default [true, false]: each 1D layout both ways
       recompute: selective       # none | selective | full (or a list); default selective
       zero: 1                    # ZeRO stage 0 | 1 (or a list); default 1
+      offload_activations: false # stored activations to host memory after each forward,
+                                 #   back before the backward, over PCIe (or [false, true])
                                  # (defaults: atpsim.training.defaults, Megatron-LM's)
       vocab: 51200               # optional; default: the model preset's (GPT presets), else 0
       order: [tp, pp, dp]        # layout dimensions, innermost first (cp after tp unless
@@ -77,7 +79,7 @@ from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, job_default
 JOB_KEYS = (
     "tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch", "schedule", "virtual_stages",
     "sequence_parallel", "recompute", "zero", "vocab", "order", "network", "perturb", "neighbour",
-    "partition",
+    "partition", "offload_activations",
 )  # fmt: skip
 #: How a job's calls share the network (the ``network`` methods of :mod:`atpsim.engine.methods`).
 NETWORKS = tuple(method_names("network"))
@@ -290,6 +292,7 @@ class Parallelism(Frozen):
     perturb: Annotated[tuple[Perturb, ...], BeforeValidator(_perturbs)] = (Perturb(),)
     neighbour: Neighbour | None = None
     partition: PartitionField = (EVEN,)
+    offload_activations: OneOrMore[StrictBool] = (False,)
 
     @property
     def workload(self) -> Workload:

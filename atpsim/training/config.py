@@ -22,6 +22,7 @@ from atpsim.parallel.partition import (
 )
 from atpsim.parallel.pipeline import PipelineShape
 from atpsim.training.defaults import job_default, model_vocab
+from atpsim.training.offload import check_offload
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``, torch.nn.parallel docs), bytes.
 DEFAULT_BUCKET_BYTES = 25 * 2**20
@@ -47,6 +48,9 @@ class JobConfig:
     vocab: int = 0
     #: ``even``, ``auto`` or one layer count per stage (:mod:`atpsim.parallel.partition`).
     partition: Partition = EVEN
+    #: Stored activations to host memory after each forward, back before the backward
+    #: (:mod:`atpsim.training.offload`); off by default.
+    offload_activations: bool = False
 
     def __post_init__(self) -> None:
         # None is the default: on where the TP mesh is 1D (atpsim.training.defaults); asked
@@ -167,6 +171,7 @@ def check_job(config: JobConfig) -> None:
                               key="sequence_parallel")  # fmt: skip
     check_expert_layers(config)
     check_context(config.model.seq, config.layout.cp)
+    check_offload(config.offload_activations)
 
 
 def check_expert_layers(config: JobConfig) -> None:

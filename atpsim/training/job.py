@@ -113,7 +113,7 @@ TraceWriter = Callable[[Topology, GraphTimeline], object]
 @dataclass(frozen=True)
 class JobPrediction:
     """One iteration: seconds on the critical stage and what they were spent on (compute +
-    exposed TP + pipeline bubble + exposed DP + other = iteration time; other is the optimizer
+    exposed TP + pipeline bubble + exposed DP + exposed host copies + other = iteration time; other is the optimizer
     step, the ZeRO parameter gather and ranks waiting inside a pass); FLOP/s per GPU
     in 10^12, counted as Megatron-LM counts model FLOPs (no recomputation) and, separately,
     the hardware FLOPs that recomputation adds; MFU against the profile's peak. *network*:
@@ -140,6 +140,9 @@ class JobPrediction:
     link_bytes: np.ndarray | None = field(default=None, compare=False, repr=False)
     link_busy_s: np.ndarray | None = field(default=None, compare=False, repr=False)
     stage_layers: tuple[int, ...] = ()
+    #: Of the iteration, activation copies to and from the host the critical stage's compute
+    #: did not hide (``offload_activations``: :mod:`atpsim.training.offload`); 0 without.
+    exposed_offload_s: float = 0.0
 
 
 def simulate_job(
@@ -368,7 +371,7 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
         raise SimulationError("jobs run on ATP meshes (SUMMA grids: not yet)", key="tp")
     n_gpus = machine.topology.n_gpus
     scale = perturb.compute_scale(n_gpus) if perturb else np.ones(n_gpus)
-    return ProgramOps(op_parts(profile, programs), layout.stage_ranks, mesh,
+    return ProgramOps(op_parts(profile, programs, lambda s, k: costs(0, s).offload_s(s, k)), layout.stage_ranks, mesh,
                       compute_timer(profile, config.model.dtype), scale, comm.tp_call,
                       lambda r, s: r * layout.pp + s,
                       lambda r, s, o: costs(r, s)(s, o).time_s,
@@ -428,6 +431,7 @@ def job_memory(config: JobConfig) -> JobMemory:
         recompute=config.recompute,  # type: ignore[arg-type]
         sequence_parallel=config.sequence_parallel, vocab=config.vocab,
         stage_layers=None if config.partition == EVEN else config.stage_layers,
+        offload=config.offload_activations,
     )  # fmt: skip
 
 
@@ -450,7 +454,8 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
     hardware_flops = model_flops * (4 / 3 if config.recompute == "full" else 1.0)
     per_gpu = t * config.layout.size
     peak = profile.peak_flops_for(config.model.dtype)
-    other = t - compute - exposed_tp - bubble - end.exposed_sync_s
+    offload = spent.offload_s
+    other = t - compute - exposed_tp - bubble - end.exposed_sync_s - offload
     memory = job_memory(config).total_bytes
     return JobPrediction(
         iteration_time_s=t,
@@ -468,4 +473,5 @@ def _prediction(config: JobConfig, profile: HardwareProfile, timeline: JobTimeli
         fits_memory=memory <= profile.memory_capacity_bytes,
         timeline=timeline,
         stage_layers=config.stage_layers,
+        exposed_offload_s=offload,
     )

@@ -39,6 +39,7 @@ from atpsim.program import StepProgram
 from atpsim.topology.graph import Topology
 from atpsim.training.calls import pass_groups
 from atpsim.training.config import JobConfig
+from atpsim.training.offload import chunk_offload_bytes, exposed_copy_s, host_link_Bps
 
 #: Forward compute ops of the attention core, which selective recomputation runs again.
 ATTENTION_CORE = ("attn_scores", "attn_softmax", "attn_dropout", "attn_context")
@@ -52,6 +53,9 @@ class PassCost:
     time_s: float
     compute_s: float
     exposed_s: float
+    #: Of *time_s*, activation copies to or from the host its compute did not hide
+    #: (:mod:`atpsim.training.offload`).
+    offload_s: float = 0.0
 
     @classmethod
     def of(cls, result: StepResult, with_overhead: bool = True) -> PassCost:
@@ -62,7 +66,7 @@ class PassCost:
 
     def __add__(self, other: PassCost) -> PassCost:
         return PassCost(self.time_s + other.time_s, self.compute_s + other.compute_s,
-                        self.exposed_s + other.exposed_s)  # fmt: skip
+                        self.exposed_s + other.exposed_s, self.offload_s + other.offload_s)  # fmt: skip
 
 
 NO_COST = PassCost(0.0, 0.0, 0.0)
@@ -211,9 +215,29 @@ class OpCosts:
         if model.layers not in self._by_count:
             forward = self._run(programs["F"], model)
             backward = self._run(programs["B"], model)
-            self._by_count[model.layers] = {"F": PassCost.of(forward),
-                                            "B": PassCost.of(backward) + self._recompute(forward, stage)}  # fmt: skip
+            passes = {"F": PassCost.of(forward), "B": PassCost.of(backward) + self._recompute(forward, stage)}
+            self._by_count[model.layers] = {kind: cost + self._offload(stage, cost) for kind, cost in passes.items()}
         return self._by_count[model.layers]
+
+    @cached_property
+    def _host_Bps(self) -> float:
+        """The job's GPUs' slowest host (PCIe) link, bytes/s per direction."""
+        layout = self.config.layout
+        first = getattr(layout, "offset", 0)
+        return host_link_Bps(self.topology, range(first, first + layout.size))
+
+    def _offload(self, stage: int, cost: PassCost) -> PassCost:
+        """What activation offloading adds to a pass of *stage* costing *cost*: the copy of its
+        chunk's stored activations to (forward) or from (backward) the host beyond the pass's
+        compute (:func:`~atpsim.training.offload.exposed_copy_s`); nothing where it is off."""
+        if not self.config.offload_activations:
+            return NO_COST
+        seconds = exposed_copy_s(chunk_offload_bytes(self.config, stage), self._host_Bps, cost.compute_s)
+        return PassCost(seconds, 0.0, 0.0, seconds)
+
+    def offload_s(self, stage: int, kind: str) -> float:
+        """The exposed host copy of *stage*'s layers' forward (``F``) or backward (``B``), s."""
+        return self._layers(stage)[kind].offload_s
 
     @cached_property
     def _ends(self) -> dict[tuple[str, str], PassCost]:
@@ -252,10 +276,13 @@ def selective_recompute_s(profile: HardwareProfile, config: JobConfig, programs:
     return float(sum(compute_time_s(op, profile, config.model.dtype) for op in core))
 
 
-def op_parts(profile: HardwareProfile, programs: JobPrograms) -> Callable[[int, PipelineOp], Sequence[Part]]:
+def op_parts(profile: HardwareProfile, programs: JobPrograms,
+             offload: Callable[[int, str], float] | None = None) -> Callable[[int, PipelineOp], Sequence[Part]]:
     """``parts(stage, op)``: the op's programs in the order they run (the embedding first and
     the head last in forward; the reverse in backward, with the recomputation before the
-    layers' backward), each layer pass followed by the profile's per-layer overhead."""
+    layers' backward), each layer pass followed by the profile's per-layer overhead; with
+    *offload* (``offload(stage, kind)``: an activation copy's exposed seconds), a delay of it
+    after the layers."""
     config = programs.config
 
     @cache
@@ -264,11 +291,12 @@ def op_parts(profile: HardwareProfile, programs: JobPrograms) -> Callable[[int, 
         if layers is None:
             return []
         overhead = config.stage_model(stage).layers * layer_overhead_s(profile)
+        copy = [Part(None, offload(stage, kind))] if offload is not None and config.offload_activations else []
         if kind == "F":
-            return [Part(layers["F"], overhead)]
+            return [Part(layers["F"], overhead)] + copy
         recompute = {"none": [], "full": [Part(layers["F"], overhead)],
                      "selective": [Part(None, selective_recompute_s(profile, config, programs, stage))]}
-        return recompute[config.recompute] + [Part(layers["B"], overhead)]
+        return recompute[config.recompute] + [Part(layers["B"], overhead)] + copy
 
     def parts(stage: int, op: PipelineOp) -> list[Part]:
         ends = programs.ends_of(stage, op)
