@@ -12,7 +12,7 @@ import click
 from atpsim.api import CollectiveSweep, MachineProvenance, collective, machine_provenance
 from atpsim.commands._common import clean_errors, given, memory_cap, refuse_unused
 
-OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
+OPS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "sendrecv"]
 HEADER = ["topology", "hardware", "op", "algorithm", "protocol", "channels", "p", "dtype", "size_bytes",
           "count", "time_us", "algbw_GBps", "busbw_GBps", "overhead_us", "engine", "n_flows"]
 

@@ -120,8 +120,9 @@ def runs_sequence_parallel(mesh: object, seq: int | None = None) -> bool:
     """Whether a TP *mesh* can run Megatron-LM's sequence parallelism: a 1D DeviceMesh (t, 1)
     of t > 1 ranks (over one rank it changes nothing) that splits a sequence of *seq* tokens
     evenly, where given (Megatron-LM requires it)."""
-    one_d = isinstance(mesh, DeviceMesh) and mesh.d2 == 1 and mesh.d1 > 1
-    return one_d and (seq is None or seq % mesh.d1 == 0)  # type: ignore[union-attr]
+    if not (isinstance(mesh, DeviceMesh) and mesh.d2 == 1 and mesh.d1 > 1):
+        return False
+    return seq is None or seq % mesh.d1 == 0
 
 
 def job_config(model: str | ModelConfig, layout: ParallelLayout, micro_batch: int,
