@@ -24,6 +24,7 @@ PARTS = (
     ("exposed_dp_comm_s", "exposed DP comm."),
     ("pipeline_bubble_s", "pipeline bubble"),
     ("other_s", "other"),
+    ("exposed_offload_s", "exposed host copies"),
 )
 FACETS = ("model", "hardware", "global_batch")
 BAR_WIDTH = 0.38
@@ -68,6 +69,8 @@ def _panel(ax: Axes, rows: pd.DataFrame) -> None:
 def _stack(ax: Axes, x: float, row: pd.Series) -> None:
     bottom = 0.0
     for k, (name, label) in enumerate(PARTS):
+        if name == "exposed_offload_s" and not (row.get(name, 0.0) or 0.0) > 0:
+            continue  # a table before activation offloading, or none exposed: no bar, no legend
         value = max(float(row[name]), 0.0)
         ax.bar([x], [value], BAR_WIDTH, bottom=bottom, color=color(k), label=label)
         bottom += value

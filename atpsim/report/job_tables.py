@@ -47,6 +47,7 @@ HEADERS = {
     "max_link_utilization": "busiest link busy", "busiest_link": "busiest link",
     "isolated_s": "isolated [s]", "joint_s": "one network [s]", "change": "change",
     "dp_isolated_s": "exposed DP isolated [s]", "dp_joint_s": "exposed DP joint [s]",
+    "offload_activations": "offload", "exposed_offload_s": "exposed host copies [s]",
 }  # fmt: skip
 
 
@@ -100,7 +101,7 @@ def best_table(frame: pd.DataFrame) -> Table | None:
 def all_rows(frame: pd.DataFrame) -> Table:
     """Every point, main columns (every column: results.csv), and the network, perturbation
     and neighbour where a sweep varies them (else rows would read as repeats)."""
-    varied = tuple(c for c in ("network", "perturb", "neighbour")
+    varied = tuple(c for c in ("network", "perturb", "neighbour", "offload_activations", "exposed_offload_s")
                    if c in frame.columns and frame[c].astype(str).nunique() > 1)  # fmt: skip
     columns = ALL_COLUMNS[:-1] + varied + ALL_COLUMNS[-1:] if varied else ALL_COLUMNS
     return _table(frame, columns, "All points (every column: results.csv)")
