@@ -103,6 +103,9 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None,
               help="Job: Megatron-LM's sequence parallelism on the 1D TP meshes (t x 1; a 2D mesh runs "
                    "without); default: each 1D layout with and without, the faster shown.")
+@click.option("--offload-activations", is_flag=True,
+              help="Job: offload the stored activations to host memory between each micro-batch's forward "
+                   "and backward, over the GPU's PCIe link (the SageMaker library's; default off).")
 @click.option("--no-progress", is_flag=True, help="Job: no progress bar (none where stderr is not a terminal).")
 @click.option("--links", "links_path", type=click.Path(dir_okay=False), default=None,
               help="Job: write the best layout's bytes and busy time per link to this CSV, and "
@@ -116,14 +119,15 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @clean_errors
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
-            links_path, network, sequence_parallel, no_progress, partition, expert_parallel, context_parallel):
+            links_path, network, sequence_parallel, no_progress, partition, expert_parallel, context_parallel,
+            offload_activations):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x CP x PP x DP x micro-batch) by iteration time."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
                        "links_path", "network", "sequence_parallel", "no_progress", "partition",
-                       "expert_parallel", "context_parallel")
+                       "expert_parallel", "context_parallel", "offload_activations")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -141,6 +145,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                expert_parallel=_int_list(expert_parallel, "--ep") if expert_parallel else None,
                                context_parallel=_int_list(context_parallel, "--cp") if context_parallel else (1,),
                                partition=_partition(partition), track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
+                               offload_activations=offload_activations,
                                top=top)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
         click.echo(machine_provenance(topology, ranked_jobs.hardware).line())
@@ -296,8 +301,9 @@ def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
     pruned = ", ".join(f"{n} by {why}" for why, n in ranked.pruned.items() if n)
     how = "every call in flight on one network" if network == "joint" else "each call timed alone"
     table = Table(title=f"layouts by iteration time ({how})", caption=f"pruned before simulation: {pruned or 'none'}")
+    offload = any(c.config.offload_activations for c in ranked.candidates)  # the copies' column
     for name in ("layout", "iteration s", "TFLOP/s/GPU", "MFU", "compute s", "exposed TP s", "bubble s",
-                 "exposed DP s", "other s", "memory GB"):  # fmt: skip
+                 "exposed DP s", *(("host copies s",) if offload else ()), "other s", "memory GB"):  # fmt: skip
         table.add_column(name, justify="right")
     drawn = ranked.confidence is not None
     if drawn:
@@ -307,7 +313,8 @@ def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
         p = c.prediction
         table.add_row(c.label, f"{p.iteration_time_s:.3f}", f"{p.tflops_per_gpu:.1f}", f"{p.mfu:.1%}",
                       f"{p.compute_s:.3f}", f"{p.exposed_tp_comm_s:.3f}", f"{p.pipeline_bubble_s:.3f}",
-                      f"{p.exposed_dp_comm_s:.3f}", f"{p.other_s:.3f}", f"{p.memory_per_rank_bytes / 1e9:.1f}",
+                      f"{p.exposed_dp_comm_s:.3f}", *((f"{p.exposed_offload_s:.3f}",) if offload else ()),
+                      f"{p.other_s:.3f}", f"{p.memory_per_rank_bytes / 1e9:.1f}",
                       *(_job_drawn_cells(ranked, k) if drawn else ()))  # fmt: skip
     console.print(table)
     if drawn:

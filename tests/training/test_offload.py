@@ -7,7 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from atpsim.cli import main
 from atpsim.compute.hardware import hardware_profile
 from atpsim.compute.models import model_preset
 from atpsim.errors import ScenarioError, SimulationError
@@ -185,3 +187,16 @@ def test_scenario_refuses_a_non_bool_by_key(tmp_path, extra):
     with pytest.raises(ScenarioError) as error:
         expand_sweep(scenario(tmp_path, extra))
     assert "parallelism.offload_activations" in str(error.value)
+
+
+def test_plan_cli_takes_offload_activations():
+    """plan --global-batch --offload-activations plans every layout with offloading and shows
+    the exposed host copies; without --global-batch the option is refused (exit 2)."""
+    args = ["plan", "-t", MACHINE, "-m", "megatron-1.7b", "--global-batch", "16", "--pp", "2", "--micro-batch", "1",
+            "--max-tp", "2", "--network", "isolated", "--no-progress"]  # fmt: skip
+    plain = CliRunner().invoke(main, args)
+    result = CliRunner().invoke(main, [*args, "--offload-activations"])
+    assert result.exit_code == 0 == plain.exit_code, result.output
+    assert "host copies s" in result.output and "host copies s" not in plain.output
+    bad = CliRunner().invoke(main, ["plan", "-t", "ic1", "-m", "M2", "--offload-activations"])
+    assert bad.exit_code == 2 and "--offload-activations" in bad.output
