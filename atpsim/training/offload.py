@@ -16,17 +16,19 @@ ahead), the other micro-batches' staying on the host.
   activations; atpsim also offloads what ``selective`` or ``none`` keep).
 * **Time**: each forward copies its chunk's stored bytes out and each backward fetches them
   back, ``bytes / B`` seconds at the GPU's PCIe bandwidth ``B`` per direction (full duplex, so
-  the copies out and in do not share it). A copy overlaps the compute of its own pass
-  (layer by layer as the layers run; the fetch prefetched under the backward before it): the
+  the copies out and in do not share it). A copy overlaps the compute of its own pass: the
+  copy out layer by layer as the forward's layers run, the fetch layer by layer ahead of the
+  backward's (its recomputation included), as ``activation_loading_horizon`` prefetches. The
   excess of the copy over the pass's compute is exposed and added to the pass.
 * **Bandwidth**: the slowest PCIe link (kind ``pcie``) of the job's GPUs: ``ib-cluster``'s
   GPU-to-NIC x16 link (GPUDirect RDMA's path, the host's root complex behind it), ``pcie-tree``'s
   GPU link; a GPU with no PCIe link in its topology (``nvswitch``, ``nvl72``) uses a PCIe
-  Gen4 x16 link, 31.5 GB/s per direction (:data:`FALLBACK_HOST_BPS`).
+  Gen4 x16 link, 31.5 GB/s per direction (:data:`FALLBACK_HOST_BPS`; a GB200's Grace host
+  link, NVLink-C2C, is far faster, so there the copies' cost is an upper bound).
 
 Not modelled: the copies sharing the PCIe link with the NIC's traffic (GPUDirect RDMA of the
 data-parallel all-reduce and the pipeline sends), the host memory's own bandwidth and the CPU
-threads that drive the copies.
+threads that drive the copies; ``partition: auto`` balances the stages' compute without them.
 """
 
 from __future__ import annotations
