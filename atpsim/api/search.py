@@ -247,7 +247,8 @@ def _axes(part: Scenario, model: ModelConfig, devices: int, max_tp: int, vocab: 
         "schedule": par.schedule, "virtual_stages": par.virtual_stages,
         "sequence_parallel": par.sequence_parallel, "recompute": par.recompute,
         "zero": par.zero, "chunks": part.chunks, "algorithm": part.algorithm,
-        "vocab": (vocab,), "order": (par.order,), "partition": par.partition}  # fmt: skip
+        "vocab": (vocab,), "order": (par.order,), "partition": par.partition,
+        "offload_activations": par.offload_activations}  # fmt: skip
     return _meshes(part, devices, max_tp), depths, micro_batches, axes
 
 

@@ -200,3 +200,19 @@ def test_plan_cli_takes_offload_activations():
     assert "host copies s" in result.output and "host copies s" not in plain.output
     bad = CliRunner().invoke(main, ["plan", "-t", "ic1", "-m", "M2", "--offload-activations"])
     assert bad.exit_code == 2 and "--offload-activations" in bad.output
+
+
+def test_a_search_space_takes_offload_activations():
+    """A search space's parallelism.offload_activations is an axis of its layouts: [false,
+    true] doubles the points, the false ones as without the key (but the space's name)."""
+    from atpsim.api.search import search_points, search_space
+
+    space = {"topology": ["ib-cluster:1x8"], "model": ["gpt3-125m"],
+             "parallelism": {"global_batch": [16], "pp": [1, 2], "micro_batch": [2]}}  # fmt: skip
+    plain = list(search_points(search_space(**space)))
+    both = list(search_points(search_space(**{**space, "parallelism": {**space["parallelism"],
+                                                                        "offload_activations": [False, True]}})))
+    assert len(both) == 2 * len(plain) and sum(p.offload_activations for p in both) == len(plain)
+    assert all(p.config().offload_activations for p in both if p.offload_activations)
+    strip = lambda p: {k: v for k, v in p.as_dict().items() if k != "scenario"}  # noqa: E731
+    assert [strip(p) for p in plain] == [strip(p) for p in both if not p.offload_activations]
