@@ -34,10 +34,10 @@ threads that drive the copies; ``partition: auto`` balances the stages' compute 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from atpsim.errors import SimulationError
-from atpsim.parallel.job_memory import activation_bytes_per_microbatch
+from atpsim.parallel.job_memory import Recompute, activation_bytes_per_microbatch
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.topology.builders.pcie import PCIE_X16_BPS
 from atpsim.topology.graph import Topology
@@ -75,7 +75,7 @@ def chunk_offload_bytes(config: JobConfig, stage: int) -> float:
     each), which its backward fetches back."""
     mesh = config.layout.tp if isinstance(config.layout.tp, DeviceMesh) else DeviceMesh(1, 1)
     per_layer = activation_bytes_per_microbatch(
-        replace(config.model, batch=config.micro_batch), mesh, config.recompute,
+        replace(config.model, batch=config.micro_batch), mesh, cast(Recompute, config.recompute),
         config.sequence_parallel, config.layout.ep, config.layout.cp)  # fmt: skip
     return per_layer * config.chunk_layers(stage)
 
