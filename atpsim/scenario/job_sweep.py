@@ -146,9 +146,10 @@ def tp_meshes(part: Scenario, devices: int, model: ModelConfig) -> list[DeviceMe
                 raise scenario_error(part, message, "parallelism", "tp", "size", j)
         sizes = tuple(tp.size)
     meshes = layouts.tp_meshes(devices, sizes=sizes, listed=listed, split_hidden=model.hidden)
-    meshes = [m for m in meshes if kv_heads_split(model, m.size)]
+    meshes = [m for m in meshes if model.heads % m.size == 0 and kv_heads_split(model, m.size)]
     if not meshes:
-        message = (f"no TP mesh of these sizes divides model.hidden = {model.hidden}"
+        message = (f"no TP mesh of these sizes divides model.hidden = {model.hidden}, "
+                   f"model.heads = {model.heads}"
                    + (f" and model.kv_heads = {model.n_kv_heads}" if model.kv_heads else "")
                    + f" (model {model.name!r})")  # fmt: skip
         raise scenario_error(part, message, "parallelism", "tp")
@@ -166,6 +167,11 @@ def _listed_mesh(part: Scenario, mesh: DeviceMesh, devices: int, model: ModelCon
                        f"{model.name!r}) {size} ways on dimension {dim}; expected d1 and d2 to "
                        "divide the hidden size")  # fmt: skip
             raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
+    if model.heads % mesh.size:
+        message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.heads = {model.heads} (model "
+                   f"{model.name!r}) over {mesh.size} ranks; expected a TP size that divides the "
+                   "heads (a search prunes such a mesh)")  # fmt: skip
+        raise scenario_error(part, message, "parallelism", "tp", "meshes", k)
     if not kv_heads_split(model, mesh.size):
         message = (f"TP mesh {mesh.d1}x{mesh.d2} splits model.kv_heads = {model.n_kv_heads} (model "
                    f"{model.name!r}) over {mesh.size} ranks; grouped-query attention needs a TP "

@@ -70,12 +70,12 @@ def test_a_job_scenario_expands_into_job_points(tmp_path):
 
 
 def test_job_keys_take_their_documented_forms(tmp_path):
-    data = with_parallelism(tp=[[8, 1], "2x4"], pp=2, dp=2, schedule="interleaved",
+    data = with_parallelism(tp=[[4, 1], "2x2"], pp=2, dp=4, schedule="interleaved",
                             virtual_stages=[1, 2], vocab=0, order=["pp", "tp", "dp"],
                             global_batch=[32, 64])  # fmt: skip
     points = expand_sweep(load_scenario(write(tmp_path, data)))
     assert {p.schedule for p in points} == {"interleaved-1f1b"}
-    assert {(p.tp.d1, p.tp.d2) for p in points} == {(8, 1), (2, 4)}
+    assert {(p.tp.d1, p.tp.d2) for p in points} == {(4, 1), (2, 2)}
     assert {p.virtual_stages for p in points} == {1, 2}
     assert {p.vocab for p in points} == {0} and {p.order for p in points} == {("pp", "tp", "dp")}
 
@@ -100,6 +100,8 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"global_batch": 36}, "parallelism.global_batch",
         "expected a multiple of micro_batch x dp = 8"),
     "no global batch": ({"global_batch": None}, "parallelism.global_batch", "missing required key"),
+    "TP mesh splitting the heads": (
+        {"tp": [[8, 1]], "pp": 1}, "parallelism.tp.meshes[0]", "splits model.heads = 12"),
     "meshes beside tp": ({"meshes": "atp-opt"}, "parallelism.meshes", "remove 'meshes'"),
     "unknown schedule": ({"schedule": "zigzag"}, "parallelism.schedule", "unknown schedule 'zigzag'"),
     "unknown recompute": ({"recompute": "some"}, "parallelism.recompute", "expected one of none"),

@@ -87,7 +87,7 @@ def test_a_scenario_run_both_ways_reports_the_change_and_the_busiest_link(tmp_pa
     path.write_text("""
 name: both-ways
 topology: ib-cluster:4x8
-model: gpt3-125m
+model: gpt3-350m
 parallelism: {tp: [[8, 1]], pp: 2, dp: auto, micro_batch: 1, global_batch: 16, network: [joint, isolated]}
 """)
     run_scenario(path, tmp_path / "out", progress=False)

@@ -71,7 +71,7 @@ def test_a_job_scenario_sweeps_network_and_perturbation(tmp_path):
     text = """
 name: perturbed
 topology: ib-cluster:4x8
-model: gpt3-125m
+model: gpt3-350m
 parallelism: {tp: [[8, 1]], pp: 2, dp: auto, micro_batch: 1, global_batch: 8, sequence_parallel: false,
               network: [joint, isolated], perturb: [{}, {seed: 1, stragglers: 1, straggler_factor: 1.5}]}
 """
