@@ -156,17 +156,10 @@ def plan_job(
     sources = () if draws is None else machine_sources(topology, devices, hardware_name)
     if draws is not None:
         require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
-    if options.get("vocab") is None:
-        options["vocab"] = model_vocab(model)
-    check_partition_value(as_partition(options.get("partition", EVEN)), config_model.layers)
-    for cp in context_parallel:
-        check_context(config_model.seq, cp)
-    both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
-    axes = {"ep": expert_parallel_degrees(config_model, expert_parallel), "chunks": tuple(chunk_counts),
-            "sequence_parallel": both, **{key: (value,) for key, value in options.items()}}  # fmt: skip
-    layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp),
-                          pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN))),
-                          micro_batches,
+    axes = _plan_axes(model, config_model, options, chunk_counts, sequence_parallel, expert_parallel,
+                      context_parallel)  # fmt: skip
+    depths = pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN)))
+    layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
                           (global_batch,), axes, cps=context_parallel)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
     results = [JobCandidate(config, run_job(topo, profile, config, network=network))
@@ -177,6 +170,24 @@ def plan_job(
         return plan
     machine = DrawnMachine(topology, devices, profile, hardware_name, network)
     return drawn_ranking(plan, machine, draws, sources, top, track)
+
+
+def _plan_axes(model: str | ModelConfig, config_model: ModelConfig, options: dict[str, Any],
+               chunk_counts: Sequence[int], sequence_parallel: bool | None,
+               expert_parallel: Sequence[int] | None, context_parallel: Sequence[int],
+               ) -> dict[str, tuple[Any, ...]]:  # fmt: skip
+    """The JobConfig axes :func:`plan_job` searches: its *options* (the vocabulary, where not
+    given, the model's) one value each, checked first (partition, each context-parallel degree
+    against the sequence); sequence parallelism both ways unless asked; the expert-parallel
+    degrees and chunk counts."""
+    if options.get("vocab") is None:
+        options["vocab"] = model_vocab(model)
+    check_partition_value(as_partition(options.get("partition", EVEN)), config_model.layers)
+    for cp in context_parallel:
+        check_context(config_model.seq, cp)
+    both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
+    return {"ep": expert_parallel_degrees(config_model, expert_parallel), "chunks": tuple(chunk_counts),
+            "sequence_parallel": both, **{key: (value,) for key, value in options.items()}}  # fmt: skip
 
 
 def _prune(layouts: Iterable[JobConfig], profile: HardwareProfile) -> tuple[list[JobConfig], dict[str, int]]:
