@@ -46,6 +46,7 @@ from rich.console import Console
 from atpsim.api.job_point import simulate_job_point
 from atpsim.api.point import hardware_profile
 from atpsim.api.scenario import scenario_draws
+from atpsim.api.search_text import DEFAULT_MICRO_BATCHES, defaulted_settings, describe_search
 from atpsim.api.uncertainty import DrawnJobPoint, Draws, require_sources, simulate_with_draws
 from atpsim.calibrate.provenance import machine_provenance
 from atpsim.calibrate.uncertainty.machine import machine_sources
@@ -54,7 +55,6 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.context import check_context
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.parallel.partition import show_partition
 from atpsim.report.large import summarize
 from atpsim.results.schema import JOB_SCHEMA, JOB_UNCERTAINTY_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
@@ -84,7 +84,6 @@ log = logging.getLogger(__name__)
 
 SPACE_COPY = "search.yaml"
 DEFAULT_MAX_TP = 8
-DEFAULT_MICRO_BATCHES = (1, 2, 4)
 #: Where a space given only by options is said to come from in errors.
 OPTIONS_SOURCE = "atpsim search"
 
@@ -318,63 +317,6 @@ def _meshes(part: Scenario, devices: int, max_tp: int) -> list[DeviceMesh]:
     return tp_meshes(devices, sizes=sizes, listed=listed, placements=par.placement)
 
 
-def describe_search(space: Scenario, points: LazyPoints, max_tp: int) -> str:
-    """What a search will simulate and what it pruned, a line each (what it announces)."""
-    count = len(points)  # the first pass: it counts what it prunes
-    pruned = ", ".join(f"{n:,} by {why}" for why, n in sorted(points.pruned.items())) or "none"
-    par, given = space.parallelism, space.parallelism.model_fields_set
-    lines = [f"search {space.name}: {count:,} layouts to simulate; pruned before "
-             f"simulation: {pruned}"]  # fmt: skip
-    axes = [("topology", ", ".join(e.label() for e in space.topologies)),
-            ("model", ", ".join(e.config().name for e in space.models)),
-            ("devices", _listed(par.devices) if par.devices else "all GPUs of the topology"),
-            ("tp", "as listed" if "tp" in given else f"every mesh of 1 to {max_tp} GPUs"),
-            ("pp", _listed(par.pp) if "pp" in given else
-             "every divisor of the layers" + (" (every depth with auto)" if "auto" in par.partition else "")),
-            ("micro_batch", _listed(par.micro_batch if "micro_batch" in given else DEFAULT_MICRO_BATCHES)),
-            ("global_batch", _listed(par.global_batch)),
-            ("network", _listed(par.network))]  # fmt: skip
-    if "partition" in given:
-        axes.insert(-1, ("partition", ", ".join(map(show_partition, par.partition))))
-    if "cp" in given:
-        axes.insert(-1, ("cp", _listed(par.cp)))
-    if "ep" in given or any(e.config().is_moe for e in space.models):
-        axes.insert(-1, ("ep", _listed(par.ep) if "ep" in given else "every divisor of the experts"))
-    return "\n".join(lines + [f"  {name:<12} {values}" for name, values in axes])
-
-
-def _listed(values: Any) -> str:
-    return ", ".join(map(str, values))
-
-
-#: The ``parallelism`` settings a search names where its space leaves them to their defaults.
-DEFAULTED_SETTINGS = ("sequence_parallel", "recompute", "zero", "network", "schedule")
-
-
-def defaulted_settings(space: Scenario) -> list[str]:
-    """The settings *space* leaves to their defaults, one ``key value`` each (several values
-    where its cases, topologies or models differ): the hardware (the topology's), the
-    vocabulary (the model preset's) and :data:`DEFAULTED_SETTINGS` (what a search prints at
-    the top of its output, so a row's numbers can be read against them)."""
-    found: dict[str, dict[str, None]] = {}
-    for part in space.parts():
-        given = part.parallelism.model_fields_set
-        if part.hardware is None:
-            for index in range(len(part.topologies)):
-                topology = sized_topologies(part, index)[0][2]
-                hardware = topology_hardware(topology)
-                found.setdefault("hardware", {})[f"{hardware} (the topology's)"] = None
-        if part.parallelism.vocab is None:
-            for entry in part.models:
-                vocab = model_vocab(entry.config(), entry.preset)
-                found.setdefault("vocab", {})[f"{vocab} ({entry.config().name}'s)"] = None
-        for key in DEFAULTED_SETTINGS:
-            if key not in given:
-                for value in getattr(part.parallelism, key):
-                    found.setdefault(key, {})[_yaml_word(value)] = None
-    return [f"{key} {', '.join(values)}" for key, values in found.items()]
-
-
 def machine_lines(space: Scenario) -> list[str]:
     """``# machine: ...`` for each machine of *space* (topology with hardware,
     :func:`~atpsim.calibrate.provenance.machine_provenance`): each part with its status; with
@@ -384,11 +326,6 @@ def machine_lines(space: Scenario) -> list[str]:
     if len(machines) == 1:
         return [next(iter(machines.values())).line()]
     return list(dict.fromkeys(machine.line(label) for (label, _), machine in machines.items()))
-
-
-def _yaml_word(value: Any) -> str:
-    """*value* as a scenario file writes it (``false``, ``1f1b``, ``0``)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def run_search(
