@@ -100,17 +100,22 @@ def fit_nccl_log(
 
 
 def validate_trace(
-    path: str | Path, *, fitted: str | Path | None = None, layer: str | None = None
+    path: str | Path,
+    *,
+    fitted: str | Path | None = None,
+    layer: str | None = None,
+    profile: str | None = None,
 ) -> TraceComparison:
     """Read the PyTorch profiler (Kineto) trace in *path*, map its GEMMs, memory-bound ops and
     collectives onto atpsim's program of the layer it profiled (the trace's ``atpsim_layer``
     entry, or *layer* text such as ``hidden=256,heads=8,batch=4,seq=128,mesh=1x2,chunks=1``)
     and predict each op and the step: with the fit in *fitted* (a measurements folder; a blind
-    check) or with a fit to the trace's own ops (residuals). Raises AtpsimError for a file
+    check), with the hardware *profile* (a bundled name or file: a blind check of what atpsim
+    ships) or with a fit to the trace's own ops (residuals). Raises AtpsimError for a file
     that is not a trace, a trace with no recognizable ops, or an unknown layer."""
     trace = read_trace(path)
     try:
         traced = traced_layer(trace.metadata, layer)
     except AtpsimError as error:
         raise error.with_source(str(path)) from None
-    return compare_trace(trace, traced, fitted, predict=simulate_layer)
+    return compare_trace(trace, traced, fitted, predict=simulate_layer, profile=profile)

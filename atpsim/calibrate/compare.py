@@ -27,18 +27,25 @@ The result is a typed table (:class:`Comparison`, one :class:`CheckResult` a row
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from atpsim.calibrate.machine import FolderFit, fit_folder, fitted_paths, read_fit_summary
+from atpsim.calibrate.machine import (
+    SUMMARY_FILE,
+    FolderFit,
+    fit_folder,
+    fitted_paths,
+    read_fit_summary,
+)
 from atpsim.calibrate.measurements.description import comm_overlaps_compute, cpu_share, slowed
 from atpsim.calibrate.measurements.folder import read_measurements
 from atpsim.calibrate.measurements.samples import LayerPoint
 from atpsim.calibrate.measurements.settings import read_settings
 from atpsim.compute.hardware import HardwareProfile, load_profile
 from atpsim.errors import AtpsimError
+from atpsim.topology.custom import build_custom
 from atpsim.topology.graph import Topology
 from atpsim.topology.spec import load_topology
 
@@ -143,7 +150,9 @@ class CheckPoints:
 
 def read_check_points(folder: str | Path, *, refit: bool = False) -> CheckPoints:
     """The check points of *folder* with its fit (made first when missing or *refit*); an
-    AtpsimError when the fit lacks collectives or GEMMs, or the folder has no layers."""
+    AtpsimError when the fit lacks GEMMs, the folder has no layers, or a layer spans ranks
+    and no collectives were measured (a one-GPU folder's layers on DeviceMesh(1, 1) need
+    none: they are predicted on a single GPU, :func:`single_gpu_topology`)."""
     settings = read_settings(folder)
     fit = _fit_when_needed(folder, refit)
     measurements = read_measurements(folder, settings.statistic)
@@ -152,22 +161,46 @@ def read_check_points(folder: str | Path, *, refit: bool = False) -> CheckPoints
                           source=str(folder))  # fmt: skip
     topology_path, profile_path = fitted_paths(folder)
     tolerance = settings.tolerance if settings.tolerance is not None else 0.0
-    return CheckPoints(Path(folder), tuple(measurements.layers), load_topology(str(topology_path)),
+    return CheckPoints(Path(folder), tuple(measurements.layers),
+                       _check_topology(folder, topology_path, measurements.layers),
                        load_profile(profile_path), measurements.machine, tolerance,
                        settings.statistic, fit)  # fmt: skip
 
 
 def _fit_when_needed(folder: str | Path, refit: bool) -> FolderFit | None:
-    """Fit *folder* when *refit* or its fitted files are missing (None when they stay)."""
-    topology_path, profile_path = fitted_paths(folder)
-    if not refit and topology_path.is_file() and profile_path.is_file():
+    """Fit *folder* when *refit* or its fit is missing (None when it stays)."""
+    _, profile_path = fitted_paths(folder)
+    fitted_before = profile_path.is_file() and (profile_path.parent / SUMMARY_FILE).is_file()
+    if not refit and fitted_before:
         return None
     fit = fit_folder(folder)
-    if fit.link is None or fit.profile is None:
-        missing = "collectives" if fit.link is None else "GEMMs"
-        raise AtpsimError(f"no {missing} measured: the layers cannot be predicted",
+    if fit.profile is None:
+        raise AtpsimError("no GEMMs measured: the layers cannot be predicted",
                           source=str(folder))  # fmt: skip
     return fit
+
+
+def _check_topology(
+    folder: str | Path, topology_path: Path, layers: Sequence[LayerPoint]
+) -> Topology:
+    """The fitted fabric, or one GPU where no collectives were measured and every layer ran
+    on one rank (its step has no communication to predict)."""
+    if topology_path.is_file():
+        return load_topology(str(topology_path))
+    spanning = [layer.label for layer in layers if layer.d1 * layer.d2 > 1]
+    if spanning:
+        raise AtpsimError(
+            f"no collectives measured: the layers on more than one rank cannot be predicted "
+            f"({len(spanning)} of {len(layers)}, e.g. {spanning[0]})",
+            source=str(folder),
+        )
+    return single_gpu_topology()
+
+
+def single_gpu_topology() -> Topology:
+    """One GPU and no links: where a layer on DeviceMesh(1, 1) is simulated."""
+    return build_custom({"name": "single-gpu", "routing": "up-down",
+                         "nodes": [{"name": "p0", "kind": "gpu"}], "links": []})  # fmt: skip
 
 
 def compare_layers(checks: CheckPoints, predict: LayerPredictor) -> Comparison:

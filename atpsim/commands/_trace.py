@@ -32,6 +32,9 @@ def trace_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--fitted", type=click.Path(exists=True, file_okay=False), default=None,
                      help="A TRACE: predict with this measurements folder's fit (a blind check) "
                      "instead of fitting the trace's own ops."),
+        click.option("--profile", default=None, metavar="NAME|FILE",
+                     help="A TRACE: predict with this hardware profile (e.g. h100-sxm: a blind "
+                     "check of what atpsim ships) instead of fitting the trace's own ops."),
         click.option("--layer", default=None, metavar="KEY=VALUE,...",
                      help="A TRACE made elsewhere: the layer it profiled, e.g. hidden=256,"
                      "heads=8,batch=4,seq=128,mesh=1x2,chunks=1,dtype=fp32."),
@@ -44,14 +47,15 @@ def trace_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def validate_trace_command(console: Console, path: str, folder_options: bool, fitted: str | None,
-                           layer: str | None, tolerance: float | None) -> None:  # fmt: skip
+                           profile: str | None, layer: str | None,
+                           tolerance: float | None) -> None:  # fmt: skip
     """Print the per-op table and the step check; exit 1 past *tolerance*."""
     if folder_options:
         raise AtpsimError("--refit, --fit-only, --ranks and --placement do not apply to a trace",
                           source=path)  # fmt: skip
     if tolerance is not None and not math.isfinite(tolerance):  # nan printed FAIL and exited 0
         raise AtpsimError(f"expected a finite fraction such as 0.25, got {tolerance}", key="--tolerance")
-    result = validate_trace(path, fitted=fitted, layer=layer)
+    result = validate_trace(path, fitted=fitted, layer=layer, profile=profile)
     _print_ops(console, result)
     for line in summary_lines(result):
         console.print(line, soft_wrap=True)

@@ -53,7 +53,7 @@ def command(path: str, refit: bool, fit_only: bool, ranks: int | None, placement
                                or placement != "out-of-place", **trace)  # fmt: skip
         return
     if any(value is not None for value in trace.values()):
-        raise AtpsimError("--fitted, --layer and --tolerance apply to a profiler trace (.json)",
+        raise AtpsimError("--fitted, --profile, --layer and --tolerance apply to a profiler trace (.json)",
                           source=path)  # fmt: skip
     if Path(path).is_file():
         if refit or fit_only:

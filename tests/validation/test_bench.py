@@ -155,3 +155,30 @@ def test_append_adds_a_runs_rows_and_keeps_the_earlier_commands(tmp_path: Path) 
     runs = json.loads((tmp_path / "memory_ops.machine.json").read_text())["runs"]
     assert len(runs) == 2 and runs[1]["command"].endswith("--append")
     assert len(read_measurements(tmp_path, "min").memory_ops) == len(first)
+
+
+def test_an_op_is_timed_after_its_flush_and_behind_a_spin_on_a_gpu(monkeypatch) -> None:
+    """time_reps flushes before each timed call (after any barrier) and, timing one process's
+    op, queues keep_gpu_busy's spin so a GPU op's time excludes the host's launch latency."""
+    import torch
+
+    from validation.bench import common
+
+    calls: list[str] = []
+    monkeypatch.setattr(common, "keep_gpu_busy", lambda device: calls.append("spin"))
+    times = common.time_reps(lambda: calls.append("op"), torch.device("cpu"), warmup=1, reps=2,
+                             barrier=False, prepare=lambda: calls.append("flush"))  # fmt: skip
+    assert calls == ["op", "flush", "spin", "op", "flush", "spin", "op"] and len(times) == 2
+
+
+def test_keep_gpu_busy_spins_on_a_gpu_only(monkeypatch) -> None:
+    import torch
+
+    from validation.bench.common import LAUNCH_COVER_CYCLES, keep_gpu_busy
+
+    slept: list[int] = []
+    monkeypatch.setattr(torch.cuda, "_sleep", slept.append)
+    keep_gpu_busy(torch.device("cpu"))
+    assert slept == []
+    keep_gpu_busy(torch.device("cuda", 0))
+    assert slept == [LAUNCH_COVER_CYCLES]

@@ -137,6 +137,23 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: GPU cycles of the spin queued before an op's start event (torch.cuda._sleep): 2e6 cycles
+#: are about 1 ms at the H100's 1.98 GHz boost clock, longer than Python and cuBLAS take to
+#: enqueue one op's kernels.
+LAUNCH_COVER_CYCLES = 2_000_000
+
+
+def keep_gpu_busy(device: torch.device) -> None:
+    """On a GPU, queue a spin kernel that runs while the host enqueues the timed op, so the op
+    starts right after its start event, as it does inside a layer whose host runs ahead of
+    the GPU; its time is then the GPU's alone. Timed from an idle GPU, a 1 ms GEMM on an H100
+    measured 38 us of host launch latency per call (the first run of
+    ``validation/measurements/h100-sxm-1gpu``). A collective keeps that latency (its ranks
+    must start together: the barrier), and so does the CPU, where there is nothing to hide."""
+    if device.type == "cuda":
+        torch.cuda._sleep(LAUNCH_COVER_CYCLES)
+
+
 def time_once(fn: Callable[[], Any], device: torch.device) -> float:
     """Seconds *fn* takes: CUDA events on a GPU, perf_counter on the CPU."""
     if device.type == "cuda":
@@ -168,17 +185,21 @@ def time_reps(fn: Callable[[], Any], device: torch.device, warmup: int, reps: in
     """Seconds of each of *reps* calls of *fn* after *warmup* untimed ones; with *barrier*,
     all ranks start each call together and each time is the slowest rank's. *delays*, when
     given, receives each call's run-queue delay (the largest over ranks with *barrier*);
-    *prepare*, when given, runs untimed before each call (e.g. a cache flush)."""
+    *prepare*, when given, runs untimed before each call (e.g. a cache flush). Without a
+    barrier (one process timing an op), a GPU call is timed behind :func:`keep_gpu_busy`:
+    the GPU's time alone, without the host's launch latency."""
     for _ in range(warmup):
         fn()
     synchronize(device)
     times, waits = [], []
     for _ in range(reps):
-        if prepare is not None:
-            prepare()
         if barrier:
             dist.barrier()
         synchronize(device)
+        if prepare is not None:
+            prepare()
+        if not barrier:
+            keep_gpu_busy(device)
         before = run_delay_s()
         times.append(time_once(fn, device))
         waits.append(run_delay_s() - before)

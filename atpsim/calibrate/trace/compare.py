@@ -8,14 +8,17 @@
   at the share of a core each rank gets, as :mod:`atpsim.calibrate.compare` runs it) and its
   link (collectives by the closed form of a ring on the fitted star); nothing of the trace is
   fitted, so every error is a blind one;
-* **or a fit to the trace itself** (no *fitted*): the mapped GEMMs fit a profile
+* **a check of a hardware profile** (*profile*: a bundled name such as ``h100-sxm`` or a
+  profile file): the profile atpsim would use by default, against a real GPU's kernels; the
+  collectives are not predicted (a profile has no link);
+* **or a fit to the trace itself** (neither): the mapped GEMMs fit a profile
   (:func:`atpsim.calibrate.fit.profile.fit_profile`), the memory-bound groups of one op class
   fit that class's bandwidth (:mod:`atpsim.calibrate.fit.memory`) and the collectives a link
   (:func:`atpsim.calibrate.fit.link.fit_link`, when they have two sizes or more); the per-op
   errors are then residuals of a fit.
 
 Either way the **whole step** (the median ``ProfilerStep`` duration, never fitted) is
-predicted, when a link is known, by the *predict* function the caller passes in (the
+predicted, when a link is known or the layer has one rank, by the *predict* function the caller passes in (the
 simulator's, :func:`atpsim.api.calibrate.simulate_layer`, through
 :func:`atpsim.calibrate.compare.score_layer`), with the CPU rule of
 :mod:`atpsim.calibrate.measurements.description` (no spare core: compute and communication
@@ -33,7 +36,12 @@ from typing import Any
 
 import yaml
 
-from atpsim.calibrate.compare import LayerPredictor, score_layer, taking_turns
+from atpsim.calibrate.compare import (
+    LayerPredictor,
+    score_layer,
+    single_gpu_topology,
+    taking_turns,
+)
 from atpsim.calibrate.fit.link import LinkFit, fit_link, predict_s
 from atpsim.calibrate.fit.memory import fit_memory_bandwidth
 from atpsim.calibrate.fit.profile import fit_profile
@@ -120,6 +128,7 @@ def compare_trace(
     fitted: str | Path | None = None,
     *,
     predict: LayerPredictor,
+    profile: str | None = None,
 ) -> TraceComparison:
     """Map *trace* onto *layer*'s program and predict each op, and the step by *predict*
     (module docstring)."""
@@ -130,8 +139,13 @@ def compare_trace(
         what = "GEMMs" if mapping.matched else "ops"
         raise AtpsimError(f"none of the trace's {what} matches the program of {layer.describe()}: "
                           f"it profiled another layer (wrong {param('layer')}?)", source=str(trace.path))  # fmt: skip
+    if fitted is not None and profile is not None:
+        raise AtpsimError("give a measurements folder (--fitted) or a hardware profile "
+                          "(--profile), not both", param="profile")  # fmt: skip
     if fitted is not None:
         predictor, source = _from_folder(Path(fitted), layer), f"check against {fitted}"
+    elif profile is not None:
+        predictor, source = _from_profile(profile, layer), f"check against profile {profile}"
     else:
         predictor, source = _fit_trace(mapping, layer, trace.path), "fit to this trace (residuals)"
     ops = tuple(_check(entry, predictor, layer) for entry in mapping.matched)
@@ -159,11 +173,20 @@ def _predict_ops(ops: tuple[ComputeOp | CommOp, ...], predictor: _Predictor, lay
     return total
 
 
+def _from_profile(name: str, layer: TracedLayer) -> _Predictor:
+    """A hardware profile (a bundled name such as ``h100-sxm``, or a YAML file) as the
+    predictor: a blind check of what atpsim ships; collectives are not predicted (a profile
+    has no link)."""
+    share = cpu_share(layer.machine, layer.mesh.size)
+    return _Predictor(slowed(load_profile(name), share), None, None, share)
+
+
 def _from_folder(folder: Path, layer: TracedLayer) -> _Predictor:
-    """The profile, link and star of ``folder/fitted/`` (``atpsim validate --fit-only``)."""
+    """The profile, link and star of ``folder/fitted/`` (``atpsim validate --fit-only``); a
+    folder of one GPU has no link and no star (no collectives measured)."""
     topology_path, profile_path = fitted_paths(folder)
     summary = folder / FITTED / SUMMARY_FILE
-    if not (topology_path.is_file() and profile_path.is_file() and summary.is_file()):
+    if not (profile_path.is_file() and summary.is_file()):
         raise AtpsimError(f"no fit in {folder / FITTED}/ (fit the measurements in {folder} "
                           "first)", param="fitted")  # fmt: skip
     link = _fitted_link(summary)
@@ -251,12 +274,16 @@ def _fit_link(mapping: TraceMapping, layer: TracedLayer) -> LinkFit | None:
 def _predict_step(
     layer: TracedLayer, predictor: _Predictor, measured_s: float, predict: LayerPredictor
 ) -> float | None:
-    """The layer's step by *predict* on the predictor's fabric (None without a link)."""
-    if predictor.topology is None:
+    """The layer's step by *predict* on the predictor's fabric (None without a link), or on
+    one GPU for a layer of one rank (no communication to predict)."""
+    topology = predictor.topology
+    if topology is None and layer.mesh.size == 1:
+        topology = single_gpu_topology()
+    if topology is None:
         return None
     m, mesh = layer.model, layer.mesh
     point = LayerPoint(mesh.d1, mesh.d2, layer.chunks, m.hidden, m.heads, m.batch, m.seq, m.dtype,
                        measured_s, layer.describe(), m.ffn_mult)  # fmt: skip
-    result = score_layer(point, predictor.topology, predictor.profile, predict, predictor.share)
+    result = score_layer(point, topology, predictor.profile, predict, predictor.share)
     return taking_turns(result, layer.machine, mesh.size).predicted_s
 
