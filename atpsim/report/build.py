@@ -2,7 +2,7 @@
 ``report.html``, and ``figures/*.png|svg``. :func:`rebuild_report` does it from a run folder
 alone (``results.csv`` + ``scenario.yaml``), which is what ``atpsim report DIR`` calls.
 
-Every page has the same parts: the description, provenance, the machines and units, the key findings, the
+Every page has the same parts: the description, the answer (a paragraph and a small table), provenance, the machines and units, the key findings, the
 paper's claims, the scenario's notes, the sections of the table's workload, the raw rows, the
 scenario and the files. What differs between a step table and a job scenario's table
 (:mod:`atpsim.results.schema`) is the workload's entry in :mod:`atpsim.report.workloads`: its
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from atpsim.errors import AtpsimError, read_text
-from atpsim.report import claims, findings, large
+from atpsim.report import answer, claims, findings, large
 from atpsim.report.document import (
     Bullets,
     Code,
@@ -122,11 +122,12 @@ UNIT_SENTENCES = {
 
 def _intro(document: Document, page: Page, frame: pd.DataFrame, shown: Workload,
            machines: list[str]) -> None:  # fmt: skip
-    """The description, provenance, *machines* (one line per topology and hardware of the
-    results, :mod:`atpsim.report.machine`) and units lines (with those the *shown* workload
-    adds), and the key findings."""
+    """The description (the question), the answer (:mod:`atpsim.report.answer`), provenance,
+    *machines* (one line per topology and hardware of the results, :mod:`atpsim.report.machine`)
+    and units lines (with those the *shown* workload adds), and the key findings."""
     if page.description:
         document.add(Paragraph(page.description))
+    document.add(*answer.answer_blocks(frame, shown.name))
     units = [UNIT_SENTENCES[page.unit], "times in seconds"]
     if "comm_over_delta" in frame and frame["comm_over_delta"].notna().any():
         units.append("communication also in Delta = 2·L·b·s·h / GroupBW")

@@ -247,7 +247,7 @@ def job_comparisons(context: Context) -> str | None:
     TP (:mod:`atpsim.report.job_tables`), and by how much."""
     best = job_tables.best_rows(context.frame)
     pairs = []
-    for _, group in best.groupby(list(job_tables.COMPARISON), sort=False, dropna=False):
+    for _, group in best.groupby(job_tables.comparison(context.frame), sort=False, dropna=False):
         times = dict(zip(group["tp_scheme"], group["iteration_time_s"], strict=True))
         if "megatron-1d" in times and "atp-2d" in times:
             pairs.append((float(times["megatron-1d"]), float(times["atp-2d"])))

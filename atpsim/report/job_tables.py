@@ -121,7 +121,7 @@ def failures(frame: pd.DataFrame) -> Table | None:
     return Table(["points", "first point", "error"], body, "Failed points")
 
 
-def _layout(row: pd.Series) -> str:
+def layout_text(row: pd.Series) -> str:
     """A layout in a few words: sequence parallelism where it ran (1D TP only), context and
     expert parallelism above 1 and an uneven partition where the row has them."""
     ran = row.get("sequence_parallel")
@@ -157,9 +157,9 @@ def _verdict(where: str, megatron: pd.Series | None, atp: pd.Series | None) -> s
         missing = "ATP 2D mesh" if atp is None else "Megatron-LM 1D layout"
         return f"{where}: no {missing} was simulated that fits in memory, so there is no comparison."
     t_meg, t_atp = float(megatron["iteration_time_s"]), float(atp["iteration_time_s"])
-    detail = (f"ATP's best 2D mesh ({_layout(atp)}) takes {t_atp:.3g} s per iteration "
+    detail = (f"ATP's best 2D mesh ({layout_text(atp)}) takes {t_atp:.3g} s per iteration "
               f"({float(atp['tflops_per_gpu']):.3g} TFLOP/s per GPU), Megatron-LM's best 1D TP "
-              f"({_layout(megatron)}) {t_meg:.3g} s ({float(megatron['tflops_per_gpu']):.3g})")  # fmt: skip
+              f"({layout_text(megatron)}) {t_meg:.3g} s ({float(megatron['tflops_per_gpu']):.3g})")  # fmt: skip
     if abs(t_atp / t_meg - 1) < TIE:
         return f"{where}: a tie, {detail}: within {TIE:.1%} of each other."
     if t_atp < t_meg:
@@ -202,6 +202,6 @@ def contention(frame: pd.DataFrame) -> tuple[Table, list[str]] | None:
         worst = group.loc[group["change"].idxmax()]
         sentences.append(f"{SCHEMES.get(str(scheme), scheme)}: one network changes the iteration by "
                          f"{group['change'].min():+.2%} to {group['change'].max():+.2%} over "
-                         f"{len(group)} layouts (most: {_layout(worst)}, {worst['model']}, "
+                         f"{len(group)} layouts (most: {layout_text(worst)}, {worst['model']}, "
                          f"{worst['n_devices']} GPUs).")  # fmt: skip
     return _table(table, names, caption), sentences

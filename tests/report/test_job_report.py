@@ -102,13 +102,13 @@ def test_times_within_a_thousandth_are_a_tie():
 def test_the_best_table_and_verdict_say_whether_sequence_parallelism_ran():
     """A 1D layout's sequence parallelism is a swept setting: the best table has a column for
     it and the verdict names it, so the row can be reproduced (issue 23)."""
-    from atpsim.report.job_tables import BEST_COLUMNS, _layout
+    from atpsim.report.job_tables import BEST_COLUMNS, layout_text
 
     assert "sequence_parallel" in BEST_COLUMNS
     row = pd.Series({"tp_mesh": "8x1", "pp": 2, "dp": 4, "micro_batch": 1, "sequence_parallel": True})
-    assert _layout(row) == "8x1, sequence parallelism, pp 2, dp 4, micro-batch 1"
-    assert _layout(row.drop("sequence_parallel")) == "8x1, pp 2, dp 4, micro-batch 1"
-    assert _layout(pd.Series({**row.to_dict(), "sequence_parallel": False})) == "8x1, pp 2, dp 4, micro-batch 1"
+    assert layout_text(row) == "8x1, sequence parallelism, pp 2, dp 4, micro-batch 1"
+    assert layout_text(row.drop("sequence_parallel")) == "8x1, pp 2, dp 4, micro-batch 1"
+    assert layout_text(pd.Series({**row.to_dict(), "sequence_parallel": False})) == "8x1, pp 2, dp 4, micro-batch 1"
 
 
 def test_the_best_table_carries_every_setting_the_sweep_varied():
@@ -137,10 +137,10 @@ def test_expert_parallelism_and_the_partition_are_columns_where_swept():
 
 
 def test_a_layout_in_words_names_cp_ep_and_an_uneven_partition():
-    from atpsim.report.job_tables import _layout
+    from atpsim.report.job_tables import layout_text
 
     row = pd.Series({"tp_mesh": "8x1", "pp": 16, "dp": 16, "micro_batch": 1, "sequence_parallel": True,
                      "cp": 2, "ep": 1, "partition": "7/8/8/7"})
-    assert _layout(row) == "8x1, sequence parallelism, cp 2, pp 16 [7/8/8/7], dp 16, micro-batch 1"
+    assert layout_text(row) == "8x1, sequence parallelism, cp 2, pp 16 [7/8/8/7], dp 16, micro-batch 1"
     plain = pd.Series({"tp_mesh": "4x2", "pp": 2, "dp": 4, "micro_batch": 1, "ep": 8, "partition": "even"})
-    assert _layout(plain) == "4x2, pp 2, dp 4, ep 8, micro-batch 1"
+    assert layout_text(plain) == "4x2, pp 2, dp 4, ep 8, micro-batch 1"
