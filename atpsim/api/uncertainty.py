@@ -39,11 +39,14 @@ from atpsim.calibrate.uncertainty.machine import (
     require_sources,
     topology_sources,
 )
+from atpsim.calibrate.uncertainty.sources import fit_summary
 from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.results.schema import JOB_UNCERTAINTY_SCHEMA, STEP_UNCERTAINTY_SCHEMA, ResultsSchema
+from atpsim.scenario.inputs import point_files
 from atpsim.scenario.job_point import JobPoint
 from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.workload import JOB, STEP, Workload
+from atpsim.yamlfile import file_digest
 
 __all__ = ["Draws", "DrawnJobPoint", "DrawnPoint", "PointDraws", "point_draws", "point_sources",
            "require_sources", "simulate_drawn_job_point", "simulate_drawn_point", "topology_sources"]  # fmt: skip
@@ -120,8 +123,9 @@ def simulate_drawn_job_point(point: JobPoint, draw: ParameterDraw) -> dict[str, 
 @dataclass(frozen=True)
 class Drawn:
     """A sweep point with parameter draws: the point, its draws; its key says the draws (a
-    table with draws is never resumed from one without). Each workload's kind (below) names
-    its schema and how its row is simulated."""
+    table with draws is never resumed from one without) and the contents of the ``fit.yaml``
+    each fitted file it reads was fitted with (what its draws are read from). Each workload's
+    kind (below) names its schema and how its row is simulated."""
 
     schema: ClassVar[ResultsSchema]
 
@@ -129,7 +133,9 @@ class Drawn:
     draws: Draws
 
     def key(self) -> str:
-        return f"{self.point.key()}-d{self.draws.n}s{self.draws.seed}"
+        files = point_files(self.point.topology, self.point.hardware)
+        fits = "".join(f"-f{file_digest(s)}" for s in map(fit_summary, files) if s is not None)
+        return f"{self.point.key()}-d{self.draws.n}s{self.draws.seed}{fits}"
 
     def columns(self, index: int) -> dict[str, Any]:
         return {**self.point.columns(index), "point_key": self.key()}

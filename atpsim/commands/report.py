@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from atpsim.api import build_index, rebuild_report
+from atpsim.api import build_index, first_screen, rebuild_report
 from atpsim.commands._common import clean_errors
 
 
@@ -24,9 +24,14 @@ from atpsim.commands._common import clean_errors
 @clean_errors
 def command(run_dir: Path, index: bool) -> None:
     """Rebuild report.md, report.html and figures/ in DIR from DIR/results.csv and
-    DIR/scenario.yaml (as written by `atpsim run`); with --index, write DIR/index.html."""
+    DIR/scenario.yaml (as written by `atpsim run`), and take the page's first screen
+    (first-screen.png, 1280 x 800) where Chromium is installed; with --index, write
+    DIR/index.html."""
     if index:
         click.echo(str(build_index(run_dir)))
         return
     for path in rebuild_report(run_dir):
         click.echo(str(path))
+    screen = first_screen(run_dir)
+    click.echo(str(screen) if screen else "# no first-screen.png: no Chromium installed "
+               "(apt-get install chromium)")  # fmt: skip
