@@ -24,6 +24,7 @@ from atpsim.api.uncertainty import Draws, simulate_with_draws, with_draws
 from atpsim.api.workloads import WORKLOADS
 from atpsim.errors import AtpsimError, param
 from atpsim.report import job_tables, large
+from atpsim.report.answer import answer_lines
 from atpsim.report.build import SCENARIO_COPY
 from atpsim.report.build import rebuild_report as _rebuild_report
 from atpsim.report.index import run_page
@@ -76,6 +77,14 @@ class RunSummary:
         if large.is_large(self.out_dir) or workload_of(list(self.frame.columns)) != JOB:
             return list(page.findings)
         return [*page.findings, *job_tables.verdicts(self.frame)]
+
+    def answer(self) -> list[str]:
+        """The report's answer (:mod:`atpsim.report.answer`) as lines: which layout is fastest
+        per case and by how much; empty for a table too large to read whole."""
+        if large.is_large(self.out_dir):
+            return []
+        kind = "job" if workload_of(list(self.frame.columns)) == JOB else "step"
+        return answer_lines(self.frame, kind)
 
     def missing_feature(self) -> str | None:
         """The error, when every point failed because the simulator lacks a feature."""

@@ -125,7 +125,13 @@ def _finish(summary: RunSummary) -> None:
     click.echo(f"results and report in {summary.out_dir}/:")
     for path in summary.files:
         click.echo(f"  {path}")
-    answers = summary.answers() if summary.n_points > summary.n_failed else []
+    ran = summary.n_points > summary.n_failed
+    answer = summary.answer() if ran else []
+    if answer:
+        click.echo(f"the answer: {answer[0]}")
+        for line in answer[1:]:
+            click.echo(f"  {line}")
+    answers = summary.answers() if ran else []
     if answers:
         click.echo(f"what it found (the top of {summary.out_dir / 'report.md'}):")
         for line in answers:

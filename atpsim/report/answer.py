@@ -64,6 +64,22 @@ def answer_blocks(frame: pd.DataFrame, workload: str) -> list[Heading | Paragrap
     return [*blocks, head, Details(f"The other {len(cases) - OPEN_CASES} cases", [rest])]
 
 
+def answer_lines(frame: pd.DataFrame, workload: str) -> list[str]:
+    """The answer as terminal lines: the sentence, then one line per case (what ``atpsim
+    run`` prints when it ends); empty when no row ran."""
+    cases = job_cases(frame) if workload == "job" else step_cases(frame)
+    if not cases:
+        return []
+    baseline = "the other TP scheme" if workload == "job" else "N x 1, 1 chunk"
+    lines = [answer_sentence(cases, workload).removesuffix(" Per case:")]
+    for c in cases:
+        margins = [f"{_pct(c.over_runner_up)} on {c.runner_up}" if c.runner_up else "",
+                   f"{_pct(c.over_baseline)} on {baseline}" if c.over_baseline is not None else ""]
+        ahead = "; ".join(m for m in margins if m)
+        lines.append(f"{c.where}: {c.best}, {fmt(c.time_s)} s" + (f" ({ahead})" if ahead else ""))
+    return lines
+
+
 def answer_sentence(cases: list[Case], workload: str) -> str:
     """How many cases a 2D mesh wins, and the median margin over the baseline, counted on
     *cases* (the table's rows)."""

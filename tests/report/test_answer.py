@@ -61,3 +61,12 @@ def test_a_committed_job_reports_answer_agrees_with_its_key_finding(name):
 def test_no_row_ran_gives_no_answer():
     frame = _step_rows().assign(status="failed")
     assert answer_blocks(frame, "step") == []
+
+
+def test_the_terminal_lines_give_each_cases_fastest_row_and_margins():
+    from atpsim.report.answer import answer_lines
+
+    lines = answer_lines(_step_rows(), "step")
+    assert lines[0].startswith("Which DeviceMesh(d1, d2)") and not lines[0].endswith("Per case:")
+    assert lines[1] == ("M2 on ic3 (a100), 8 GPUs: 4x2, 2 chunks, 8 s (+12.5% on 2x4, 1 chunk; "
+                        "+25.0% on N x 1, 1 chunk)")  # fmt: skip
