@@ -16,6 +16,8 @@ Beyond ``yaml.safe_load`` it
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -147,3 +149,20 @@ def yaml_message(error: yaml.YAMLError) -> str:
     problem = getattr(error, "problem", None) or str(error)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
     return f"{where}invalid YAML: {problem}"
+
+
+#: Hex digits of a file's SHA-256 that :func:`file_digest` keeps (64 bits: two different
+#: files of one sweep share a digest with odds of about 1 in 10^19).
+DIGEST_HEX_DIGITS = 16
+
+
+def file_digest(path: str | Path) -> str | None:
+    """The first :data:`DIGEST_HEX_DIGITS` hex digits of the SHA-256 of the bytes of the
+    file *path*, None where there is no readable file there. What a result computed from a
+    user's file (a hardware profile, a custom topology) is keyed on, so that editing the file
+    is seen: its path alone names whatever the file says today."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest()[:DIGEST_HEX_DIGITS]

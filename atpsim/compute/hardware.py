@@ -67,6 +67,7 @@ import yaml
 
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.topology.graph import Topology
+from atpsim.yamlfile import file_digest
 
 _GEMM_MODELS = ("curve", "table")
 
@@ -180,16 +181,30 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
         raise exc.with_source(source) from None
 
 
-@lru_cache(maxsize=16)
 def hardware_profile(name: str) -> HardwareProfile:
     """The hardware profile called *name* (a packaged profile or a YAML file), loaded once
-    per process (:func:`load_profile`), as every point and job of a sweep asks for it."""
+    per process (:func:`load_profile`), as every point and job of a sweep asks for it; a
+    file is loaded again once its bytes change (a rerun in the same process sees the edit)."""
+    path = profile_file(name)
+    return _cached_profile(name, file_digest(path) if path else None)
+
+
+@lru_cache(maxsize=16)
+def _cached_profile(name: str, _digest: str | None) -> HardwareProfile:
     return load_profile(name)
 
 
-def _read_profile_text(name_or_path: str) -> tuple[str, str]:
+def profile_file(name_or_path: str) -> str | None:
+    """*name_or_path* where it names a profile file (a ``.yaml``/``.yml`` path, or any path
+    that exists), None where it names a bundled profile: the rule :func:`load_profile` reads
+    by, so a sweep point keys exactly the files it reads."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    return name_or_path if path.suffix in (".yaml", ".yml") or path.exists() else None
+
+
+def _read_profile_text(name_or_path: str) -> tuple[str, str]:
+    if profile_file(name_or_path) is not None:
+        path = Path(name_or_path)
         if not path.is_file():
             raise AtpsimError(f"hardware profile file {name_or_path!r} does not exist")
         return path.read_text(), str(path)

@@ -8,8 +8,6 @@ in the job schema (:data:`atpsim.results.schema.JOB_SCHEMA`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -20,6 +18,7 @@ from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.partition import EVEN
 from atpsim.results.schema import JOB_SCHEMA, ResultsSchema
+from atpsim.scenario.inputs import point_key
 from atpsim.scenario.workload import JOB, Workload
 from atpsim.training.config import JobConfig, resolved_sequence_parallel
 from atpsim.training.defaults import job_default
@@ -167,8 +166,9 @@ class JobPoint:
         return " ".join(f"{k}={v}" for k, v in self.perturb) or "none"
 
     def key(self) -> str:
-        """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
-        return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """A stable identifier used to resume a sweep: the hex digest of the canonical JSON
+        and of the contents of the files the point reads (:func:`point_key`)."""
+        return point_key(self.as_dict(), self.topology, self.hardware)
 
     def columns(self, index: int) -> dict[str, Any]:
         """The results columns that describe this point, the *index*-th of its sweep (the

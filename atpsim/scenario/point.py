@@ -18,6 +18,7 @@ from atpsim.parallel.grid import Grid
 from atpsim.parallel.mesh import DeviceMesh
 from atpsim.parallel.sagemaker import SageMakerGroup
 from atpsim.results.schema import STEP_SCHEMA, ResultsSchema
+from atpsim.scenario.inputs import point_key
 from atpsim.scenario.workload import STEP, Workload
 
 
@@ -68,8 +69,9 @@ class SweepPoint:
     group: str | None = None
 
     def key(self) -> str:
-        """A stable identifier (hex digest of the canonical JSON) used to resume a sweep."""
-        return hashlib.sha1(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """A stable identifier used to resume a sweep: the hex digest of the canonical JSON
+        and of the contents of the files the point reads (:func:`point_key`)."""
+        return point_key(self.as_dict(), self.topology, self.hardware)
 
     def columns(self, index: int) -> dict[str, Any]:
         """The results columns that describe this point (:func:`point_columns`)."""

@@ -31,6 +31,7 @@ from atpsim.topology.presets import build_preset, preset_info, preset_names
 from atpsim.topology.registry import builder_names
 from atpsim.topology.sizing import SIZE_PARSERS, build_from_builder
 from atpsim.units import parse_bandwidth_text, parse_time_text
+from atpsim.yamlfile import file_digest
 
 #: What names a topology: a preset, builder spec or YAML path, or a mapping (see load_topology).
 TopologySpec = str | Mapping[str, Any]
@@ -114,7 +115,9 @@ def _int_or_none(value: Any) -> int | None:
 
 def _load(spec: TopologySpec, n_gpus: int | None) -> Topology:
     kind, name, params = _normalize(spec)
-    key = json.dumps([kind, name, params, n_gpus], sort_keys=True, default=str)
+    path = _file_of(kind, name, params)
+    contents = [file_digest(path)] if path else []  # a file is built again once it changes
+    key = json.dumps([kind, name, params, n_gpus, *contents], sort_keys=True, default=str)
     topology = _CACHE.get(key)
     if topology is None:
         topology = _build(kind, name, params, n_gpus)
@@ -166,6 +169,22 @@ def _normalize_mapping(spec: Mapping[str, Any]) -> tuple[str, str, dict[str, Any
                                 "mapping; expected it once", key=twice[0])  # fmt: skip
         return "builder", head, {**from_spec, **params}
     return form, name, params
+
+
+def topology_file(spec: TopologySpec) -> str | None:
+    """The custom topology file *spec* reads (``{"file": path}``, a YAML path, or the
+    ``custom`` builder's ``file``), None where it reads none or is not a valid spec."""
+    try:
+        return _file_of(*_normalize(spec))
+    except AtpsimError:
+        return None
+
+
+def _file_of(kind: str, name: str, params: Mapping[str, Any]) -> str | None:
+    if kind == "file":
+        return name
+    file = params.get("file") if kind == "builder" and name == "custom" else None
+    return file if isinstance(file, str) else None
 
 
 def _parse_spec_rest(builder: str, rest: str) -> dict[str, Any]:

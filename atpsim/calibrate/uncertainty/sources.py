@@ -82,11 +82,18 @@ def gemm_record(profile: str) -> FitUncertainty | None:
 def fitted_record(path: str | Path, part: str) -> FitUncertainty | None:
     """The ``part`` (``link`` or ``profile``) record of the validate fit that wrote *path* (a
     file in a ``fitted/`` folder beside ``fit.yaml``), None where there is none."""
-    folder = Path(path).parent
-    summary = folder / FIT_SUMMARY
-    if folder.name != FITTED_DIR or not summary.is_file():
+    summary = fit_summary(path)
+    if summary is None:
         return None
     return _fitted_record(str(summary.resolve()), summary.stat().st_mtime_ns, part)
+
+
+def fit_summary(path: str | Path) -> Path | None:
+    """The ``fit.yaml`` of the validate fit that wrote *path* (a file in a ``fitted/``
+    folder beside it), None where *path* is no such file: what its draws are read from."""
+    folder = Path(path).parent
+    summary = folder / FIT_SUMMARY
+    return summary if folder.name == FITTED_DIR and summary.is_file() else None
 
 
 @cache
