@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from rich.console import Console
 
 from atpsim.api.point_trace import write_point_traces
@@ -38,6 +39,7 @@ from atpsim.sweep.lock import folder_lock
 from atpsim.sweep.owner import check_owner
 from atpsim.sweep.runner import Simulate, SweepInterrupted, check_jobs, stream_sweep
 from atpsim.sweep.table import SweepTable
+from atpsim.yamlfile import load_yaml
 
 __all__ = ["RunSummary", "SweepInterrupted", "SweepPoints", "expand_sweep", "load_scenario",
            "rebuild_report", "run_scenario"]
@@ -147,19 +149,41 @@ def run_scenario(
         table = stream_sweep(points, out, jobs=jobs, scheduler=scheduler, resume=resume,
                              fresh=fresh, simulate=simulate or default, progress=progress,
                              console=console, parquet="parquet" in scenario.output.formats)
-        _copy_scenario(Path(path), out / SCENARIO_COPY)
+        _copy_scenario(Path(path), out / SCENARIO_COPY, scenario.name)
         summary = RunSummary(out, table, [table.path, *_rebuild_report(out)])
         if selections:
             summary.files += write_point_traces(out, summary.frame, list(points), selections)
     return summary
 
 
-def _copy_scenario(path: Path, copy: Path) -> None:
+def _copy_scenario(path: Path, copy: Path, name: str) -> None:
     """Keep the scenario as run beside its results (nothing to do when *path* is that copy:
-    ``atpsim run out/scenario.yaml -o out`` reruns a run)."""
+    ``atpsim run out/scenario.yaml -o out`` reruns a run). A scenario without ``name`` is
+    named by its file's stem (*name*); its copy says so (:func:`named_copy`), so the copy
+    owns the folder under that name and reruns into it (:func:`check_owner`)."""
     if copy.exists() and path.resolve() == copy.resolve():
         return
-    shutil.copyfile(path, copy)
+    text = path.read_text(encoding="utf-8")
+    data = load_yaml(text, str(path))
+    if isinstance(data, dict) and "name" not in data:
+        copy.write_text(named_copy(text, data, name), encoding="utf-8")
+    else:
+        shutil.copyfile(path, copy)
+
+
+def named_copy(text: str, data: dict[str, Any], name: str) -> str:
+    """The scenario *text* (parsed: *data*, a mapping without ``name``) with ``name: <name>``
+    added: as a last line, comments and layout kept, where that parses to *data* and the
+    name (a block mapping); else *data* written again, the name first (a flow mapping)."""
+    line = yaml.safe_dump({"name": name}, default_flow_style=False, allow_unicode=True)
+    ending = "" if not text or text.endswith("\n") else "\n"
+    added = f"{text}{ending}# added by atpsim run: the scenario file's stem (it names none)\n{line}"
+    try:
+        if load_yaml(added, "the scenario copy") == {**data, "name": name}:
+            return added
+    except AtpsimError:
+        pass
+    return yaml.safe_dump({"name": name, **data}, sort_keys=False, allow_unicode=True)
 
 
 def scenario_draws(scenario: Scenario, n: int | None, seed: int | None) -> Draws | None:

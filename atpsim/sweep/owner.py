@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from atpsim.errors import AtpsimError, param
+from atpsim.results.io import iter_rows
 
 #: The copy each command keeps beside its results.
 COPIES = {"run": "scenario.yaml", "search": "search.yaml"}
@@ -42,9 +43,23 @@ def check_owner(out: Path, command: str, name: str, fresh: bool) -> None:
 
 
 def _name_in(path: Path) -> str:
-    """The ``name`` of the scenario copy at *path* ('' where it cannot be read)."""
+    """The ``name`` of the scenario copy at *path* ('' where it cannot be read); for a copy
+    that names none, the name its results were written under (:func:`_results_name`)."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeError, yaml.YAMLError):
         return ""
+    if isinstance(data, dict) and "name" not in data:
+        return _results_name(path.parent / RESULTS)
     return str(data.get("name", "")) if isinstance(data, dict) else ""
+
+
+def _results_name(results: Path) -> str:
+    """The ``scenario`` column of the first row of *results* ('' where there is none): the
+    name of a run whose scenario named none (its file's stem), kept in every row. A run now
+    writes that name into its copy; folders written before keep only this."""
+    try:
+        row = next(iter_rows(results), None)
+    except (OSError, UnicodeError, AtpsimError):
+        return ""
+    return str(row.get("scenario") or "") if row else ""
