@@ -51,7 +51,7 @@ class Case:
 def answer_blocks(frame: pd.DataFrame, workload: str) -> list[Heading | Paragraph | Table | Details]:
     """The page's answer section for a *workload* (``step`` or ``job``) table; empty when no
     row ran."""
-    cases = job_cases(frame) if workload == "job" else step_cases(frame)
+    cases = cases_of(frame, workload)
     if not cases:
         return []
     table = answer_table(cases, workload)
@@ -64,10 +64,15 @@ def answer_blocks(frame: pd.DataFrame, workload: str) -> list[Heading | Paragrap
     return [*blocks, head, Details(f"The other {len(cases) - OPEN_CASES} cases", [rest])]
 
 
+def cases_of(frame: pd.DataFrame, workload: str) -> list[Case]:
+    """The cases of a *workload* (``step`` or ``job``) table."""
+    return job_cases(frame) if workload == "job" else step_cases(frame)
+
+
 def answer_lines(frame: pd.DataFrame, workload: str) -> list[str]:
     """The answer as terminal lines: the sentence, then one line per case (what ``atpsim
     run`` prints when it ends); empty when no row ran."""
-    cases = job_cases(frame) if workload == "job" else step_cases(frame)
+    cases = cases_of(frame, workload)
     if not cases:
         return []
     baseline = "the other TP scheme" if workload == "job" else "N x 1, 1 chunk"
@@ -91,7 +96,7 @@ def answer_sentence(cases: list[Case], workload: str) -> str:
                 f"in {len(cases) - wins}.")  # fmt: skip
         baseline = "the other scheme's best"
     else:
-        text = (f"Which DeviceMesh(d1, d2) and chunk count make a step fastest? A 2D mesh "
+        text = (f"Which DeviceMesh(d1, d2) and chunk count make a step fastest? An ATP 2D mesh "
                 f"(d2 > 1) in {wins} of {len(cases)} cases.")  # fmt: skip
         baseline = "Megatron-LM's 1D TP (N x 1, one chunk)"
     if margins:
@@ -137,7 +142,7 @@ def step_cases(frame: pd.DataFrame) -> list[Case]:
         baseline = group[(group["d2"] == 1) & (group["chunks"] == 1)]
         cases.append(Case(
             _where(dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))),
-            _step_layout(best), float(best["step_time_s"]), int(best["d2"]) > 1,
+            _step_layout(best), float(best["step_time_s"]), _atp_2d(best),
             None if other.empty else _step_layout(other.iloc[0]),
             _ahead(best, other, "step_time_s"), _ahead(best, baseline, "step_time_s"),
             *_interval(best, "step_time_s")))  # fmt: skip
@@ -193,6 +198,12 @@ def _interval(best: pd.Series, column: str) -> tuple[float | None, float | None]
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return None, None
     return float(low), float(high)
+
+
+def _atp_2d(row: pd.Series) -> bool:
+    """An ATP mesh with d2 > 1 (a SUMMA grid is 2D too, but not ATP's)."""
+    scheme = row.get("scheme")
+    return int(row["d2"]) > 1 and (not isinstance(scheme, str) or scheme in ("atp", ""))
 
 
 def _step_layout(row: pd.Series) -> str:

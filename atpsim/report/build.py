@@ -59,6 +59,8 @@ class Page:
     verdicts: list[claims.Verdict]
     findings: list[str]
     provenance: Provenance
+    answer: str = ""
+    two_d_wins: tuple[int, int] | None = None
 
 
 def read_page(out_dir: Path, frame: pd.DataFrame, scenario_text: str, prov: Provenance) -> Page:
@@ -71,7 +73,11 @@ def read_page(out_dir: Path, frame: pd.DataFrame, scenario_text: str, prov: Prov
     checked = shown.verdicts(frame, reference)
     found = findings.findings(findings.Context(frame, reference, unit, checked), shown.findings)
     description = str(scenario.description).strip() if scenario.description else ""
-    return Page(options.title or f"atpsim report: {name}", description, unit, checked, found, prov)
+    cases = answer.cases_of(frame, shown.name)
+    sentence = answer.answer_sentence(cases, shown.name).removesuffix(" Per case:") if cases else ""
+    wins = (sum(c.two_d for c in cases), len(cases)) if cases else None
+    return Page(options.title or f"atpsim report: {name}", description, unit, checked, found, prov,
+                sentence, wins)  # fmt: skip
 
 
 def build_report(out_dir: Path, frame: pd.DataFrame, scenario_text: str) -> list[Path]:

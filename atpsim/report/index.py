@@ -1,8 +1,9 @@
 """The index page of a folder of reports: ``atpsim report --index reports/`` writes
 ``reports/index.html``, one page that lists every run folder under it (one holding a
-results.csv): a table of the reports (points, the paper's claims that hold, the date the
-results were first reported), then per report its description's first sentence, its key
-findings and links to its page, Markdown, results and scenario.
+results.csv): a summary of them all, a table of the reports (points, in how many cases a 2D
+mesh is fastest, the paper's claims that hold, the date the results were first reported),
+then per report its description's first sentence, its answer, its key findings and links to
+its page, Markdown, results and scenario.
 
 It reads each folder as :func:`atpsim.report.build.read_page` does for the report itself
 (results.csv, scenario.yaml, provenance.json) and writes nothing into them, so the index
@@ -89,14 +90,20 @@ def _document(pages: list[tuple[Path, Page]]) -> Document:
         Paragraph(f"Built by atpsim {atpsim_version()} from the report folders beside this page; "
                   "`atpsim report --index <this folder>` rebuilds it, `atpsim report "
                   "<folder>` rebuilds one report.", note=True),  # fmt: skip
-        Table(["report", "points", "the paper's claims that hold", "results first reported"],
-              [_row(run, page) for run, page in pages]),  # fmt: skip
+        Paragraph(overall(pages)),
+        Paragraph("Units: TFLOP/s are SI (10^12 FLOP/s) except where a report compares with the "
+                  "ATP paper's tables, which use the paper's 2^40 FLOP/s; each finding names its "
+                  "unit. Times are in seconds.", note=True),  # fmt: skip
+        Table(["report", "points", "answer", "the paper's claims that hold",
+               "results first reported"], [_row(run, page) for run, page in pages]),  # fmt: skip
     )
     for run, page in pages:
         href = folder_href(run)
-        document.add(Heading(f"[{md_escape(page.title)}]({href}report.html)"))
+        document.add(Heading(f"[{md_escape(_title(run, page))}]({href}report.html)"))
         if page.description:
             document.add(Paragraph(first_sentence(page.description)))
+        if page.answer:
+            document.add(Paragraph(f"**Answer.** {page.answer}"))
         document.add(Bullets(page.findings))
         links = f"[report.md]({href}report.md) · " + sentence(page.provenance, href)
         document.add(Paragraph(links, note=True))
@@ -112,9 +119,34 @@ def folder_href(run: Path) -> str:
 
 def _row(run: Path, page: Page) -> list[str]:
     checked = [v for v in page.verdicts if v.agrees is not None]
-    agreed = f"{sum(bool(v.agrees) for v in checked)} of {len(checked)}" if checked else ""
+    agreed = f"{sum(bool(v.agrees) for v in checked)} of {len(checked)}" if checked else "- (no paper figure)"
+    wins = f"an ATP 2D mesh is fastest in {page.two_d_wins[0]} of {page.two_d_wins[1]} cases" \
+        if page.two_d_wins else "-"
     return [f"[{md_escape(run.name)}]({folder_href(run)}report.html)", str(page.provenance.rows),
-            agreed, page.provenance.date or "not recorded"]  # fmt: skip
+            wins, agreed, page.provenance.date or "not recorded"]  # fmt: skip
+
+
+def _title(run: Path, page: Page) -> str:
+    """``name: title`` (the folder's name first, so every entry reads alike), or the name
+    alone where the scenario gives no title."""
+    title = page.title.removeprefix("atpsim report: ")
+    return run.name if title == run.name else f"{run.name}: {title}"
+
+
+def overall(pages: list[tuple[Path, Page]]) -> str:
+    """The whole folder in two sentences: reports and points, the paper's claims that hold,
+    and in how many cases a 2D mesh is fastest (counted on each report's answer table)."""
+    points = sum(page.provenance.rows for _, page in pages)
+    checked = [v for _, page in pages for v in page.verdicts if v.agrees is not None]
+    cases = [page.two_d_wins for _, page in pages if page.two_d_wins]
+    text = f"{len(pages)} reports, {points:,} simulated points."
+    if checked:
+        text += (f" Of the ATP paper's {len(checked)} claims checked, "
+                 f"{sum(bool(v.agrees) for v in checked)} hold in the simulation.")  # fmt: skip
+    if cases:
+        text += (f" An ATP 2D mesh is the fastest layout in {sum(w for w, _ in cases)} of "
+                 f"{sum(n for _, n in cases)} cases across the reports' answer tables.")  # fmt: skip
+    return text
 
 
 def first_sentence(text: str) -> str:

@@ -187,7 +187,7 @@ def test_run_ends_with_what_it_found(fake_simulator, scenario, tmp_path, monkeyp
     report = (Path("reports/tiny") / "report.md").read_text()
     assert all(line[2:] in report for line in tail.splitlines())
     answer = result.stdout.split("the answer: ")[1].split("what it found")[0].splitlines()
-    assert "A 2D mesh (d2 > 1) in 1 of 1 cases" in answer[0]
+    assert "An ATP 2D mesh (d2 > 1) in 1 of 1 cases" in answer[0]
     assert answer[1].startswith("  M1 on ic3") and ": 4x2, " in answer[1]
     assert answer[1].endswith("on N x 1, 1 chunk)")
 

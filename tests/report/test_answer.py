@@ -36,7 +36,7 @@ def test_a_step_case_names_the_fastest_fitting_simulated_row_and_its_margins():
 
 def test_the_sentence_counts_the_tables_rows():
     cases = step_cases(_step_rows())
-    assert "A 2D mesh (d2 > 1) in 1 of 1 cases" in answer_sentence(cases, "step")
+    assert "An ATP 2D mesh (d2 > 1) in 1 of 1 cases" in answer_sentence(cases, "step")
     assert "25.0% faster than Megatron-LM's 1D TP" in answer_sentence(cases, "step")
 
 

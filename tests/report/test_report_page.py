@@ -139,7 +139,9 @@ def test_the_index_lists_every_report(tmp_path, monkeypatch):
     assert result.exit_code == 0 and result.output == f"{tmp_path / 'index.html'}\n"
     page = (tmp_path / "index.html").read_text()
     assert page.index('<a href="a/report.html">a</a>') < page.index('<a href="b/report.html">b</a>')
-    assert '<h2><a href="a/report.html">The A report</a></h2>' in page
+    assert '<h2><a href="a/report.html">a: The A report</a></h2>' in page
+    assert '<h2><a href="b/report.html">b</a></h2>' in page
+    assert "2 reports, 48 simulated points." in page and "<strong>Answer.</strong>" in page
     assert "<p>Bars.</p>" in page and "12 points: 12 simulated." in page
     assert '<a href="b/results.csv">results.csv</a> (12 rows' in page and "1970-01-01" in page
     assert not (tmp_path / "not-a-report" / "index.html").exists()
