@@ -60,11 +60,11 @@ from atpsim.calibrate.measurements.samples import (
 )
 from atpsim.calibrate.trace.layer import TracedLayer
 from atpsim.calibrate.trace.mapping import MatchedOp, TraceMapping, layer_program, map_trace
-from atpsim.calibrate.trace.reader import KinetoTrace
+from atpsim.calibrate.trace.reader import KinetoTrace, TraceOp
 from atpsim.compute.hardware import HardwareProfile, load_profile
 from atpsim.compute.timing import compute_time_s, memory_op_class
 from atpsim.errors import AtpsimError, param, read_text
-from atpsim.program import CommOp, ComputeOp
+from atpsim.program import CommOp, ComputeOp, Task
 from atpsim.topology.custom import build_custom
 from atpsim.topology.spec import load_topology
 
@@ -133,12 +133,9 @@ def compare_trace(
     """Map *trace* onto *layer*'s program and predict each op, and the step by *predict*
     (module docstring)."""
     mesh = layer.mesh
-    mapping = map_trace(trace, layer_program(layer.model, mesh, layer.chunks), mesh)
-    traced_gemms = any(op.kind == "gemm" for op in trace.ops)
-    if not mapping.matched or (traced_gemms and not any(e.kind == "gemm" for e in mapping.matched)):
-        what = "GEMMs" if mapping.matched else "ops"
-        raise AtpsimError(f"none of the trace's {what} matches the program of {layer.describe()}: "
-                          f"it profiled another layer (wrong {param('layer')}?)", source=str(trace.path))  # fmt: skip
+    tasks = layer_program(layer.model, mesh, layer.chunks)
+    mapping = map_trace(trace, tasks, mesh)
+    _refuse_another_layer(trace, mapping, layer, tasks)
     if fitted is not None and profile is not None:
         raise AtpsimError("give a measurements folder (--fitted) or a hardware profile "
                           "(--profile), not both", param="profile")  # fmt: skip
@@ -152,6 +149,50 @@ def compare_trace(
     measured = statistics.median(trace.step_s)
     return TraceComparison(trace.path, layer, source, ops, mapping, measured,
                            _predict_step(layer, predictor, measured, predict))  # fmt: skip
+
+
+def _refuse_another_layer(trace: KinetoTrace, mapping: TraceMapping, layer: TracedLayer,
+                          tasks: tuple[Task, ...]) -> None:  # fmt: skip
+    """Refuse a trace that profiled another layer than *layer* (a wrong ``--layer``, or a
+    trace of another mesh or sizes): none of its ops, or none of its GEMMs, matches the
+    program; or some of its GEMMs (collectives) match no program GEMM (collective) while the
+    program has GEMMs (collectives) the trace never ran, or none at all: the shapes disagree,
+    so the ops that do match would be predicted for a layer the trace did not run."""
+    traced_gemms = any(op.kind == "gemm" for op in trace.ops)
+    if not mapping.matched or (traced_gemms and not any(e.kind == "gemm" for e in mapping.matched)):
+        what = "GEMMs" if mapping.matched else "ops"
+        raise AtpsimError(f"none of the trace's {what} matches the program of {layer.describe()}: "
+                          f"it profiled another layer (wrong {param('layer')}?)", source=str(trace.path))  # fmt: skip
+    kinds = {t.op.name: _kind(t.op) for t in tasks}
+    for kind, label in (("gemm", "GEMMs"), ("comm", "collectives")):
+        left = [op for op in mapping.unpaired if op.kind == kind]
+        unseen = [name for name in mapping.missing if kinds.get(name) == kind]
+        if not left or not (unseen or kind not in kinds.values()):
+            continue
+        total = sum(op.kind == kind for op in trace.ops)
+        program = f"whose {unseen[0]}{_more(unseen)} never ran in the trace" if unseen \
+            else f"which has no {label}"  # fmt: skip
+        raise AtpsimError(f"{len(left)} of the trace's {total} {label} (first: {_shown(left[0])}) "
+                          f"match none of the program of {layer.describe()}, {program}: it "
+                          f"profiled another layer (wrong {param('layer')}?)", source=str(trace.path))  # fmt: skip
+
+
+def _kind(op: ComputeOp | CommOp) -> str:
+    if isinstance(op, CommOp):
+        return "comm"
+    return "gemm" if op.kind == "gemm" else "memory"
+
+
+def _shown(op: TraceOp) -> str:
+    """A traced GEMM or collective in a few words: its name and shape or payload."""
+    if op.gemm is not None:
+        batch, m, n, k = op.gemm
+        return f"{op.name} {m}x{n}, k {k}" + (f", batch {batch}" if batch > 1 else "")
+    return f"{op.name} of {op.nbytes:.0f} B"
+
+
+def _more(items: list[Any]) -> str:
+    return f" and {len(items) - 1} more" if len(items) > 1 else ""
 
 
 def _check(entry: MatchedOp, predictor: _Predictor, layer: TracedLayer) -> OpCheck:

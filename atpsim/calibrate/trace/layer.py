@@ -1,7 +1,8 @@
 """Which layer a trace profiled: from the trace's ``atpsim_layer`` entry (written by
 ``validation/bench/profile_layer.py``) or from a ``--layer`` text such as
 ``hidden=256,heads=8,batch=4,seq=128,mesh=1x2,chunks=1,dtype=fp32`` for a trace made
-elsewhere; the text's keys override the trace's."""
+elsewhere. The text completes what the trace leaves out; a value the trace's entry says
+otherwise is refused (the trace knows the layer it profiled)."""
 
 from __future__ import annotations
 
@@ -65,12 +66,52 @@ def parse_layer_text(text: str) -> dict[str, Any]:
     return values
 
 
+def _refuse_contradictions(described: dict[str, Any], given: dict[str, Any]) -> None:
+    """Refuse ``--layer`` values that the trace's own :data:`METADATA_KEY` entry says
+    otherwise (*described*): the trace records the layer it profiled, so another mesh or size
+    would map its ops onto the wrong program. Values that agree, and keys the entry leaves
+    out, are taken."""
+    said = [(f"{key}={given[key]}", f"{key}={described[key]}") for key in _KEYS
+            if key in given and key in described and key not in ("d1", "d2")
+            and _disagree(given[key], described[key])]  # fmt: skip
+    said[:0] = _mesh_contradiction(described, given)
+    if said:
+        ours, theirs = (", ".join(side) for side in zip(*said, strict=True))
+        one = len(said) == 1
+        raise AtpsimError(f"{ours} {'contradicts' if one else 'contradict'} the trace's own "
+                          f"{METADATA_KEY!r} entry, which says {theirs}: the trace records the "
+                          f"layer it profiled; leave {'it' if one else 'them'} out of "
+                          f"{param('layer')} or give the trace's {'value' if one else 'values'}",
+                          param="layer")  # fmt: skip
+
+
+def _mesh_contradiction(described: dict[str, Any], given: dict[str, Any]) -> list[tuple[str, str]]:
+    """``[("mesh=2x1", "mesh=1x2")]`` where *given* sets a mesh (or d1, d2) the trace's entry
+    says otherwise; ``[]`` where they agree or either leaves it out."""
+    keys = [k for k in ("d1", "d2") if k in given and k in described]
+    if not any(_disagree(given[k], described[k]) for k in keys):
+        return []
+    if len(keys) == 2:
+        return [(f"mesh={given['d1']}x{given['d2']}", f"mesh={described['d1']}x{described['d2']}")]
+    return [(f"{k}={given[k]}", f"{k}={described[k]}") for k in keys]
+
+
+def _disagree(given: Any, described: Any) -> bool:
+    """Whether a ``--layer`` value differs from the trace's valid one (a dtype as text, the
+    rest whole numbers); an entry's invalid value (``"4"``, ``4.0``) is not contradicted but
+    replaced: ``--layer`` may mend an entry written by hand."""
+    if isinstance(given, str):
+        return isinstance(described, str) and given != described.strip()
+    return isinstance(described, int) and not isinstance(described, bool) and given != described
+
+
 def traced_layer(metadata: dict[str, Any], text: str | None = None) -> TracedLayer:
     """The layer of a trace whose top-level entries are *metadata*, *text* (``--layer``)
-    overriding them."""
+    adding what they leave out (a value they say otherwise is refused, naming both)."""
     described = metadata.get(METADATA_KEY)
     values = dict(described) if isinstance(described, dict) else {}
     given = parse_layer_text(text or "")
+    _refuse_contradictions(values, given)
     values.update(given)
     missing = [k for k in _REQUIRED if k not in values]
     if missing:

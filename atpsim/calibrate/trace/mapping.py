@@ -54,12 +54,14 @@ class MatchedOp:
 @dataclass(frozen=True)
 class TraceMapping:
     """Every program op with its measured times, and what could not be placed: trace time
-    (s, summed over steps) by kind that matched no program op, and program ops never seen."""
+    (s, summed over steps) by kind that matched no program op, and program ops never seen;
+    *unpaired* the trace's GEMMs and collectives (every step's) that matched no program op."""
 
     matched: tuple[MatchedOp, ...]
     unattributed_s: dict[str, float]
     missing: tuple[str, ...]
     steps: int
+    unpaired: tuple[TraceOp, ...] = ()
 
 
 def layer_program(model: ModelConfig, mesh: DeviceMesh, chunks: int) -> tuple[Task, ...]:
@@ -82,6 +84,7 @@ def map_trace(trace: KinetoTrace, tasks: Sequence[Task], mesh: DeviceMesh) -> Tr
     """Match every step of *trace* to *tasks* (module docstring)."""
     entries: dict[str, MatchedOp] = {}
     unattributed: dict[str, float] = defaultdict(float)
+    unpaired: list[TraceOp] = []
     for step in range(len(trace.step_s)):
         ops = [op for op in trace.ops if op.step == step]
         gemms = _zip(_gemm_tasks(tasks), [o for o in ops if o.kind == "gemm"], _gemm_key)
@@ -93,6 +96,7 @@ def map_trace(trace: KinetoTrace, tasks: Sequence[Task], mesh: DeviceMesh) -> Tr
             for task, traced in pairs:
                 if task is None:
                     unattributed[kind] += traced.dur_s
+                    unpaired.append(traced)
                 else:
                     _record(entries, task.op.name, kind, (task.op,), traced.dur_s, [traced])
         memory = _memory_groups(tasks, ops, {id(o): t.id for t, o in gemms if t is not None})
@@ -105,7 +109,8 @@ def map_trace(trace: KinetoTrace, tasks: Sequence[Task], mesh: DeviceMesh) -> Tr
                 _record(entries, key, "memory", group, duration, traced_ops)
     missing = sorted({t.op.name for t in tasks} - {n for e in entries.values() for n in _names(e)})
     ordered = _in_program_order(entries, tasks)
-    return TraceMapping(ordered, dict(unattributed), tuple(missing), len(trace.step_s))
+    return TraceMapping(ordered, dict(unattributed), tuple(missing), len(trace.step_s),
+                        tuple(unpaired))  # fmt: skip
 
 
 def group_key(group: Sequence[ComputeOp | CommOp]) -> str:
