@@ -30,6 +30,7 @@ COMMAND_MODULES = {
     "search": "search",
     "report": "report",
     "validate": "validate",
+    "import": "import_cmd",
 }
 
 

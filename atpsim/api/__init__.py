@@ -79,6 +79,13 @@ _EXPORTS: dict[str, str] = {
     "SweepInterrupted": "scenario",
     "load_scenario": "scenario",
     "expand_sweep": "scenario",
+    # a framework's run description as a job scenario
+    "import_job": "importer",
+    "imported_yaml": "importer",
+    "check_imported": "importer",
+    "importer_kinds": "importer",
+    "ImportedJob": "importer",
+    "ImportOptions": "importer",
     # topology
     "load_topology": "topology",
     "topology_summary": "topology",
@@ -147,6 +154,8 @@ __all__ = [
     "EXIT_CODES",
     "MEMORY_SHARE",
     "FolderFit",
+    "ImportedJob",
+    "ImportOptions",
     "JobCandidate",
     "SearchResult",
     "SweepPoints",
@@ -199,6 +208,10 @@ __all__ = [
     "hardware_profile",
     "hcm",
     "hcm_as_dict",
+    "import_job",
+    "imported_yaml",
+    "check_imported",
+    "importer_kinds",
     "layer_dims",
     "load_scenario",
     "load_topology",
@@ -288,6 +301,14 @@ if TYPE_CHECKING:
         memory_op_class,
         model_preset,
         run_collective,
+    )
+    from atpsim.api.importer import (
+        ImportedJob,
+        ImportOptions,
+        check_imported,
+        import_job,
+        imported_yaml,
+        importer_kinds,
     )
     from atpsim.api.job_links import write_job_links
     from atpsim.api.job_point import simulate_job_point

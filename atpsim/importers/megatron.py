@@ -1,0 +1,617 @@
+"""A Megatron-LM launch command line or argument file as a job scenario.
+
+The input is a shell script that launches ``pretrain_gpt.py`` (``torchrun --nnodes N
+--nproc-per-node G pretrain_gpt.py --num-layers ...``; variables and arrays set in the script
+are substituted, :mod:`atpsim.importers.cmdline`) or a file of its arguments alone. Flags are
+Megatron-LM's own (``megatron/training/arguments.py``: ``_add_network_size_args``,
+``_add_training_args``, ``_add_distributed_args``, ``_add_mixed_precision_args``,
+``_add_moe_args``, ``_add_tokenizer_args``, ``_add_transformer_engine_args``), read with
+Megatron-LM's defaults where a flag is left out and its rules where it derives one
+(``validate_args``):
+
+=========================================  =================================================
+flag (Megatron-LM default)                 scenario key
+=========================================  =================================================
+--num-layers, --hidden-size,               model.layers, .hidden, .heads (required: Megatron-LM
+--num-attention-heads                      asserts they are given)
+--seq-length (or --encoder-seq-length)     model.seq (required)
+--ffn-hidden-size (4 x hidden; with        model.ffn_hidden
+--swiglu int(8 x hidden / 3 / 64) x 64)
+--swiglu (off: GeLU)                       model.ffn: swiglu
+--group-query-attention with               model.kv_heads (without --group-query-attention
+--num-query-groups (1)                     the groups are ignored, as Megatron-LM ignores them)
+--untie-embeddings-and-output-weights      model.tie_embeddings: false (tied by default)
+(tied)
+--bf16 / --fp16 / --fp8-format (fp32)      model.dtype (fp8: FP8 GEMMs, bf16 elsewhere)
+--vocab-size, --tokenizer-type,            model.vocab: the tokenizer's tokens (GPT-2's 50,257
+--padded-vocab-size,                       for GPT2BPETokenizer; NullTokenizer adds its EOD),
+--make-vocab-size-divisible-by (128)       padded to a multiple of 128 x TP
+--num-experts, --moe-router-topk (2),      model.experts, .top_k, .expert_ffn_hidden,
+--moe-ffn-hidden-size (ffn), --moe-layer-  .moe_every, .capacity_factor
+freq (1), --moe-expert-capacity-factor
+torchrun --nnodes x --nproc-per-node       parallelism.devices (or ``--gpus`` of atpsim import)
+--tensor-model-parallel-size (1)           parallelism.tp: [[t, 1]] (1D TP)
+--pipeline-model-parallel-size (1)         parallelism.pp
+--num-layers-per-virtual-pipeline-stage,   parallelism.virtual_stages, schedule: interleaved
+--num-virtual-stages-per-pipeline-rank
+--decoder-first/last-pipeline-num-layers   parallelism.partition
+--context-parallel-size (1)                parallelism.cp
+--expert-model-parallel-size (1)           parallelism.ep
+--micro-batch-size (required)              parallelism.micro_batch
+--global-batch-size (micro x DP)           parallelism.global_batch
+--sequence-parallel (off; off at TP 1)     parallelism.sequence_parallel
+--recompute-granularity, --recompute-      parallelism.recompute (none by default)
+activations (= selective)
+--use-distributed-optimizer (off)          parallelism.zero: 1 (else 0)
+=========================================  =================================================
+
+Flags that change a real run's time but that atpsim does not simulate (FlashAttention,
+RMSNorm, RoPE, TP communication overlap, fused kernels, ...) are warnings, as is anything
+not understood; flags with no bearing on an iteration's time (learning rate, data,
+checkpoints, logging) are listed as ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from atpsim.errors import did_you_mean, read_text
+from atpsim.importers.cmdline import Script, Word, read_script
+from atpsim.importers.common import (
+    KNOWN_TOKENIZERS,
+    ImportOptions,
+    JobDraft,
+    finish,
+    option_origin,
+    padded_vocab,
+    scenario_name,
+    whole,
+)
+from atpsim.importers.trace import ImportedJob, Origin, Traced, default, traced
+
+KIND = "megatron"
+FRAMEWORK = "Megatron-LM"
+#: The ``atpsim import`` options a Megatron-LM command line takes (the rest it gives itself).
+OPTIONS = frozenset({"topology", "gpus", "vocab", "name", "out_dir"})
+
+#: torchrun's options that size the job (``--nnodes``, ``--nproc-per-node``), both spellings.
+_NODES = ("--nnodes",)
+_PER_NODE = ("--nproc-per-node", "--nproc_per_node")
+
+#: Flags understood, with no bearing on one iteration's time, and why.
+_OPTIMIZER = "optimizer or learning-rate setting"
+_DATA = "data or tokenizer file"
+_RUN = "logging, checkpointing, evaluation or run length"
+_NUMERICS = "numerics: the same operations at the same precision"
+IGNORED_FLAGS: dict[str, str] = {
+    **dict.fromkeys((
+        "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters", "--lr-decay-samples",
+        "--lr-warmup-fraction", "--lr-warmup-iters", "--lr-warmup-samples", "--lr-warmup-init",
+        "--lr-wsd-decay-style", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
+        "--weight-decay", "--start-weight-decay", "--end-weight-decay",
+        "--weight-decay-incr-style", "--clip-grad", "--adam-beta1", "--adam-beta2",
+        "--adam-eps", "--init-method-std", "--seed", "--attention-dropout", "--hidden-dropout",
+        "--loss-scale", "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
+        "--hysteresis", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler",
+        "--decoupled-lr", "--decoupled-min-lr", "--moe-aux-loss-coeff", "--moe-z-loss-coeff",
+        "--moe-router-load-balancing-type", "--moe-router-score-function",
+        "--moe-router-pre-softmax", "--embedding-init-method-std",
+    ), _OPTIMIZER),
+    **dict.fromkeys((
+        "--data-path", "--split", "--train-data-path", "--valid-data-path", "--test-data-path",
+        "--data-cache-path", "--data-args-path", "--mock-data", "--vocab-file", "--merge-file",
+        "--tokenizer-model", "--num-workers", "--dataloader-type", "--reset-position-ids",
+        "--reset-attention-mask", "--eod-mask-loss", "--num-dataset-builder-threads",
+        "--no-mmap-bin-files", "--no-create-attention-mask-in-dataloader", "--tokenizer-type",
+        "--vocab-size", "--make-vocab-size-divisible-by",
+    ), _DATA),
+    **dict.fromkeys((
+        "--train-iters", "--train-samples", "--exit-interval", "--exit-duration-in-mins",
+        "--exit-signal-handler", "--log-interval", "--save-interval", "--eval-interval",
+        "--eval-iters", "--save", "--load", "--pretrained-checkpoint", "--finetune",
+        "--tensorboard-dir", "--tensorboard-log-interval", "--tensorboard-queue-size",
+        "--log-throughput", "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard",
+        "--log-memory-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm",
+        "--log-num-zeros-in-grad", "--log-progress", "--timing-log-level", "--timing-log-option",
+        "--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity",
+        "--ckpt-format", "--use-dist-ckpt", "--async-save", "--ckpt-fully-parallel-load",
+        "--no-load-optim", "--no-load-rng", "--no-save-optim", "--no-save-rng",
+        "--distributed-timeout-minutes", "--distributed-backend", "--use-mcore-models",
+        "--no-check-for-nan-in-loss-and-grad", "--profile", "--profile-step-start",
+        "--profile-step-end", "--profile-ranks", "--use-pytorch-profiler", "--manual-gc",
+        "--manual-gc-interval", "--local-rank", "--use-cpu-initialization",
+        "--rampup-batch-size", "--logging-level", "--log-energy",
+    ), _RUN),
+    **dict.fromkeys((
+        "--attention-softmax-in-fp32", "--accumulate-allreduce-grads-in-fp32",
+        "--apply-query-key-layer-scaling", "--norm-epsilon", "--rotary-base", "--rotary-percent",
+        "--rotary-interleaved", "--use-rope-scaling", "--rope-scaling-factor", "--fp8-margin",
+        "--fp8-interval", "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-recipe",
+        "--transformer-impl", "--no-async-tensor-model-parallel-allreduce",
+        "--apply-layernorm-1p", "--add-qkv-bias", "--init-method-xavier-uniform",
+    ), _NUMERICS),
+    "--max-position-embeddings": "the position table's size: its lookup is not timed",
+    "--optimizer": "Adam (the default) is what atpsim's optimizer step and memory assume",
+    "--squared-relu": "the same GEMMs as GeLU",
+    "--openai-gelu": "the same GEMMs as GeLU",
+}  # fmt: skip
+
+#: Flags understood that change a real run's time or memory, which atpsim does not simulate.
+NOT_MODELLED_FLAGS: dict[str, str] = {
+    "--use-flash-attn": "attention is timed unfused (its s x s scores written out); "
+                        "FlashAttention is faster and keeps less memory",
+    "--attention-backend": "attention is timed unfused, whatever the backend",
+    "--normalization": "RMSNorm is timed as LayerNorm",
+    "--position-embedding-type": "rotary and other position embeddings are not timed",
+    "--use-rotary-position-embeddings": "rotary position embeddings are not timed",
+    "--disable-bias-linear": "linear biases are counted as Megatron-LM's default "
+                             "(add_bias_linear): under 0.01% of the parameters",
+    "--tp-comm-overlap": "TP communication overlapped with GEMMs (Transformer Engine "
+                         "userbuffers) is not simulated: TP communication is exposed",
+    "--overlap-param-gather": "the distributed optimizer's parameter all-gather runs after the "
+                              "optimizer step, not overlapped with the next forward",
+    "--overlap-p2p-communication-warmup-flush": "pipeline sends are timed as atpsim's schedule "
+                                                "issues them",
+    "--no-overlap-p2p-communication": "pipeline sends are timed as atpsim's schedule issues them",
+    "--no-gradient-accumulation-fusion": "kernel fusion is not modelled op by op",
+    "--cross-entropy-loss-fusion": "kernel fusion is not modelled op by op",
+    "--no-bias-gelu-fusion": "kernel fusion is not modelled op by op",
+    "--no-bias-swiglu-fusion": "kernel fusion is not modelled op by op",
+    "--no-bias-dropout-fusion": "kernel fusion is not modelled op by op",
+    "--no-masked-softmax-fusion": "kernel fusion is not modelled op by op",
+    "--no-rope-fusion": "kernel fusion is not modelled op by op",
+    "--moe-grouped-gemm": "expert GEMMs are timed one expert at a time",
+    "--moe-token-dispatcher-type": "the dispatch is timed as atpsim's all-to-all",
+    "--moe-permute-fusion": "kernel fusion is not modelled op by op",
+    "--moe-shared-expert-intermediate-size": "shared experts are not modelled",
+    "--moe-router-topk-scaling-factor": "routing is timed as plain top-k",
+    "--expert-tensor-parallel-size": "experts are split over TP as the dense layers are",
+    "--kv-channels": "a head's width is hidden / heads",
+    "--recompute-method": "'block' recomputes only some layers; atpsim recomputes every layer "
+                          "at the granularity given",
+    "--recompute-num-layers": "atpsim recomputes every layer at the granularity given",
+    "--recompute-modules": "selective recomputation is attention's core only",
+    "--distribute-saved-activations": "stored activations are not split over TP",
+    "--cpu-offloading-num-layers": "CPU offloading of layers is not modelled",
+    "--account-for-embedding-in-pipeline-split": "the partition is the one given (or even)",
+    "--account-for-loss-in-pipeline-split": "the partition is the one given (or even)",
+    "--pipeline-model-parallel-layout": "the partition is the one given (or even)",
+    "--num-distributed-optimizer-instances": "one distributed optimizer over all of DP",
+    "--use-torch-fsdp2": "FSDP (ZeRO-3) is not modelled: ZeRO 0 or 1 only",
+    "--use-megatron-fsdp": "FSDP (ZeRO-3) is not modelled: ZeRO 0 or 1 only",
+    "--data-parallel-sharding-strategy": "FSDP sharding is not modelled: ZeRO 0 or 1 only",
+    "--fp8-param-gather": "parameters are gathered in the model's dtype",
+    "--first-last-layers-bf16": "every layer runs in the model's dtype",
+    "--ddp-bucket-size": "gradient buckets are atpsim's (JobConfig.bucket_bytes)",
+    "--ddp-num-buckets": "gradient buckets are atpsim's (JobConfig.bucket_bytes)",
+    "--use-tp-pp-dp-mapping": "ranks are ordered tp-cp-dp-pp (Megatron-Core's default order)",
+    "--multi-latent-attention": "multi-latent attention is timed as multi-head attention",
+    "--mtp-num-layers": "multi-token prediction layers are not modelled",
+    "--window-size": "sliding-window attention is timed as full attention",
+    "--moe-layer-recompute": "selective recomputation is attention's core only",
+}
+
+#: Flags that take no value (``action='store_true'`` / ``'store_false'``) among those read.
+SWITCHES = frozenset({
+    "--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights", "--bf16",
+    "--fp16", "--sequence-parallel", "--recompute-activations", "--use-distributed-optimizer",
+    "--overlap-grad-reduce", "--grad-reduce-in-bf16",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One flag of the command line with its values (``--data-path`` takes several)."""
+
+    flag: str
+    values: tuple[Word, ...]
+    word: Word
+
+    def origins(self, source: str) -> tuple[Origin, ...]:
+        """The flag as written at its line, and each variable assignment its values came from."""
+        text = " ".join([self.flag, *(w.text for w in self.values)])
+        origins = [Origin(text, source, self.word.line)]
+        origins += [Origin(w.variable, source, w.variable_line) for w in self.values
+                    if w.variable and w.variable_line is not None]  # fmt: skip
+        return tuple(origins)
+
+
+class _Reader:
+    """The arguments of the command line, read once each; what is left is sorted into the
+    findings (:meth:`sort_the_rest`)."""
+
+    def __init__(self, arguments: dict[str, Argument], draft: JobDraft):
+        self.arguments = arguments
+        self.draft = draft
+        self.read: set[str] = set()
+
+    def given(self, flag: str) -> bool:
+        return flag in self.arguments
+
+    def origins(self, flag: str) -> tuple[Origin, ...]:
+        self.read.add(flag)
+        return self.arguments[flag].origins(self.draft.source)
+
+    def text(self, flag: str) -> str:
+        argument = self.arguments[flag]
+        self.read.add(flag)
+        if len(argument.values) != 1:
+            raise self.draft.error(f"expected one value, got {len(argument.values)}",
+                                   argument.origins(self.draft.source)[0], flag)  # fmt: skip
+        return argument.values[0].text
+
+    def number(self, flag: str, fallback: int | None = None, *, low: int = 1) -> Traced | None:
+        """*flag*'s whole number, traced; else *fallback* as Megatron-LM's default (None: no
+        value)."""
+        if flag in self.arguments:
+            origins = self.origins(flag)
+            return traced(whole(self.text(flag), origins[0], flag, self.draft, low=low), *origins)
+        if fallback is None:
+            return None
+        return traced(fallback, default(f"{FRAMEWORK}'s default {fallback} for {flag}"))
+
+    def setting(self, flag: str, fallback: int) -> Traced:
+        """*flag*'s whole number, else Megatron-LM's default *fallback*; traced."""
+        item = self.number(flag, fallback)
+        assert item is not None
+        return item
+
+    def required(self, flag: str, *, alias: str | None = None) -> Traced:
+        item = self.number(flag) or (self.number(alias) if alias else None)
+        if item is None:
+            raise self.draft.error(f"missing {flag}: {FRAMEWORK} requires it (validate_args)",
+                                   key=flag)  # fmt: skip
+        return item
+
+    def peek(self, flag: str) -> str | None:
+        """*flag*'s first value, without counting it as read (None where not given)."""
+        argument = self.arguments.get(flag)
+        return argument.values[0].text if argument and argument.values else None
+
+    def switch(self, flag: str) -> bool:
+        if flag in self.arguments:
+            self.read.add(flag)
+            return True
+        return False
+
+    def choice(self, flag: str, choices: tuple[str, ...]) -> str | None:
+        if flag not in self.arguments:
+            return None
+        value = self.text(flag)
+        if value not in choices:
+            raise self.draft.error(f"expected one of {', '.join(choices)}, got {value!r}",
+                                   self.origins(flag)[0], flag)  # fmt: skip
+        return value
+
+    def sort_the_rest(self) -> None:
+        """Every argument not read: ignored, not modelled, or not understood."""
+        known = {*IGNORED_FLAGS, *NOT_MODELLED_FLAGS, *_READ}
+        for flag, argument in self.arguments.items():
+            if flag in self.read:
+                continue
+            origin = argument.origins(self.draft.source)[0]
+            if flag in IGNORED_FLAGS:
+                self.draft.ignored(origin, IGNORED_FLAGS[flag])
+            elif flag in NOT_MODELLED_FLAGS:
+                self.draft.not_modelled(origin, NOT_MODELLED_FLAGS[flag])
+            else:
+                self.draft.unknown(origin, f"not a flag atpsim reads{_nearest(flag, known)}")
+
+
+def _nearest(flag: str, known: set[str]) -> str:
+    hint = did_you_mean(flag, sorted(known))
+    return hint if hint.startswith(" (did you mean") else ""
+
+
+#: Every flag :func:`import_megatron` reads (for "did you mean").
+_READ = (
+    "--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--swiglu",
+    "--group-query-attention", "--num-query-groups", "--seq-length", "--encoder-seq-length",
+    "--untie-embeddings-and-output-weights", "--bf16", "--fp16", "--fp8-format", "--vocab-size",
+    "--padded-vocab-size", "--tokenizer-type", "--make-vocab-size-divisible-by", "--num-experts",
+    "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq", "--moe-expert-capacity-factor",
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--context-parallel-size", "--expert-model-parallel-size", "--micro-batch-size",
+    "--global-batch-size", "--sequence-parallel", "--recompute-granularity",
+    "--recompute-activations", "--use-distributed-optimizer", "--overlap-grad-reduce",
+    "--grad-reduce-in-bf16",
+)  # fmt: skip
+
+
+def import_megatron(path: str | Path, options: ImportOptions) -> ImportedJob:
+    """The job scenario of the Megatron-LM launch script or argument file *path* (module
+    docstring), its GPU count from torchrun's ``--nnodes`` x ``--nproc-per-node`` or
+    ``options.gpus``."""
+    source = str(path)
+    script = read_script(read_text(path, "the Megatron-LM command line"), source)
+    draft = JobDraft(KIND, source, FRAMEWORK)
+    _launcher(script, draft)
+    reader = _Reader(_arguments(script.arguments, draft), draft)
+    tp = reader.setting("--tensor-model-parallel-size", 1)
+    _model(reader, draft, options, tp.value)
+    _layout(reader, draft, tp)
+    reader.sort_the_rest()
+    model = draft.model
+    model["name"] = traced(scenario_name(source, options), default("the input file's name"))
+    draft.model = {"name": model.pop("name"), **model}
+    description = (f"{model['layers'].value} layers, hidden {model['hidden'].value}, "
+                   f"{model['heads'].value} heads, as {source} launches it with Megatron-LM "
+                   f"(atpsim import megatron)")  # fmt: skip
+    return finish(draft, options, description)
+
+
+def _launcher(script: Script, draft: JobDraft) -> None:
+    """torchrun's node and per-node process counts (the GPU count); the launcher's other
+    words, and the script's other commands, listed as ignored."""
+    words = script.launcher
+    counts: dict[str, Traced] = {}
+    rest: list[Word] = []
+    k = 0
+    while k < len(words):
+        flag, equals, inline = words[k].text.partition("=")
+        if flag not in _NODES + _PER_NODE:
+            rest.append(words[k])
+            k += 1
+            continue
+        value = words[k + 1] if not equals and k + 1 < len(words) else Word(inline, words[k].line)
+        origin = Origin(f"{flag} {value.text}", draft.source, words[k].line)
+        counts["nodes" if flag in _NODES else "per_node"] = traced(
+            whole(value.text, origin, flag, draft), origin,
+            *([Origin(value.variable, draft.source, value.variable_line)] if value.variable else []))
+        k += 1 if equals else 2
+    if rest:
+        draft.ignored(Origin(" ".join(w.text for w in rest), draft.source, rest[0].line),
+                      "the launcher (only its node and process counts matter)")  # fmt: skip
+    if counts:
+        nodes, per_node = counts.get("nodes"), counts.get("per_node")
+        n, g = (nodes.value if nodes else 1), (per_node.value if per_node else 1)
+        origins = (*(nodes.origins if nodes else ()), *(per_node.origins if per_node else ()))
+        draft.layout["gpus"] = traced(n * g, *origins, how=f"{n} nodes x {g} processes, one GPU each")
+        draft.gpus_per_node = per_node
+    for command in script.other:
+        draft.ignored(Origin(command.text, draft.source, command.line), "another shell command")
+
+
+def _arguments(words: list[Word], draft: JobDraft) -> dict[str, Argument]:
+    """The flags of *words* with their values (the words up to the next flag); a flag given
+    twice keeps its last value, as argparse does (the first is listed as ignored)."""
+    arguments: dict[str, Argument] = {}
+    k = 0
+    while k < len(words):
+        word = words[k]
+        if not _is_flag(word.text):
+            draft.unknown(Origin(word.text, draft.source, word.line),
+                          "a word that follows no flag")  # fmt: skip
+            k += 1
+            continue
+        flag, equals, inline = word.text.partition("=")
+        values: list[Word] = [Word(inline, word.line)] if equals else []
+        k += 1
+        while not equals and k < len(words) and not _is_flag(words[k].text) and flag not in SWITCHES:
+            values.append(words[k])
+            k += 1
+        if flag in arguments:
+            earlier = arguments[flag]
+            draft.ignored(earlier.origins(draft.source)[0], f"given again at line {word.line}; "
+                          "argparse keeps the last")  # fmt: skip
+        arguments[flag] = Argument(flag, tuple(values), word)
+    return arguments
+
+
+def _is_flag(text: str) -> bool:
+    return text.startswith("--") or (len(text) == 2 and text[0] == "-" and text[1].isalpha())
+
+
+def _model(reader: _Reader, draft: JobDraft, options: ImportOptions, tp: int) -> None:
+    model = draft.model
+    model["layers"] = reader.required("--num-layers")
+    model["hidden"] = hidden = reader.required("--hidden-size")
+    model["heads"] = reader.required("--num-attention-heads")
+    model["seq"] = reader.required("--seq-length", alias="--encoder-seq-length")
+    swiglu = reader.switch("--swiglu")
+    if swiglu:
+        model["ffn"] = traced("swiglu", *reader.origins("--swiglu"))
+    model["ffn_hidden"] = reader.number("--ffn-hidden-size") or _default_ffn(hidden.value, swiglu)
+    _attention_groups(reader, draft)
+    model["dtype"] = _dtype(reader, draft)
+    if reader.switch("--untie-embeddings-and-output-weights"):
+        model["tie_embeddings"] = traced(False, *reader.origins("--untie-embeddings-and-output-weights"))
+    else:
+        model["tie_embeddings"] = traced(True, default(
+            f"{FRAMEWORK}'s default: the LM head tied to the embedding "
+            "(no --untie-embeddings-and-output-weights)"))  # fmt: skip
+    model["vocab"] = _vocab(reader, draft, options, tp)
+    _experts(reader, draft)
+
+
+def _default_ffn(hidden: int, swiglu: bool) -> Traced:
+    if swiglu:
+        size = int((4 * hidden * 2 / 3) / 64) * 64
+        return traced(size, default(f"{FRAMEWORK}'s --ffn-hidden-size with --swiglu: "
+                                    f"int(4 x {hidden} x 2/3 / 64) x 64"))  # fmt: skip
+    return traced(4 * hidden, default(f"{FRAMEWORK}'s --ffn-hidden-size: 4 x {hidden}"))
+
+
+def _attention_groups(reader: _Reader, draft: JobDraft) -> None:
+    groups = reader.number("--num-query-groups")
+    if reader.switch("--group-query-attention"):
+        origins = reader.origins("--group-query-attention")
+        draft.model["kv_heads"] = groups if groups else traced(1, *origins, default(
+            f"{FRAMEWORK}'s default 1 for --num-query-groups"))  # fmt: skip
+    elif groups is not None:
+        draft.ignored(groups.origins[0], "without --group-query-attention Megatron-LM "
+                      "ignores the query groups (multi-head attention)")  # fmt: skip
+
+
+def _dtype(reader: _Reader, draft: JobDraft) -> Traced:
+    fp8 = reader.choice("--fp8-format", ("e4m3", "hybrid"))
+    bf16, fp16 = reader.switch("--bf16"), reader.switch("--fp16")
+    if bf16 and fp16:
+        raise draft.error("--bf16 and --fp16 together; Megatron-LM asserts one at most",
+                          reader.origins("--fp16")[0], "--fp16")  # fmt: skip
+    if reader.switch("--grad-reduce-in-bf16"):
+        draft.agrees(reader.origins("--grad-reduce-in-bf16")[0], "gradients are reduced in "
+                     "bf16, as atpsim reduces them (in the model's dtype)")  # fmt: skip
+    elif bf16:
+        draft.not_modelled(reader.origins("--bf16")[0], "Megatron-LM reduces bf16 gradients in "
+                           "fp32 (accumulate_allreduce_grads_in_fp32); atpsim reduces them in "
+                           "the model's dtype, half the bytes")  # fmt: skip
+    if fp8 is not None:
+        return traced("fp8", *reader.origins("--fp8-format"),
+                      *(reader.origins("--bf16") if bf16 else ()),
+                      how="FP8 GEMMs (Transformer Engine), bf16 elsewhere")  # fmt: skip
+    if bf16 or fp16:
+        flag = "--bf16" if bf16 else "--fp16"
+        return traced(flag[2:], *reader.origins(flag))
+    return traced("fp32", default(f"{FRAMEWORK}'s default precision (no --bf16 or --fp16): fp32"))
+
+
+def _vocab(reader: _Reader, draft: JobDraft, options: ImportOptions, tp: int) -> Traced:
+    """The padded vocabulary: ``--padded-vocab-size``; else the tokenizer's tokens (``--vocab``
+    of atpsim import, ``--vocab-size``, or a tokenizer whose size is published) padded as
+    Megatron-LM pads them."""
+    padded = reader.number("--padded-vocab-size")
+    if padded is not None:
+        return padded
+    divisible = reader.setting("--make-vocab-size-divisible-by", 128)
+    tokens = _tokens(reader, draft, options)
+    size = padded_vocab(tokens.value, divisible.value, tp)
+    return traced(size, *tokens.origins, *divisible.origins,
+                  how=f"{tokens.value:,} tokens padded to a multiple of {divisible.value} x TP {tp} "
+                  f"(Megatron-LM's _vocab_size_with_padding)")  # fmt: skip
+
+
+def _tokens(reader: _Reader, draft: JobDraft, options: ImportOptions) -> Traced:
+    """The tokenizer's tokens before padding (see :func:`_vocab`)."""
+    if options.vocab is not None:
+        return traced(options.vocab, option_origin(options, "vocab"))
+    tokenizer = reader.peek("--tokenizer-type")
+    size = reader.number("--vocab-size")
+    if size is not None:
+        if tokenizer == "NullTokenizer":
+            return traced(size.value + 1, *size.origins, *reader.origins("--tokenizer-type"),
+                          how="NullTokenizer adds an end-of-document token")  # fmt: skip
+        return size
+    for flag in ("--tokenizer-type", "--tokenizer-model"):
+        name = reader.peek(flag)
+        if name in KNOWN_TOKENIZERS:
+            return traced(KNOWN_TOKENIZERS[name], *reader.origins(flag),
+                          how=f"{name}'s published vocabulary")  # fmt: skip
+    named = ", ".join(n for n in (tokenizer, reader.peek("--tokenizer-model")) if n) or "no tokenizer named"
+    raise draft.error(f"the vocabulary is not known ({named}): give --vocab-size in the command "
+                      "line, or --vocab N to atpsim import", key="--vocab-size")  # fmt: skip
+
+
+def _experts(reader: _Reader, draft: JobDraft) -> None:
+    experts = reader.number("--num-experts", low=0)
+    if experts is None or experts.value == 0:
+        return
+    model = draft.model
+    model["experts"] = experts
+    model["top_k"] = reader.setting("--moe-router-topk", 2)
+    model["expert_ffn_hidden"] = reader.number("--moe-ffn-hidden-size") or traced(
+        model["ffn_hidden"].value, *model["ffn_hidden"].origins,
+        default(f"{FRAMEWORK}'s --moe-ffn-hidden-size: the --ffn-hidden-size"))  # fmt: skip
+    if reader.given("--moe-layer-freq"):
+        text = reader.text("--moe-layer-freq")
+        origin = reader.origins("--moe-layer-freq")[0]
+        if text.strip().isdigit():
+            model["moe_every"] = traced(whole(text, origin, "--moe-layer-freq", draft), origin)
+        else:
+            draft.not_modelled(origin, "a layer pattern: atpsim's experts are every k-th layer")
+    if reader.given("--moe-expert-capacity-factor"):
+        origins = reader.origins("--moe-expert-capacity-factor")
+        text = reader.text("--moe-expert-capacity-factor")
+        try:
+            factor = float(text)
+        except ValueError:
+            raise draft.error(f"expected a number, got {text!r}", origins[0],
+                              "--moe-expert-capacity-factor") from None  # fmt: skip
+        model["capacity_factor"] = traced(factor, *origins)
+
+
+def _layout(reader: _Reader, draft: JobDraft, tp: Traced) -> None:
+    layout = draft.layout
+    layers = draft.model["layers"].value
+    layout["tp"] = tp
+    layout["pp"] = pp = reader.setting("--pipeline-model-parallel-size", 1)
+    layout["cp"] = reader.setting("--context-parallel-size", 1)
+    layout["ep"] = reader.setting("--expert-model-parallel-size", 1)
+    layout["micro_batch"] = reader.required("--micro-batch-size")
+    global_batch = reader.number("--global-batch-size")
+    if global_batch is not None:
+        layout["global_batch"] = global_batch
+    _virtual_stages(reader, draft, layers, pp)
+    _partition(reader, draft, layers, pp)
+    sequence_parallel = reader.switch("--sequence-parallel")
+    if sequence_parallel and tp.value == 1:
+        layout["sequence_parallel"] = traced(False, *reader.origins("--sequence-parallel"), *tp.origins,
+                                             how="Megatron-LM turns it off at TP 1")  # fmt: skip
+    elif sequence_parallel:
+        layout["sequence_parallel"] = traced(True, *reader.origins("--sequence-parallel"))
+    else:
+        layout["sequence_parallel"] = traced(False, default(
+            f"{FRAMEWORK}'s default: no --sequence-parallel"))
+    layout["recompute"] = _recompute(reader)
+    if reader.switch("--use-distributed-optimizer"):
+        layout["zero"] = traced(1, *reader.origins("--use-distributed-optimizer"),
+                                how="the distributed optimizer shards optimizer state over DP: ZeRO-1")
+    else:
+        layout["zero"] = traced(0, default(f"{FRAMEWORK}'s default: no "
+                                           "--use-distributed-optimizer (ZeRO 0)"))  # fmt: skip
+    if reader.switch("--overlap-grad-reduce"):
+        draft.agrees(reader.origins("--overlap-grad-reduce")[0], "atpsim overlaps the gradient "
+                     "reduction with the backward pass, as this asks")  # fmt: skip
+    else:
+        draft.not_modelled(default("no --overlap-grad-reduce"), "Megatron-LM then reduces "
+                           "gradients after the backward pass; atpsim overlaps the reduction "
+                           "with it (JobConfig.overlap_grad_reduce), as --overlap-grad-reduce does")  # fmt: skip
+
+
+def _virtual_stages(reader: _Reader, draft: JobDraft, layers: int, pp: Traced) -> None:
+    per_chunk = reader.number("--num-layers-per-virtual-pipeline-stage")
+    chunks = reader.number("--num-virtual-stages-per-pipeline-rank")
+    if chunks is not None:
+        draft.layout["virtual_stages"] = chunks
+    elif per_chunk is not None:
+        per_stage = layers // pp.value
+        if layers % pp.value or per_stage % per_chunk.value:
+            raise draft.error(f"{layers} layers on {pp.value} stages do not split into chunks of "
+                              f"{per_chunk.value} (Megatron-LM asserts it)", per_chunk.origins[0],
+                              "--num-layers-per-virtual-pipeline-stage")  # fmt: skip
+        draft.layout["virtual_stages"] = traced(
+            per_stage // per_chunk.value, *per_chunk.origins, *pp.origins, *draft.model["layers"].origins,
+            how=f"{layers} layers / {pp.value} stages / {per_chunk.value} layers per chunk")  # fmt: skip
+
+
+def _partition(reader: _Reader, draft: JobDraft, layers: int, pp: Traced) -> None:
+    first = reader.number("--decoder-first-pipeline-num-layers", low=0)
+    last = reader.number("--decoder-last-pipeline-num-layers", low=0)
+    if first is None and last is None:
+        return
+    inner_stages = pp.value - (first is not None) - (last is not None)
+    rest = layers - (first.value if first else 0) - (last.value if last else 0)
+    where = (first or last)
+    assert where is not None
+    if inner_stages < 0 or rest < 0 or (inner_stages and rest % inner_stages) or (not inner_stages and rest):
+        raise draft.error(f"{layers} layers do not split over {pp.value} stages with these first "
+                          "and last stages (Megatron-LM asserts an even split of the rest)",
+                          where.origins[0], where.origins[0].text.split()[0])  # fmt: skip
+    middle = [rest // inner_stages] * inner_stages if inner_stages else []
+    counts = ([first.value] if first else []) + middle + ([last.value] if last else [])
+    origins = (*(first.origins if first else ()), *(last.origins if last else ()), *pp.origins)
+    draft.layout["partition"] = traced(counts, *origins, how="the other stages split the rest evenly")
+
+
+def _recompute(reader: _Reader) -> Traced:
+    granularity = reader.choice("--recompute-granularity", ("full", "selective"))
+    if granularity is not None:
+        return traced(granularity, *reader.origins("--recompute-granularity"))
+    if reader.switch("--recompute-activations"):
+        return traced("selective", *reader.origins("--recompute-activations"),
+                      how="Megatron-LM's --recompute-activations is selective recomputation")
+    return traced("none", default(f"{FRAMEWORK}'s default: no --recompute-granularity "
+                                  "(no recomputation)"))  # fmt: skip
