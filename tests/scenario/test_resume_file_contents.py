@@ -5,6 +5,7 @@ bundled names read no file and keep their keys (the committed reports' keys)."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import replace
 from importlib import resources
@@ -14,10 +15,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from atpsim.api.uncertainty import DrawnPoint
 from atpsim.api.workloads import WORKLOADS
+from atpsim.calibrate.uncertainty.draws import Draws
 from atpsim.cli import main
+from atpsim.compute.models import ModelConfig
+from atpsim.parallel.mesh import DeviceMesh
 from atpsim.scenario.inputs import file_contents
 from atpsim.scenario.loader import load_scenario
+from atpsim.scenario.point import SweepPoint
 from atpsim.scenario.sweep import expand_sweep
 from atpsim.scenario.workload import STEP
 
@@ -99,8 +105,6 @@ def test_a_custom_topology_file_is_keyed_on_its_contents(tmp_path):
 
 
 def _sha256_16(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
@@ -110,3 +114,19 @@ def test_bundled_names_read_no_file_and_keep_the_committed_keys():
     assert all(file_contents(p.topology, p.hardware) == {} for p in points)
     saved = set(pd.read_csv(folder / "results.csv")["point_key"].astype(str))
     assert {p.key() for p in points} == saved
+
+
+def test_a_drawn_point_on_a_fitted_profile_is_keyed_on_its_fit_summary(tmp_path):
+    """Draws of a fitted profile come from the fit.yaml beside it: editing that file changes
+    the drawn point's key (not the point estimate's); a bundled profile's drawn key is as before."""
+    fitted = tmp_path / "fitted"
+    shutil.copytree(ROOT / "validation" / "measurements" / "cpu-gloo-2core-2ranks" / "fitted", fitted)
+    model = ModelConfig("m", 256, 8, layers=1, batch=4, seq=128)
+    point = SweepPoint("s", "ic3", "ic3", 8, str(fitted / "hardware.yaml"), model, DeviceMesh(1, 2))
+    drawn = DrawnPoint(point, Draws(4, 0))
+    before, estimate = drawn.key(), point.key()
+    assert before == f"{estimate}-d4s0-f{_sha256_16(fitted / 'fit.yaml')}"
+    (fitted / "fit.yaml").write_text((fitted / "fit.yaml").read_text() + "# refitted\n")
+    assert point.key() == estimate and drawn.key() != before
+    bundled = replace(point, hardware="a100-sxm4-80gb")
+    assert DrawnPoint(bundled, Draws(4, 0)).key() == f"{bundled.key()}-d4s0"
