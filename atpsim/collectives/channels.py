@@ -142,25 +142,57 @@ def channel_ring_pattern(op: str, orders: tuple[tuple[int, ...], ...], nbytes: f
     return repeat(step(src, dst, nbytes / count / p, lanes), RING_STEPS[op](p))
 
 
-def hop_classes(topology: Topology, group: Sequence[int], order: Sequence[int]) -> list[str]:
+def hop_classes(topology: Topology, group: Sequence[int], order: Sequence[int],
+                layout: GroupLayout | None = None) -> list[str]:
     """The class of each hop of the ring *order* (local positions of *group*): 'net' between
     nodes, 'pcie' inside a node when the route uses a PCIe, host or socket link, else
-    'nvlink' (NCCL's three per-step latency classes, tuning.cc)."""
+    'nvlink' (NCCL's three per-step latency classes, tuning.cc). *layout* is *group*'s
+    (:func:`group_layout`), worked out here when not given."""
     hops = list(zip(order, list(order[1:]) + [order[0]], strict=True))
-    return pair_classes(topology, group, hops)
+    return pair_classes(topology, group, hops, layout)
 
 
-def pair_classes(topology: Topology, group: Sequence[int],
-                 pairs: Sequence[tuple[int, int]]) -> list[str]:
+#: NCCL's per-step latency classes, fastest first: a step is as slow as its slowest hop.
+HOP_CLASSES = ("nvlink", "pcie", "net")
+#: Link kinds a hop is counted 'pcie' for (:func:`hop_classes`).
+PCIE_KINDS = frozenset({"pcie", "host", "socket"})
+
+
+def pair_classes(topology: Topology, group: Sequence[int], pairs: Sequence[tuple[int, int]],
+                 layout: GroupLayout | None = None) -> list[str]:
     """The class (:func:`hop_classes`) of each (src, dst) pair of local positions."""
-    layout = group_layout(topology, group)
-    kinds = topology.links.kind
-    out = []
-    for a, b in pairs:
-        if layout.node[a] != layout.node[b]:
-            out.append("net")
-            continue
-        route = topology.route(int(group[a]), int(group[b]))
-        slow = any(kinds[link] in ("pcie", "host", "socket") for link in route)
-        out.append("pcie" if slow else "nvlink")
-    return out
+    found = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    codes = pair_class_codes(topology, group, found[:, 0], found[:, 1], layout)
+    return [HOP_CLASSES[c] for c in codes.tolist()]
+
+
+def pair_class_codes(topology: Topology, group: Sequence[int], src: np.ndarray, dst: np.ndarray,
+                     layout: GroupLayout | None = None) -> np.ndarray:
+    """The class of each pair ``src[i] -> dst[i]`` of local positions of *group* as an index
+    into :data:`HOP_CLASSES` (:func:`hop_classes`), on arrays: a pair across nodes is 'net'
+    without routing; pairs inside a node are routed (each distinct pair once, all at once,
+    :func:`~atpsim.engine.routes.route_pairs`) only where *topology* has a PCIe, host or socket
+    link at all, else they are 'nvlink'. *layout* is *group*'s (:func:`group_layout`)."""
+    layout = layout or group_layout(topology, group)
+    node = np.asarray(layout.node, dtype=np.int64)
+    codes = np.where(node[src] != node[dst], HOP_CLASSES.index("net"), HOP_CLASSES.index("nvlink"))
+    inside = np.flatnonzero(codes == HOP_CLASSES.index("nvlink"))
+    slow = np.fromiter((k in PCIE_KINDS for k in topology.links.kind), dtype=bool,
+                       count=len(topology.links))  # fmt: skip
+    if len(inside) and slow.any():
+        codes[inside[_through_slow_link(topology, group, src[inside], dst[inside], slow)]] = \
+            HOP_CLASSES.index("pcie")
+    return codes
+
+
+def _through_slow_link(topology: Topology, group: Sequence[int], src: np.ndarray, dst: np.ndarray,
+                       slow: np.ndarray) -> np.ndarray:
+    """Whether the route of each pair ``src[i] -> dst[i]`` (local positions) crosses a link
+    marked in *slow* (one flag per directed link)."""
+    from atpsim.engine.routes import route_pairs  # lazy: the engine imports the collectives
+
+    ranks = np.asarray(group, dtype=np.int64)
+    keys, pair = np.unique(ranks[src] * topology.n_gpus + ranks[dst], return_inverse=True)
+    routes = route_pairs(topology, keys)
+    crossed = np.concatenate([[0], np.cumsum(slow[routes.links])])
+    return (crossed[routes.ptr[1:]] - crossed[routes.ptr[:-1]] > 0)[pair.reshape(-1)]

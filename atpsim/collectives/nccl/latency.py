@@ -11,10 +11,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from atpsim.collectives.channels import RING_STEPS, group_layout, hop_classes, pair_classes
+import numpy as np
+
+from atpsim.collectives.channels import (
+    HOP_CLASSES,
+    RING_STEPS,
+    GroupLayout,
+    group_layout,
+    hop_classes,
+    pair_class_codes,
+    pair_classes,
+)
 from atpsim.collectives.nccl.plan import NcclPlan
 from atpsim.collectives.protocols import latency_s, topology_profile
 from atpsim.collectives.registry import pattern
+from atpsim.collectives.schedule import Step
 from atpsim.topology.graph import Topology
 
 
@@ -34,30 +45,44 @@ def step_classes(topology: Topology, op: str, plan: NcclPlan,
     included), the rest at the slowest intra-node class; other
     algorithms: each step at the slowest class any of its transfers uses."""
     group = [g for g in groups if len(g) > 1][0]
+    layout = group_layout(topology, group)
     if plan.kind == "tree":
-        return _tree_classes(topology, group)
-    hops = hop_classes(topology, group, plan.orders[0])
+        return _tree_classes(topology, group, layout)
+    hops = hop_classes(topology, group, plan.orders[0], layout)
     chain = op in ("broadcast", "reduce") and plan.schedule == "ring"
     if (plan.kind == "ring" and op in RING_STEPS) or chain:
         n_steps = len(group) - 1 if chain else RING_STEPS[op](len(group))
-        nodes = group_layout(topology, group).n_nodes
-        inter = (2 if op == "all_reduce" else 1) * (nodes - 1)
+        inter = (2 if op == "all_reduce" else 1) * (layout.n_nodes - 1)
         intra = "pcie" if "pcie" in hops else "nvlink"
         return ["net"] * inter + [intra] * (n_steps - inter)
-    order = ["nvlink", "pcie", "net"]
-    classes = []
-    for s in pattern(op, plan.schedule, len(group), 1.0):
-        pairs = sorted({(int(a), int(b)) for a, b in zip(s.src, s.dst, strict=True)})
-        worst = pair_classes(topology, group, pairs)
-        classes.append(max(worst, key=order.index) if worst else "nvlink")
-    return classes
+    steps = pattern(op, plan.schedule, len(group), 1.0)
+    worst = _worst_classes(topology, group, layout, steps.templates)
+    return [worst[i] for i in steps.order]
 
 
-def _tree_classes(topology: Topology, group: Sequence[int]) -> list[str]:
+def _worst_classes(topology: Topology, group: Sequence[int], layout: GroupLayout,
+                   templates: Sequence[Step]) -> list[str]:
+    """The slowest class (:data:`~atpsim.collectives.channels.HOP_CLASSES`) any transfer of
+    each of *templates* uses ('nvlink' for a step that moves nothing), every transfer of every
+    template classified in one pass."""
+    sizes = np.array([len(t) for t in templates], dtype=np.int64)
+    if not sizes.any():
+        return ["nvlink"] * len(templates)
+    src = np.concatenate([t.src for t in templates])
+    dst = np.concatenate([t.dst for t in templates])
+    codes = pair_class_codes(topology, group, src, dst, layout)
+    moving = np.flatnonzero(sizes)
+    starts = (np.cumsum(sizes) - sizes)[moving]
+    worst = np.zeros(len(templates), dtype=np.int64)
+    worst[moving] = np.maximum.reduceat(codes, starts)
+    return [HOP_CLASSES[c] for c in worst.tolist()]
+
+
+def _tree_classes(topology: Topology, group: Sequence[int], layout: GroupLayout) -> list[str]:
     """NCCL's tree latency steps (tuning.cc): ``2(m - 1)`` intra-node chain hops (m ranks per
     node) and ``2 ceil(log2 N)`` network hops up and down N nodes."""
-    nodes = group_layout(topology, group).by_node()
+    nodes = layout.by_node()
     chain = [(m[i], m[i + 1]) for m in nodes for i in range(len(m) - 1)]
-    intra = "pcie" if "pcie" in pair_classes(topology, group, chain) else "nvlink"
+    intra = "pcie" if "pcie" in pair_classes(topology, group, chain, layout) else "nvlink"
     longest = max(len(m) for m in nodes)
     return [intra] * (2 * (longest - 1)) + ["net"] * (2 * math.ceil(math.log2(len(nodes))))
