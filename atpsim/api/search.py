@@ -55,7 +55,9 @@ from atpsim.compute.models import ModelConfig
 from atpsim.errors import ScenarioError, SimulationError, SizeLimitError, param
 from atpsim.parallel.context import check_context
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.report.large import summarize
+from atpsim.report.answer import answer_lines
+from atpsim.report.large import is_large, summarize
+from atpsim.results.io import read_results
 from atpsim.results.schema import JOB_SCHEMA, JOB_UNCERTAINTY_SCHEMA
 from atpsim.scenario.entries import ModelEntry, TopologyEntry
 from atpsim.scenario.job_point import JobPoint
@@ -98,6 +100,14 @@ class SearchResult:
     pruned: Mapping[str, int]
     best: pd.DataFrame
     files: list[Path] = field(default_factory=list)
+
+    def answer(self) -> list[str]:
+        """The search's answer as a report states it (:func:`atpsim.report.answer.answer_lines`):
+        per model, GPU count and batch, the fastest layout and its margins over the runner-up
+        and the other TP scheme's best; empty for a table too large to read whole."""
+        if is_large(self.out_dir):
+            return []
+        return answer_lines(read_results(self.table.path), "job")
 
 
 def search_space(path: Path | str | None = None, **overrides: Any) -> Scenario:

@@ -153,6 +153,14 @@ def _print(result: SearchResult, top: int) -> None:
         table.add_row(*(_cell(name, row[name]) for name, _ in shown))
     Console(width=180).print(table)
     written = result.table
+    pruned = sum(result.pruned.values())
+    click.echo(f"{written.n_points:,} layouts simulated ({written.n_failed} failed), {pruned:,} "
+               "pruned before simulation (they do not divide the model or fit in memory)")  # fmt: skip
+    answer = result.answer()
+    if answer:
+        click.echo(f"the answer: {answer[0]}")
+        for line in answer[1:]:
+            click.echo(f"  {line}")
     click.echo(f"every row ({written.n_points:,} layouts) in {written.path}; search.yaml beside it")
     if written.n_failed:
         click.echo(f"atpsim: {written.n_failed} of {written.n_points} layouts failed; see the "

@@ -101,6 +101,10 @@ def test_the_command_prints_the_best_and_writes_every_row(tmp_path, monkeypatch)
     assert re.search(r"search search-[0-9a-f]{8}: 16 layouts to simulate; pruned before simulation: "
                      "5 by divisibility", result.stdout)  # named by its options' hash (issue 25)
     assert "the 3 best layouts" in result.stdout
+    assert "16 layouts simulated (0 failed), 5 pruned before simulation" in result.stdout
+    answer = result.stdout.split("the answer: ")[1].splitlines()
+    assert answer[1].startswith("  ") and ": Megatron-LM 1D 1x1, pp 1, " in answer[1]
+    assert ", 0.16 s (" in answer[1]  # fake times: 0.1 * tp + 0.05 * pp + 0.01 * d2, d2 = 1
     rows = read_rows(tmp_path / "results.csv")
     assert len(rows) == 16 and [r["point_index"] for r in rows] == list(range(16))
     best = max(rows, key=lambda r: r["tflops_per_gpu"])
