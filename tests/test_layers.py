@@ -158,6 +158,10 @@ FLAGS_ALLOWED: dict[str, set[str]] = {
     "report/build.py": {"--index"},
     "report/index.py": {"--index"},
     "api/search.py": {"--max-tp"},  # search.yaml's header: the command that searched it
+    # Chromium's own command line (headless screenshot of a report's first screen).
+    "report/screenshot.py": {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                             "--disable-extensions", "--no-first-run", "--user-data-dir",
+                             "--window-size", "--screenshot", "--virtual-time-budget"},
 }
 
 

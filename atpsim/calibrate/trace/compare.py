@@ -137,8 +137,8 @@ def compare_trace(
     mapping = map_trace(trace, tasks, mesh)
     _refuse_another_layer(trace, mapping, layer, tasks)
     if fitted is not None and profile is not None:
-        raise AtpsimError("give a measurements folder (--fitted) or a hardware profile "
-                          "(--profile), not both", param="profile")  # fmt: skip
+        raise AtpsimError(f"give a measurements folder ({param('fitted')}) or a hardware profile "
+                          f"({param('profile')}), not both", param="profile")  # fmt: skip
     if fitted is not None:
         predictor, source = _from_folder(Path(fitted), layer), f"check against {fitted}"
     elif profile is not None:

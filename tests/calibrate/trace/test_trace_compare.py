@@ -86,8 +86,10 @@ def test_fit_to_the_trace_itself_predicts_every_op_and_the_step(trace):
 
 
 def test_layer_text_overrides_and_errors_name_the_option(trace):
-    layer = traced_layer(trace.metadata, "chunks=2")
-    assert layer.chunks == 2 and layer.mesh.d2 == 2
+    layer = traced_layer(trace.metadata, "chunks=1")
+    assert layer.chunks == 1 and layer.mesh.d2 == 2
+    with pytest.raises(AtpsimError, match="chunks=2 contradicts .* which says chunks=1"):
+        traced_layer(trace.metadata, "chunks=2")
     with pytest.raises(AtpsimError, match="layer.*did you mean 'heads'"):
         traced_layer({}, "head=8")
     with pytest.raises(AtpsimError, match="does not say which layer"):
