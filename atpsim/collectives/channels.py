@@ -188,11 +188,11 @@ def pair_class_codes(topology: Topology, group: Sequence[int], src: np.ndarray, 
 def _through_slow_link(topology: Topology, group: Sequence[int], src: np.ndarray, dst: np.ndarray,
                        slow: np.ndarray) -> np.ndarray:
     """Whether the route of each pair ``src[i] -> dst[i]`` (local positions) crosses a link
-    marked in *slow* (one flag per directed link)."""
-    from atpsim.engine.routes import route_pairs  # lazy: the engine imports the collectives
-
+    marked in *slow* (one flag per directed link); each distinct pair routed once."""
     ranks = np.asarray(group, dtype=np.int64)
     keys, pair = np.unique(ranks[src] * topology.n_gpus + ranks[dst], return_inverse=True)
-    routes = route_pairs(topology, keys)
-    crossed = np.concatenate([[0], np.cumsum(slow[routes.links])])
-    return (crossed[routes.ptr[1:]] - crossed[routes.ptr[:-1]] > 0)[pair.reshape(-1)]
+    n = topology.n_gpus
+    crosses = np.fromiter((bool(slow[list(topology.route(a, b))].any())
+                           for a, b in zip((keys // n).tolist(), (keys % n).tolist(), strict=True)),
+                          dtype=bool, count=len(keys))  # fmt: skip
+    return crosses[pair.reshape(-1)]

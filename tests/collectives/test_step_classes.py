@@ -4,7 +4,6 @@ router says pair by pair, and every step at its slowest pair's class."""
 
 import pytest
 
-import atpsim.engine.routes as routes
 from atpsim.collectives.channels import PCIE_KINDS, group_layout, pair_classes
 from atpsim.collectives.nccl import NcclPlanner
 from atpsim.collectives.nccl.latency import step_classes
@@ -50,11 +49,15 @@ def test_a_fabric_without_pcie_links_is_not_routed(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("routed")
 
-    monkeypatch.setattr(routes, "route_pairs", refuse)
     topology = load_topology("torus:8x8")
+    monkeypatch.setattr(topology, "route", refuse)
     planner = NcclPlanner(topology, "all_reduce", [list(range(64))])
     assert step_classes(topology, "all_reduce", planner.plan("rabenseifner"),
                         [list(range(64))]) == ["nvlink"] * 12
+    ic2 = load_topology("ic2")
+    monkeypatch.setattr(ic2, "route", refuse)
+    with pytest.raises(AssertionError, match="routed"):  # the check itself can fail
+        pair_classes(ic2, list(range(8)), [(0, 1)])
 
 
 @pytest.mark.parametrize("spec, op, algorithm", [
