@@ -7,7 +7,10 @@ also says what NCCL would have run (:func:`atpsim.engine.nccl.run_nccl`): the al
 (``auto``: NCCL's tuner), the protocol (LL, LL128, Simple; ``none``: bare links, no protocol
 cost) and the channels. *time_s* is what the step simulator charges for the same call: with a
 protocol, NCCL's latency model is the per-call cost; with ``none`` (bare links, as the step's
-``event`` backend runs them) the hardware profile's ``collective_overhead_s`` is added.
+``event`` backend runs them) the hardware profile's ``collective_overhead_s`` is added. On
+the paper's theory fabrics (tori, the NVLink-Network switch) and custom graphs, which run no
+NCCL, ``auto`` is ``none`` (:func:`protocol_run`): the bare links the step simulator times
+there; a protocol named runs as asked.
 
 With *uncertainty* = N, every size is also simulated on N seeded draws of the topology's fitted
 parameters (its preset's fitted links, its NCCL profile's fit; the same draws for every size,
@@ -28,7 +31,7 @@ from atpsim.calibrate.uncertainty.summary import Interval
 from atpsim.collectives.channels import check_channels
 from atpsim.collectives.closed_form import bus_factor
 from atpsim.collectives.nccl import check_channels_used, check_nccl_algorithm
-from atpsim.collectives.protocols import check_protocol
+from atpsim.collectives.protocols import check_protocol, runs_nccl
 from atpsim.compute.hardware import DEFAULT_HARDWARE, load_profile, topology_hardware
 from atpsim.engine.nccl import run_nccl
 from atpsim.errors import AtpsimError, SimulationError, did_you_mean, param
@@ -141,7 +144,8 @@ def collective(
 ) -> CollectiveSweep:
     """Simulate *op* by *algorithm* (default ``auto``: what NCCL's tuner picks; ``ring`` is
     NCCL's channel rings, one per NIC; ``ring-rank-order`` one ring in rank order) with
-    *protocol* (``auto``, LL, LL128, Simple, or ``none`` for bare links) on *channels*
+    *protocol* (``auto``, LL, LL128, Simple, or ``none`` for bare links; ``auto`` is
+    ``none`` where NCCL does not run, :func:`protocol_run`) on *channels*
     channels (default: one per NIC rail) on
     *topology* for every buffer size in *sizes* (bytes per rank, nccl-tests' convention): a
     number, a size string (``"1 GiB"``, ``"64MB"``, nccl-tests' ``"1G"`` = 2^30), a doubling
@@ -173,6 +177,7 @@ def collective(
     group_list, described = parse_groups(groups, devices or topo.n_gpus)
     p = len(group_list[0])
     hardware = topology_hardware(topo)
+    protocol = protocol_run(topo, protocol)
     overhead_s = 0.0 if protocol != "none" else load_profile(hardware).collective_overhead_s
     call = _Call(op, algorithm, protocol, channels, engine, overhead_s, memory_bytes)
     rows = tuple(_row(topo, call, group_list, size, DTYPE_BYTES[dtype])
@@ -183,6 +188,15 @@ def collective(
                        DTYPE_BYTES[dtype])  # fmt: skip
     return CollectiveSweep(topo.name, op, algorithm, p, described, dtype, engine, topo.n_gpus,
                            rows, protocol, drawn, hardware)
+
+
+def protocol_run(topology: Topology, protocol: str) -> str:
+    """The protocol a call on *topology* runs when *protocol* is asked: ``auto`` on a fabric
+    NCCL does not run on (the paper's theory fabrics, tori, custom graphs:
+    :func:`~atpsim.collectives.protocols.runs_nccl`) is ``none``, bare links, as the step
+    simulator times those calls (:func:`~atpsim.engine.backends.nccl_times`); a protocol
+    asked for by name runs as asked."""
+    return "none" if protocol == "auto" and not runs_nccl(topology) else protocol
 
 
 def _check_call(op: str, algorithm: str, protocol: str, channels: int | None, dtype: str) -> None:
