@@ -24,6 +24,7 @@ from atpsim.errors import AtpsimError, did_you_mean
 #: kind -> (module in atpsim.importers, its import function, what it reads).
 IMPORTERS: dict[str, tuple[str, str, str]] = {
     "megatron": ("megatron", "import_megatron", "a Megatron-LM launch script or argument file"),
+    "nemo": ("nemo", "import_nemo", "a NeMo / Megatron-Bridge recipe YAML"),
 }
 
 

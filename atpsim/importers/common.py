@@ -16,6 +16,9 @@ the frameworks derive the same way:
 - **the rank order**: Megatron-Core's ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``:
   TP innermost, then CP, then DP, pipeline stages outermost (scenario ``order``, innermost
   first: ``[tp, cp, dp, pp]``);
+- **the network**: ``isolated``, each collective timed alone (as the committed job scenarios
+  run); ``joint`` (every call in flight sharing the links) can take minutes to simulate at
+  hundreds of GPUs where a TP group is smaller than a node, so it is left to the user to ask;
 - **the machine**, where ``-t`` does not name one: DGX H100 nodes of 8 GPUs on an InfiniBand
   fat tree (``ib-cluster:<nodes>x8,generation=h100``: NVLink4, one NDR 400 Gb/s NIC per GPU,
   the builder's H100 defaults), as many as the GPU count fills.
@@ -247,6 +250,10 @@ def finish(draft: JobDraft, options: ImportOptions, description: str) -> Importe
     for key in ("sequence_parallel", "recompute", "zero"):
         parallelism[key] = layout[key]
     parallelism["order"] = _order(draft, cp.value)
+    parallelism["network"] = traced("isolated", default(
+        "atpsim import's default: each collective timed alone, as scenarios/gpt-scale.yaml "
+        "runs; 'joint' shares the links among the calls in flight (closer to a real run, and up "
+        "to minutes slower to simulate where a TP group is smaller than a node)"))
     return ImportedJob(kind=draft.kind, source=draft.source, name=scenario_name(draft.source, options),
                        description=description, topology=topology, model=dict(draft.model),
                        parallelism=parallelism, findings=list(draft.findings),
