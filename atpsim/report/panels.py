@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from atpsim.report.data import ordered, panel_labels  # noqa: E402
@@ -44,15 +45,42 @@ class Panel:
     title: str
 
 
+#: Resolution of the PNGs (dots per inch).
+PNG_DPI = 110
+#: Width of a report's figure box (px) in a 1280 px window: the page body's 72 rem.
+BOX_PX = 1152
+#: The smallest text a figure shows in that box (px; issue 26).
+MIN_TEXT_PX = 10.0
+
+
 def save_figure(figure: Figure, folder: Path, stem: str) -> tuple[Path, Path]:
-    """Write *figure* as ``folder/stem.png`` and ``.svg`` and close it."""
+    """Write *figure* as ``folder/stem.png`` and ``.svg`` and close it, its text made
+    legible first (:func:`legible`)."""
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{stem}.png", folder / f"{stem}.svg"
+    legible(figure)
     with matplotlib.rc_context(RC):
-        figure.savefig(png, dpi=110, metadata={"Software": None})
+        figure.savefig(png, dpi=PNG_DPI, metadata={"Software": None})
         figure.savefig(svg, metadata={"Date": None, "Creator": None})
     plt.close(figure)
     return png, svg
+
+
+def min_font_pt(width_in: float) -> float:
+    """The smallest font (pt) that shows at :data:`MIN_TEXT_PX` in the report's figure box
+    when a figure *width_in* inches wide is drawn there: a PNG at :data:`PNG_DPI` wider than
+    :data:`BOX_PX` is shrunk to it, its text with it."""
+    scale = min(1.0, BOX_PX / (width_in * PNG_DPI))
+    return MIN_TEXT_PX * 72.0 / PNG_DPI / scale
+
+
+def legible(figure: Figure) -> None:
+    """Raise every text of *figure* smaller than :func:`min_font_pt` of its width to that
+    size (tick labels, legends, annotations, titles); larger text is left as it is."""
+    floor = min_font_pt(float(figure.get_figwidth()))
+    for text in figure.findobj(Text):
+        if isinstance(text, Text) and float(text.get_fontsize()) < floor:
+            text.set_fontsize(floor)
 
 
 def panel_grid(
