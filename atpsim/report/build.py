@@ -140,11 +140,33 @@ def _intro(document: Document, page: Page, frame: pd.DataFrame, shown: Workload,
     units += shown.units
     document.add(
         Paragraph(sentence(page.provenance), note=True),
+        Paragraph(engine_line(frame), note=True),
         *(Paragraph(line, note=True) for line in machines),
         Paragraph("Units, one per quantity on this page: " + "; ".join(units) + ".", note=True),
         Heading("Key findings"),
         Bullets(page.findings),
     )
+
+
+#: How each table's points were timed, by their mode (step tables) or network (job tables).
+ENGINE_PATHS = {
+    "des": "the event engine (des: every collective's flows on the links, max-min shared)",
+    "analytic": "the paper's closed form (analytic: Eq. 2, no latency, no contention)",
+    "joint": "the event engine on one network (joint: every call in flight shares the links)",
+    "isolated": "the event engine, each call timed alone (isolated), composed per iteration",
+}
+
+
+def engine_line(frame: pd.DataFrame) -> str:
+    """Which path timed the points, with how many each: the event engine or the closed form
+    (a step table's ``mode``), one network or isolated calls (a job table's ``network``)."""
+    column = "network" if "network" in frame.columns else "mode"
+    if column not in frame.columns or frame.empty:
+        return "Engine: not recorded."
+    counts = frame[column].astype(str).value_counts(sort=False)
+    parts = [f"{ENGINE_PATHS.get(name, name)} for {count} point{'s' * (count != 1)}"
+             for name, count in counts.items()]  # fmt: skip
+    return "Engine: " + "; ".join(parts) + "."
 
 
 def _claims(
