@@ -262,7 +262,8 @@ def finish(draft: JobDraft, options: ImportOptions, description: str) -> Importe
 
 def _gpus(draft: JobDraft, options: ImportOptions) -> Traced | None:
     """The job's GPU count: ``--gpus``, else what the input says (torchrun, NeMo's trainer),
-    else None where ``-t`` names the machine (the scenario then takes its GPU count)."""
+    else the GPUs of the machine ``-t`` names (None where they are not known before the
+    scenario builds it: the job then fills them, ``dp: auto``)."""
     if options.gpus is not None:
         return traced(options.gpus, option_origin(options, "gpus"))
     if "gpus" in draft.layout:
@@ -271,7 +272,26 @@ def _gpus(draft: JobDraft, options: ImportOptions) -> Traced | None:
         raise AtpsimError(
             "the GPU count is not in the input: give --gpus N (or -t TOPOLOGY, whose GPUs the "
             "job then fills)", source=draft.source)  # fmt: skip
-    return None
+    return topology_gpus(options)
+
+
+def topology_gpus(options: ImportOptions) -> Traced | None:
+    """The GPUs of the machine ``-t`` names, where its spec says them (``ib-cluster:4x8``: 32)
+    or it is a preset of a fixed size (built, as the scenario would build it); None for one
+    whose size is not known before the scenario sizes it."""
+    if options.topology is None:
+        return None
+    from atpsim.topology.spec import load_topology, requested_gpus
+
+    count = requested_gpus(options.topology)
+    if count is None and "/" not in options.topology and not options.topology.endswith((".yaml", ".yml")):
+        try:
+            count = load_topology(options.topology).n_gpus
+        except AtpsimError:
+            count = None  # a spec the scenario check refuses, by its own key
+    if count is None:
+        return None
+    return traced(count, option(f"-t {options.topology}"), how=f"the topology's {count} GPUs")
 
 
 def _topology(draft: JobDraft, options: ImportOptions, gpus: Traced | None) -> Traced:

@@ -44,6 +44,7 @@ from atpsim.importers.common import (
     key_lines,
     option_origin,
     scenario_name,
+    topology_gpus,
     whole,
 )
 from atpsim.importers.hf import hf_model
@@ -228,7 +229,8 @@ def _batches(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
     if train is None and micro is None:
         raise draft.error("expected train_batch_size or train_micro_batch_size_per_gpu (DeepSpeed "
                           "asserts one of them)", key="train_batch_size")  # fmt: skip
-    if options.gpus is None:
+    gpus = options.gpus if options.gpus is not None else _topology_gpus(options)
+    if gpus is None:
         if train is None or micro is None or steps is None:
             raise AtpsimError("the batch sizes given need the data-parallel size: give --gpus N "
                               "(or all three of train_batch_size, train_micro_batch_size_per_gpu "
@@ -236,7 +238,7 @@ def _batches(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
         layout["micro_batch"], layout["global_batch"] = micro, train
         draft.agrees(steps.origins[0], "the accumulation is global batch / (micro-batch x DP)")
         return
-    dp = _data_parallel(draft, options)
+    dp = _data_parallel(draft, gpus)
     rule = default("DeepSpeed's _set_batch_related_parameters: train = micro x accumulation x DP")
     if micro is None:
         assert train is not None
@@ -258,16 +260,17 @@ def _batches(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
         draft.agrees(steps.origins[0], "the accumulation is global batch / (micro-batch x DP)")
 
 
-def _data_parallel(draft: JobDraft, options: ImportOptions) -> int:
-    if options.gpus is None:
-        raise AtpsimError("the batch sizes given need the data-parallel size: give --gpus N (or "
-                          "all three of train_batch_size, train_micro_batch_size_per_gpu and "
-                          "gradient_accumulation_steps)", source=draft.source)  # fmt: skip
+def _topology_gpus(options: ImportOptions) -> int | None:
+    item = topology_gpus(options)
+    return None if item is None else item.value
+
+
+def _data_parallel(draft: JobDraft, gpus: int) -> int:
     tp, pp = draft.layout["tp"].value, draft.layout["pp"].value
-    if options.gpus % (tp * pp):
-        raise AtpsimError(f"{options.gpus} GPUs are not a multiple of TP x PP = {tp * pp}",
-                          param="gpus")  # fmt: skip
-    return options.gpus // (tp * pp)
+    if gpus % (tp * pp):
+        raise AtpsimError(f"{gpus} GPUs are not a multiple of TP x PP = {tp * pp}",
+                          source=draft.source)  # fmt: skip
+    return gpus // (tp * pp)
 
 
 def _recompute(config: _Config) -> Traced:

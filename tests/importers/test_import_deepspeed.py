@@ -122,3 +122,13 @@ def test_cli_imports_then_runs_the_config(write, tmp_path):
     (row,) = read_results(tmp_path / "run" / "results.csv").to_dict("records")
     assert row["fits_memory"] and row["iteration_time_s"] > 0
     assert (row["tp_mesh"], row["dp"], row["micro_batch"], row["global_batch"]) == ("1x1", 8, 1, 16)
+
+
+def test_the_topology_gives_the_data_parallel_size(write):
+    _, scenario = imported("deepspeed", ds(write, {"train_batch_size": 64}), model="gpt3-350m",
+                           topology="ib-cluster:1x8")  # fmt: skip
+    assert (scenario["parallelism"]["micro_batch"], scenario["parallelism"]["dp"]) == (8, 8)
+    with pytest.raises(AtpsimError) as caught:  # 1 x 2 x DP 16 is not 16
+        import_job("deepspeed", ds(write, BASE), model="gpt3-350m", topology="ib-cluster:2x8",
+                   check=False)  # fmt: skip
+    assert caught.value.key == "train_batch_size"

@@ -169,8 +169,10 @@ def test_without_a_gpu_count_the_topology_sizes_the_job(write):
     path = write("a.txt", MINIMAL + "--global-batch-size 64\n")
     with pytest.raises(AtpsimError, match="--gpus N"):
         import_job("megatron", path, check=False)
-    _, scenario = imported("megatron", path, topology="ib-cluster:4x8")
-    assert "devices" not in scenario["parallelism"] and scenario["parallelism"]["dp"] == "auto"
+    job, scenario = imported("megatron", path, topology="ib-cluster:4x8")
+    assert (scenario["parallelism"]["devices"], scenario["parallelism"]["dp"]) == (32, 32)
+    assert job.parallelism["devices"].comment() == ("from -t ib-cluster:4x8 (atpsim import option): "
+                                                    "the topology's 32 GPUs")
 
 
 def test_the_shell_is_split_as_the_shell_splits_it():
