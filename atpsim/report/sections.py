@@ -22,7 +22,7 @@ from matplotlib.figure import Figure as PlotFigure
 
 from atpsim.report import chunk_table, figures, job_figures, job_tables
 from atpsim.report.data import ok_rows, select_rows
-from atpsim.report.document import Bullets, Document, Figure, Heading, Paragraph
+from atpsim.report.document import Bullets, Details, Document, Figure, Heading, Paragraph, Table
 from atpsim.report.pages import FIGURES_DIR
 from atpsim.report.panels import save_figure
 from atpsim.scenario.report import FigureSpec, Reference, ReportOptions
@@ -159,6 +159,18 @@ def _chunk_section(
         document.add(*([Paragraph(errors)] if errors else []))
 
 
+#: Rows (or sentences) a section shows open; a longer one is folded (<details>) under a line
+#: naming it, so the page's figures stay near its top.
+OPEN_ROWS = 12
+
+
+def folded(table: Table) -> Table | Details:
+    """*table* as it is up to :data:`OPEN_ROWS` rows, else folded under its caption."""
+    if len(table.rows) <= OPEN_ROWS:
+        return table
+    return Details(f"{table.caption or 'Table'} ({len(table.rows)} rows)", [table])
+
+
 def job_sections(
     document: Document, out_dir: Path, frame: pd.DataFrame, options: ReportOptions, unit: str,
     reference: Reference | None,
@@ -167,14 +179,16 @@ def job_sections(
     breakdown figure (the scenario's *options*, *unit* and *reference* do not change them)."""
     best = job_tables.best_table(frame)
     document.add(Heading("Best configurations"))
-    document.add(best if best is not None else Paragraph("No simulated point fits in memory."))
+    document.add(folded(best) if best is not None else Paragraph("No simulated point fits in memory."))
     sentences = job_tables.verdicts(frame)
     if sentences:
         document.add(Heading("Does ATP's best 2D mesh beat Megatron-LM's 1D TP?"))
-        document.add(Bullets(sentences))
+        document.add(Bullets(sentences) if len(sentences) <= OPEN_ROWS else
+                     Details(f"One sentence per comparison ({len(sentences)})", [Bullets(sentences)]))  # fmt: skip
     shared = job_tables.contention(frame)
     if shared is not None:
-        document.add(Heading("Calls alone against one network for every call"), Bullets(shared[1]), shared[0])
+        document.add(Heading("Calls alone against one network for every call"), Bullets(shared[1]),
+                     folded(shared[0]))  # fmt: skip
     written: list[Path] = []
     made = job_figures.breakdown(frame)
     document.add(Heading("Where the iteration goes"))
