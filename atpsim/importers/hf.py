@@ -126,6 +126,17 @@ def import_hf(path: str | Path, options: ImportOptions) -> ImportedJob:
     return finish(draft, options, description)
 
 
+def model_keys(path: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """The scenario ``model`` keys of the ``config.json`` *path* as plain values (what a
+    scenario's ``model: {hf_config: PATH}`` takes), and one line for each key of the file not
+    understood or not modelled."""
+    draft = JobDraft(KIND, str(path), FRAMEWORK)
+    model = hf_model(path, draft, ImportOptions())
+    lines = [f"{f.origin.describe()}: {f.kind}: {f.why}" for f in draft.findings
+             if f.kind != "ignored"]  # fmt: skip
+    return {key: item.value for key, item in model.items()}, lines
+
+
 def hf_model(path: str | Path, draft: JobDraft, options: ImportOptions) -> dict[str, Traced]:
     """The scenario's ``model`` keys of the ``config.json`` *path* (its unread keys sorted
     into *draft*'s findings); ``options.seq`` sets the sequence."""
@@ -178,7 +189,7 @@ class _Config:
     def required(self, name: str) -> Traced:
         item = self.number(name)
         if item is None:
-            raise AtpsimError(f"missing {name}: the model's shape needs it", source=self.source,
+            raise AtpsimError("missing key: the model's shape needs it", source=self.source,
                               key=name)  # fmt: skip
         return item
 

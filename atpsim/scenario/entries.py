@@ -3,6 +3,7 @@ they make up is :mod:`atpsim.scenario.parallelism`)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,27 @@ def _parse_spec_string(text: str) -> dict[str, Any]:
 # --- model ---------------------------------------------------------------------------------
 
 
+def _hf_keys(path: Any, info: ValidationInfo) -> dict[str, Any]:
+    """``model: {hf_config: PATH}``: the model keys of a Hugging Face ``config.json`` (read as
+    ``atpsim import hf`` reads it, :mod:`atpsim.importers.hf`; relative to the scenario's
+    folder), the keys written beside it overriding them; what the file says that is not
+    understood or not modelled is logged as a warning."""
+    from atpsim.importers.hf import model_keys
+
+    if not isinstance(path, str):
+        raise invalid(f"expected the path of a config.json, got {show(path)}", ("hf_config",))
+    resolved = resolve_file(path, info, ("hf_config",))
+    try:
+        keys, findings = model_keys(resolved)
+    except AtpsimError as error:
+        raise invalid(error.format(), ("hf_config",)) from None
+    for line in findings:
+        logging.getLogger(__name__).warning("model.hf_config: %s", line)
+    file = Path(resolved)
+    name = file.parent.name if file.stem == "config" and file.parent.name else file.stem
+    return {"name": name, **keys}
+
+
 def _model_key(message: str) -> tuple[str, ...]:
     """The key a ModelConfig refusal names (``model.top_k ... `` -> ``("top_k",)``), or none."""
     named = re.match(r"model\.(\w+)", message)
@@ -166,13 +188,17 @@ class ModelEntry(Frozen):
     moe_every: PositiveInt | None = None
     expert_ffn_hidden: PositiveInt | None = None
     capacity_factor: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
+    hf_config: Str | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _reject_unknown_keys(cls, data: Any) -> Any:
+    def _reject_unknown_keys(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, str):
             return {"preset": data}
-        return reject_unknown_keys(cls, data)
+        data = reject_unknown_keys(cls, data)
+        if isinstance(data, dict) and data.get("hf_config") is not None:
+            return {**_hf_keys(data["hf_config"], info), **data}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> ModelEntry:
@@ -207,8 +233,9 @@ class ModelEntry(Frozen):
         return self
 
     def overrides(self) -> dict[str, Any]:
-        """The sizes this entry sets (everything but name and preset)."""
-        skip = ("name", "preset")
+        """The sizes this entry sets (everything but name, preset and hf_config, whose sizes
+        are among them)."""
+        skip = ("name", "preset", "hf_config")
         return {k: v for k, v in self.__dict__.items() if k not in skip and v is not None}
 
     def _fields(self) -> dict[str, Any]:

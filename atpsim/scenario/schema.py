@@ -18,7 +18,10 @@ a list of one. The YAML form::
                                  #   (fp16 | bf16 | fp32 | fp8), ffn_mult, kv_heads, ffn_hidden,
                                  #   ffn (gelu | swiglu), tie_embeddings, vocab, experts, top_k,
                                  #   moe_every, expert_ffn_hidden, capacity_factor} (a preset
-                                 #   plus overrides; atpsim.compute.models.ModelConfig) | a list
+                                 #   plus overrides; atpsim.compute.models.ModelConfig) |
+                                 #   {hf_config: path/config.json, ...} (a Hugging Face
+                                 #   config's shape, as `atpsim import hf` reads it; keys
+                                 #   beside it override) | a list
     parallelism:                 # (a whole training job instead: tp, pp, dp, global_batch...,
                                  #   atpsim.scenario.parallelism)
       devices: 8                 # int or list; default: the topology's GPU count
