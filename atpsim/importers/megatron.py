@@ -260,8 +260,7 @@ class _Reader:
     def required(self, flag: str, *, alias: str | None = None) -> Traced:
         item = self.number(flag) or (self.number(alias) if alias else None)
         if item is None:
-            raise self.draft.error(f"missing {flag}: {FRAMEWORK} requires it (validate_args)",
-                                   key=flag)  # fmt: skip
+            raise self.draft.error(f"missing: {FRAMEWORK} requires it (validate_args)", key=flag)
         return item
 
     def peek(self, flag: str) -> str | None:

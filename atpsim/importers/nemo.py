@@ -335,8 +335,8 @@ def _required(recipe: _Recipe, *keys: str) -> Traced:
     key = recipe.first(*keys)
     item = recipe.number(key) if key else None
     if item is None:
-        raise recipe.draft.error(f"missing {keys[0]}: a recipe gives its model's shape (the base "
-                                 "config's toy model is no default for it)", key=keys[0])  # fmt: skip
+        raise recipe.draft.error("missing: a recipe gives its model's shape (the base config's "
+                                 "toy model is no default for it)", key=keys[0])  # fmt: skip
     return item
 
 
