@@ -513,7 +513,8 @@ def _state(route_ptr: np.ndarray, route_links: np.ndarray, flow_pair: np.ndarray
     """The kernel's arrays (rows named by the module's constants): per flow floats, integers
     and flags, per link floats, integers and marks, incidence slots (as many as all flows
     have, so never grown; only the pages of those in use are touched: freed runs are reused,
-    and past a soft limit the slots are compacted), freed slot runs by length, the slots'
+    and past a soft limit the slots are compacted; 32-bit where they fit, :func:`slot_dtype`),
+    freed slot runs by length, the slots'
     use (in use, soft limit, all), stats."""
     n = len(flow_pair)
     lengths = np.diff(route_ptr)[flow_pair]
@@ -533,11 +534,36 @@ def _state(route_ptr: np.ndarray, route_links: np.ndarray, flow_pair: np.ndarray
     room = np.array([0, min(FIRST_SLOTS, total), total], dtype=np.int64)
     lflt = np.zeros((4, n_links))
     per_pair = np.bincount(flow_pair, weights=flow_bytes, minlength=len(route_ptr) - 1)
-    lflt[PEND] = np.bincount(route_links, weights=np.repeat(per_pair, np.diff(route_ptr)),
-                             minlength=n_links)
+    lflt[PEND] = _pending_bytes(route_ptr, route_links, per_pair, n_links)
     return (floats, irec, np.zeros((n, 3), dtype=np.bool_), col, ints, lflt, links,
-            np.zeros((2, n_links), dtype=np.bool_), np.empty((3, total), dtype=np.int64),
+            np.zeros((2, n_links), dtype=np.bool_), np.empty((3, total), dtype=slot_dtype(n, total)),
             free_head, room, np.zeros(7, dtype=np.int64))
+
+
+#: Pairs whose route links are summed per numpy pass in :func:`_pending_bytes`.
+PEND_CHUNK_PAIRS = 1 << 16
+
+
+def _pending_bytes(route_ptr: np.ndarray, route_links: np.ndarray, per_pair: np.ndarray,
+                   n_links: int) -> np.ndarray:
+    """Bytes each link will carry: *per_pair* bytes over every link of the pair's route,
+    summed :data:`PEND_CHUNK_PAIRS` pairs at a time (one pass over every route link at once
+    made two copies of them, 270 MB on the Rabenseifner quotient of a 65,536-GPU torus: the
+    run's peak). Read only by the horizon check (:func:`_past`)."""
+    pending = np.zeros(n_links)
+    for i in range(0, len(per_pair), PEND_CHUNK_PAIRS):
+        end = min(i + PEND_CHUNK_PAIRS, len(per_pair))
+        lo, hi = route_ptr[i], route_ptr[end]
+        weights = np.repeat(per_pair[i:end], np.diff(route_ptr[i:end + 1]))
+        pending += np.bincount(route_links[lo:hi], weights=weights, minlength=n_links)
+    return pending
+
+
+def slot_dtype(n_flows: int, n_slots: int) -> type[np.signedinteger]:
+    """The integer type of the incidence slots: each holds a slot index, -1 or a flow index,
+    so 32 bits where those fit (the slots are the run's largest array: 3 x 16.7 M on the
+    Rabenseifner quotient of a 65,536-GPU torus, 200 MB instead of 400 MB touched)."""
+    return np.int32 if max(n_flows, n_slots) < 2**31 else np.int64
 
 
 def run_kernel(loop: Callable[..., int], route_ptr: np.ndarray, route_links: np.ndarray,
