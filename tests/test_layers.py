@@ -33,6 +33,7 @@ LAYERS = (
     "engine",
     "calibrate",
     "training",
+    "importers",
     "results",
     "scenario",
     "report",
@@ -144,6 +145,18 @@ def test_outside_code_goes_through_the_api(folder):
 #: A command-line flag inside a string: ``--devices``, ``--fit-only`` (not ``a--b`` or ``---``).
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
+def _megatron_flags() -> set[str]:
+    """The flags atpsim.importers.megatron knows (Megatron-LM's and torchrun's), none of them
+    one of atpsim's own: the importer's tables, read from the module."""
+    from atpsim.importers import megatron
+
+    flags = {*megatron.IGNORED_FLAGS, *megatron.NOT_MODELLED_FLAGS, *megatron.READ_FLAGS,
+             *megatron.SWITCHES, *megatron.LAUNCHER_FLAGS}  # fmt: skip
+    return {match for flag in flags for match in FLAG.findall(flag)}
+
+
+MEGATRON_FLAGS = _megatron_flags()
+
 #: Library files whose strings may name flags, and which flags, each with its reason.
 FLAGS_ALLOWED: dict[str, set[str]] = {
     # `python -m` scripts: each parses its own command line (argparse) and says so.
@@ -158,6 +171,9 @@ FLAGS_ALLOWED: dict[str, set[str]] = {
     "report/build.py": {"--index"},
     "report/index.py": {"--index"},
     "api/search.py": {"--max-tp"},  # search.yaml's header: the command that searched it
+    # Megatron-LM's and torchrun's own flags: the command line atpsim import megatron reads
+    # (its flag tables and the messages naming a flag of the input), never atpsim's flags.
+    "importers/megatron.py": MEGATRON_FLAGS,
     # Chromium's own command line (headless screenshot of a report's first screen).
     "report/screenshot.py": {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                              "--disable-extensions", "--no-first-run", "--user-data-dir",

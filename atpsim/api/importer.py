@@ -18,8 +18,11 @@ from pydantic import ValidationError
 from atpsim.errors import AtpsimError, did_you_mean
 from atpsim.importers import describe_input, importer, importer_kinds
 from atpsim.importers.common import ImportOptions
-from atpsim.importers.trace import DEFAULT, ImportedJob
+from atpsim.importers.trace import DEFAULT, OPTION, ImportedJob
 from atpsim.importers.writer import scenario_yaml
+from atpsim.scenario.loader import error_from_validation
+from atpsim.scenario.schema import Scenario
+from atpsim.scenario.sweep import expand_sweep
 
 __all__ = ["ImportedJob", "ImportOptions", "check_imported", "import_job", "importer_kinds",
            "imported_yaml"]  # fmt: skip
@@ -58,10 +61,6 @@ def imported_yaml(job: ImportedJob) -> str:
 def check_imported(job: ImportedJob, base_dir: str | Path = ".") -> None:
     """Validate *job*'s scenario and expand its sweep (as ``atpsim run`` does before running);
     an error is re-raised naming the input line and flag (or key) its value came from."""
-    from atpsim.scenario.loader import error_from_validation
-    from atpsim.scenario.schema import Scenario
-    from atpsim.scenario.sweep import expand_sweep
-
     raw = job.scenario()
     try:
         scenario = Scenario.model_validate(raw, context={"base_dir": str(base_dir)})
@@ -82,7 +81,9 @@ def _traced(job: ImportedJob, error: AtpsimError) -> AtpsimError:
         where = f" (scenario key {key})" if key else ""
         return AtpsimError(f"{error.message}{where}", source=job.source)
     written = next((o for o in item.origins if o.kind != DEFAULT), None)
+    message = f"{error.message} (scenario key {key}: {item.comment()})"
+    if written is not None and written.kind == OPTION:  # `tp=8`: the parameter tp
+        return AtpsimError(message, source=job.source, param=written.text.strip("`").split("=")[0])
     source = (written.where if written else None) or job.source
     flag = written.text.split()[0] if written and written.text.strip() else key
-    return AtpsimError(f"{error.message} (scenario key {key}: {item.comment()})", source=source,
-                       key=flag)  # fmt: skip
+    return AtpsimError(message, source=source, key=flag)

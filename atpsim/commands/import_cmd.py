@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from atpsim.api import import_job, imported_yaml, importer_kinds
-from atpsim.commands._common import clean_errors
+from atpsim.api import import_job, imported_yaml, importer_kinds, show_params
+from atpsim.commands._common import clean_errors, flag
 
 
 @click.command("import")
@@ -66,8 +66,8 @@ def command(kind: str, input_path: Path, out: Path | None, topology: str | None,
     job = import_job(kind, input_path, check=not no_check,
                      **{k: v for k, v in options.items() if v is not None})  # fmt: skip
     for warning in job.warnings():
-        click.echo(f"atpsim: warning: {warning}", err=True)
-    text = imported_yaml(job)
+        click.echo(f"atpsim: warning: {show_params(warning, flag)}", err=True)
+    text = show_params(imported_yaml(job), flag)  # `gpus=16` as the option was written: --gpus 16
     if out is None:
         click.echo(text, nl=False)
         return

@@ -25,7 +25,7 @@ from atpsim.errors import AtpsimError, did_you_mean
 IMPORTERS: dict[str, tuple[str, str, str]] = {
     "megatron": ("megatron", "import_megatron", "a Megatron-LM launch script or argument file"),
     "nemo": ("nemo", "import_nemo", "a NeMo / Megatron-Bridge recipe YAML"),
-    "deepspeed": ("deepspeed", "import_deepspeed", "a DeepSpeed JSON config (with --model)"),
+    "deepspeed": ("deepspeed", "import_deepspeed", "a DeepSpeed JSON config (its model named apart)"),
     "hf": ("hf", "import_hf", "a Hugging Face config.json"),
 }
 

@@ -34,10 +34,11 @@ from typing import Any
 
 import yaml
 
-from atpsim.errors import AtpsimError
+from atpsim.errors import AtpsimError, param
 from atpsim.importers.trace import (
     IGNORED,
     NOT_MODELLED,
+    OPTION,
     UNKNOWN,
     Finding,
     ImportedJob,
@@ -47,6 +48,7 @@ from atpsim.importers.trace import (
     option,
     traced,
 )
+from atpsim.topology.spec import load_topology, requested_gpus
 
 #: GPUs per node of the default machine (a DGX H100).
 GPUS_PER_NODE = 8
@@ -88,17 +90,10 @@ class ImportOptions:
                 if getattr(self, f.name) is not None and f.name not in ("out_dir", "name")]  # fmt: skip
 
 
-#: How each option is written on the command line (for origins and errors).
-OPTION_FLAGS = {
-    "topology": "-t", "gpus": "--gpus", "model": "--model", "tp": "--tp", "pp": "--pp",
-    "micro_batch": "--micro-batch", "global_batch": "--global-batch", "seq": "--seq",
-    "vocab": "--vocab", "name": "--name",
-}  # fmt: skip
-
-
 def option_origin(options: ImportOptions, name: str) -> Origin:
-    """The origin of option *name* as the user wrote it (``--gpus 16``)."""
-    return option(f"{OPTION_FLAGS[name]} {getattr(options, name)}")
+    """The origin of option *name* with its value, as the library names a parameter
+    (`` `gpus=16` ``; the command line shows it as its flag, ``--gpus 16``)."""
+    return option(param(name, getattr(options, name)))
 
 
 @dataclass
@@ -134,7 +129,10 @@ class JobDraft:
         self.notes.append(f"{origin.describe()}: {what}")
 
     def error(self, message: str, origin: Origin | None = None, key: str | None = None) -> AtpsimError:
-        """Bad input: one line naming the file (and line) and the flag or key."""
+        """Bad input: one line naming the file (and line) and the flag or key; where *origin*
+        is an option of atpsim import, that option (its parameter)."""
+        if origin is not None and origin.kind == OPTION:
+            return AtpsimError(message, source=self.source, param=origin.text.strip("`").split("=")[0])
         where = origin.where if origin is not None else None
         return AtpsimError(message, source=where or self.source, key=key)
 
@@ -219,7 +217,7 @@ def scenario_name(source: str, options: ImportOptions) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", options.name):
             raise AtpsimError("expected a name of letters, digits, '.', '_' and '-' "
                               f"(starting with a letter or digit), got {options.name!r}",
-                              key="--name")  # fmt: skip
+                              param="name")  # fmt: skip
         return options.name
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).stem).strip("-._")
     return stem or "imported"
@@ -270,8 +268,8 @@ def _gpus(draft: JobDraft, options: ImportOptions) -> Traced | None:
         return draft.layout["gpus"]
     if options.topology is None:
         raise AtpsimError(
-            "the GPU count is not in the input: give --gpus N (or -t TOPOLOGY, whose GPUs the "
-            "job then fills)", source=draft.source)  # fmt: skip
+            f"the GPU count is not in the input: give {param('gpus')} (or {param('topology')}, "
+            "whose GPUs the job then fills)", source=draft.source)  # fmt: skip
     return topology_gpus(options)
 
 
@@ -281,8 +279,6 @@ def topology_gpus(options: ImportOptions) -> Traced | None:
     whose size is not known before the scenario sizes it."""
     if options.topology is None:
         return None
-    from atpsim.topology.spec import load_topology, requested_gpus
-
     count = requested_gpus(options.topology)
     if count is None and "/" not in options.topology and not options.topology.endswith((".yaml", ".yml")):
         try:
@@ -291,25 +287,25 @@ def topology_gpus(options: ImportOptions) -> Traced | None:
             count = None  # a spec the scenario check refuses, by its own key
     if count is None:
         return None
-    return traced(count, option(f"-t {options.topology}"), how=f"the topology's {count} GPUs")
+    return traced(count, option_origin(options, "topology"), how=f"the topology's {count} GPUs")
 
 
 def _topology(draft: JobDraft, options: ImportOptions, gpus: Traced | None) -> Traced:
     if options.topology is not None:
         spec = _relative_file(options.topology, options.out_dir)
-        return traced(spec, option(f"-t {options.topology}"))
+        return traced(spec, option_origin(options, "topology"))
     assert gpus is not None  # _gpus refuses a job with neither
     count = gpus.value
     per_node = draft.gpus_per_node.value if draft.gpus_per_node is not None else None
     if per_node is None:
         per_node = count if count <= GPUS_PER_NODE else GPUS_PER_NODE
     if count % per_node:
-        raise AtpsimError(f"{count} GPUs do not fill nodes of {per_node}; give -t TOPOLOGY for "
+        raise AtpsimError(f"{count} GPUs do not fill nodes of {per_node}; give {param('topology')} for "
                           "the machine", source=draft.source)  # fmt: skip
     spec = DEFAULT_TOPOLOGY.format(nodes=count // per_node, per_node=per_node)
     origins = gpus.origins + (draft.gpus_per_node.origins if draft.gpus_per_node else ())
     draft.notes.append(f"Topology: {spec}, DGX H100 nodes on an InfiniBand fat tree (atpsim "
-                       f"import's default machine; -t TOPOLOGY names another) for the "
+                       f"import's default machine; {param('topology')} names another) for the "
                        f"{count} GPUs of the input.")  # fmt: skip
     return traced(spec, *origins, default("atpsim import's default machine: DGX H100 nodes "
                                           "(ib-cluster, generation h100)"),
@@ -349,7 +345,7 @@ def _global_batch(draft: JobDraft, dp: Traced) -> Traced:
     micro = draft.layout["micro_batch"]
     if dp.value == "auto":
         raise AtpsimError("the global batch is not in the input and the GPU count is not known: "
-                          "give --gpus N (the global batch is then micro-batch x data "
+                          f"give {param('gpus')} (the global batch is then micro-batch x data "
                           "parallelism)", source=draft.source)  # fmt: skip
     return traced(micro.value * dp.value, *micro.origins, *dp.origins,
                   default(f"{draft.framework}'s global batch where none is given: micro-batch x "

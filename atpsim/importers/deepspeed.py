@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from atpsim.compute.models import model_preset, preset_names
-from atpsim.errors import AtpsimError, did_you_mean, read_text
+from atpsim.errors import AtpsimError, did_you_mean, param, read_text
 from atpsim.importers.common import (
     ImportOptions,
     JobDraft,
@@ -81,7 +81,7 @@ NOT_MODELLED: dict[str, tuple[str, Any]] = {
                                                        "TP", False),
     "activation_checkpointing.cpu_checkpointing": ("checkpoints kept on the CPU are not "
                                                    "modelled", False),
-    "pipeline": ("the pipeline is atpsim's 1F1B over --pp stages", None),
+    "pipeline": ("the pipeline is atpsim's 1F1B over the stages asked for", None),
 }  # fmt: skip
 #: Keys of zero_optimization with no bearing on an iteration's time.
 ZERO_IGNORED = ("contiguous_gradients", "reduce_scatter", "allgather_partitions",
@@ -166,14 +166,14 @@ def import_deepspeed(path: str | Path, options: ImportOptions) -> ImportedJob:
     _sort_the_rest(config, draft)
     name = draft.model["name"].value
     description = (f"{name} as the DeepSpeed config {source} trains it "
-                   f"(atpsim import deepspeed --model {options.model})")  # fmt: skip
+                   f"(atpsim import deepspeed, model {options.model})")  # fmt: skip
     return finish(draft, options, description)
 
 
 def _model(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
     """The model: a preset, or a Hugging Face config.json; its dtype from the config."""
     if options.model is None:
-        raise AtpsimError("a DeepSpeed config does not name its model: give --model (a preset such "
+        raise AtpsimError("a DeepSpeed config does not name its model: expected one (a preset such "
                           "as gpt3-13b, or a Hugging Face config.json)", param="model")  # fmt: skip
     origin = option_origin(options, "model")
     if Path(options.model).is_file():
@@ -206,13 +206,14 @@ def _layout(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
     for name in ("tp", "pp"):
         value = getattr(options, name)
         layout[name] = (traced(value, option_origin(options, name)) if value is not None else
-                        traced(1, default(f"no --{name}: DeepSpeed's plain data parallelism")))
+                        traced(1, default(f"{param(name)} not given: DeepSpeed's plain data "
+                                          "parallelism")))
     layout["cp"] = traced(1, default("no context parallelism"))
     layout["ep"] = traced(1, default("no expert parallelism"))
     _batches(config, draft, options)
     layout["sequence_parallel"] = traced(False, default(
-        "a DeepSpeed config has no sequence parallelism (Megatron-DeepSpeed's --sequence-parallel "
-        "is off by default)"))  # fmt: skip
+        "a DeepSpeed config has no sequence parallelism (Megatron-DeepSpeed's is off unless "
+        "its script asks for it)"))  # fmt: skip
     layout["recompute"] = _recompute(config)
     layout["zero"] = _zero(config, draft)
 
@@ -232,7 +233,7 @@ def _batches(config: _Config, draft: JobDraft, options: ImportOptions) -> None:
     gpus = options.gpus if options.gpus is not None else _topology_gpus(options)
     if gpus is None:
         if train is None or micro is None or steps is None:
-            raise AtpsimError("the batch sizes given need the data-parallel size: give --gpus N "
+            raise AtpsimError(f"the batch sizes given need the data-parallel size: give {param('gpus')} "
                               "(or all three of train_batch_size, train_micro_batch_size_per_gpu "
                               "and gradient_accumulation_steps)", source=draft.source)  # fmt: skip
         layout["micro_batch"], layout["global_batch"] = micro, train

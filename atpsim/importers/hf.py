@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from atpsim.errors import AtpsimError, read_text
+from atpsim.errors import AtpsimError, param, read_text
 from atpsim.importers.common import (
     ImportOptions,
     JobDraft,
@@ -243,14 +243,14 @@ def _sequence(reader: _Config, options: ImportOptions) -> Traced:
         if key is not None:
             reader.read.add(key)
             reader.draft.ignored(reader.origin(key), "the longest sequence the model takes; "
-                                 f"--seq {options.seq} is the training length")  # fmt: skip
+                                 f"{param('seq', options.seq)} is the training length")  # fmt: skip
         return traced(options.seq, option_origin(options, "seq"))
     item = reader.number("max_position_embeddings")
     if item is None:
         raise AtpsimError("the sequence length is not in the config (no max_position_embeddings): "
-                          "give --seq N", source=reader.source, key="max_position_embeddings")
-    return traced(item.value, *item.origins, how="the longest sequence the model takes; --seq "
-                  "sets the training length")  # fmt: skip
+                          f"give {param('seq')}", source=reader.source, key="max_position_embeddings")
+    return traced(item.value, *item.origins, how="the longest sequence the model takes; "
+                  f"{param('seq')} sets the training length")  # fmt: skip
 
 
 def _gated(reader: _Config, model_type: str) -> Traced | None:
@@ -313,7 +313,7 @@ def option_layout(draft: JobDraft, options: ImportOptions) -> None:
         value = getattr(options, name)
         layout[name] = (traced(value, option_origin(options, name)) if value is not None
                         else traced(fallback, default(f"{FRAMEWORK}'s default {fallback} "
-                                                      f"({_flag(name)} not given)")))  # fmt: skip
+                                                      f"({param(name)} not given)")))  # fmt: skip
     layout["cp"] = traced(1, default("no context parallelism"))
     layout["ep"] = traced(1, default("no expert parallelism"))
     if options.global_batch is not None:
@@ -325,6 +325,3 @@ def option_layout(draft: JobDraft, options: ImportOptions) -> None:
         layout[key] = traced(JOB_DEFAULTS[key].value,
                              default(f"atpsim's job default: {JOB_DEFAULTS[key].source}"))
 
-
-def _flag(name: str) -> str:
-    return {"tp": "--tp", "pp": "--pp", "micro_batch": "--micro-batch"}[name]

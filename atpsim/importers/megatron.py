@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from atpsim.errors import did_you_mean, read_text
+from atpsim.errors import did_you_mean, param, read_text
 from atpsim.importers.cmdline import Script, Word, read_script
 from atpsim.importers.common import (
     KNOWN_TOKENIZERS,
@@ -78,6 +78,7 @@ OPTIONS = frozenset({"topology", "gpus", "vocab", "name", "out_dir"})
 #: torchrun's options that size the job (``--nnodes``, ``--nproc-per-node``), both spellings.
 _NODES = ("--nnodes",)
 _PER_NODE = ("--nproc-per-node", "--nproc_per_node")
+LAUNCHER_FLAGS = _NODES + _PER_NODE
 
 #: Flags understood, with no bearing on one iteration's time, and why.
 _OPTIMIZER = "optimizer or learning-rate setting"
@@ -285,7 +286,7 @@ class _Reader:
 
     def sort_the_rest(self) -> None:
         """Every argument not read: ignored, not modelled, or not understood."""
-        known = {*IGNORED_FLAGS, *NOT_MODELLED_FLAGS, *_READ}
+        known = {*IGNORED_FLAGS, *NOT_MODELLED_FLAGS, *READ_FLAGS}
         for flag, argument in self.arguments.items():
             if flag in self.read:
                 continue
@@ -304,7 +305,7 @@ def _nearest(flag: str, known: set[str]) -> str:
 
 
 #: Every flag :func:`import_megatron` reads (for "did you mean").
-_READ = (
+READ_FLAGS = (
     "--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size", "--swiglu",
     "--group-query-attention", "--num-query-groups", "--seq-length", "--encoder-seq-length",
     "--untie-embeddings-and-output-weights", "--bf16", "--fp16", "--fp8-format", "--vocab-size",
@@ -501,7 +502,7 @@ def _tokens(reader: _Reader, draft: JobDraft, options: ImportOptions) -> Traced:
                           how=f"{name}'s published vocabulary")  # fmt: skip
     named = ", ".join(n for n in (tokenizer, reader.peek("--tokenizer-model")) if n) or "no tokenizer named"
     raise draft.error(f"the vocabulary is not known ({named}): give --vocab-size in the command "
-                      "line, or --vocab N to atpsim import", key="--vocab-size")  # fmt: skip
+                      f"line, or {param('vocab')} to atpsim import", key="--vocab-size")  # fmt: skip
 
 
 def _experts(reader: _Reader, draft: JobDraft) -> None:

@@ -50,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from atpsim.errors import AtpsimError, did_you_mean, read_text
+from atpsim.errors import AtpsimError, did_you_mean, param, read_text
 from atpsim.importers.common import (
     KNOWN_TOKENIZERS,
     ImportOptions,
@@ -304,7 +304,7 @@ def _machine(recipe: _Recipe, draft: JobDraft) -> None:
                                       how=f"{nodes.value} nodes x {per_node.value} devices")  # fmt: skip
         draft.gpus_per_node = per_node
     else:
-        draft.unknown(recipe.origin("trainer.devices"), "not a device count; --gpus N gives the GPUs")
+        draft.unknown(recipe.origin("trainer.devices"), f"not a device count; {param('gpus')} gives the GPUs")
 
 
 def _model(recipe: _Recipe, draft: JobDraft, options: ImportOptions, tp: int) -> None:
@@ -405,7 +405,7 @@ def _tokenizer(recipe: _Recipe, draft: JobDraft) -> Traced:
     if value in KNOWN_TOKENIZERS:
         return traced(KNOWN_TOKENIZERS[value], recipe.origin("model.tokenizer.type"),
                       how=f"{value}'s published vocabulary")
-    raise draft.error(f"the vocabulary of tokenizer {value!r} is not known: give --vocab N to "
+    raise draft.error(f"the vocabulary of tokenizer {value!r} is not known: give {param('vocab')} to "
                       "atpsim import", recipe.origin("model.tokenizer.type"), "model.tokenizer.type")
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 
 from atpsim.compute.models import DTYPE_BYTES, FFN_KINDS, ModelConfig, model_preset, preset_names
 from atpsim.errors import AtpsimError, did_you_mean
+from atpsim.importers.hf import model_keys
 from atpsim.parallel.mesh import DeviceMesh, atp_mesh
 from atpsim.scenario.fields import (
     MESH_SIZE,
@@ -137,8 +138,6 @@ def _hf_keys(path: Any, info: ValidationInfo) -> dict[str, Any]:
     ``atpsim import hf`` reads it, :mod:`atpsim.importers.hf`; relative to the scenario's
     folder), the keys written beside it overriding them; what the file says that is not
     understood or not modelled is logged as a warning."""
-    from atpsim.importers.hf import model_keys
-
     if not isinstance(path, str):
         raise invalid(f"expected the path of a config.json, got {show(path)}", ("hf_config",))
     resolved = resolve_file(path, info, ("hf_config",))

@@ -105,6 +105,7 @@ def test_cli_imports_then_runs_the_model(write, tmp_path):
                                   "--global-batch", "8", "--seq", "2048"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "rope_theta: 10000.0 (" in result.stderr
+    assert "tp: [[4, 1]]  # from --tp 4 (atpsim import option)" in out.read_text()
     run = runner.invoke(main, ["run", str(out), "-o", str(tmp_path / "run"), "--no-progress"])
     assert run.exit_code == 0, run.output
     (row,) = read_results(tmp_path / "run" / "results.csv").to_dict("records")
@@ -115,4 +116,4 @@ def test_cli_imports_then_runs_the_model(write, tmp_path):
 def test_a_tp_size_the_kv_heads_refuse_names_the_option(write):
     with pytest.raises(AtpsimError) as caught:
         import_job("hf", config(write, LLAMA), topology="ib-cluster:1x8", tp=8, global_batch=8)
-    assert caught.value.key == "--tp" and "kv_heads" in caught.value.message
+    assert caught.value.key == "tp" and "kv_heads" in caught.value.message

@@ -98,7 +98,7 @@ def test_an_unknown_tokenizer_needs_a_vocabulary(write):
     path = write("v.txt", MINIMAL.replace("--vocab-size 32000", "--tokenizer-type HuggingFaceTokenizer"))
     with pytest.raises(AtpsimError) as caught:
         imported("megatron", path, gpus=8)
-    assert caught.value.key == "--vocab-size" and "--vocab N" in caught.value.message
+    assert caught.value.key == "--vocab-size" and "`vocab`" in caught.value.message
     _, scenario = imported("megatron", path, gpus=8, vocab=50257)
     assert scenario["model"]["vocab"] == 50304
 
@@ -167,12 +167,12 @@ def test_gpus_that_tp_and_pp_do_not_divide_are_refused(write):
 
 def test_without_a_gpu_count_the_topology_sizes_the_job(write):
     path = write("a.txt", MINIMAL + "--global-batch-size 64\n")
-    with pytest.raises(AtpsimError, match="--gpus N"):
+    with pytest.raises(AtpsimError, match="give `gpus`"):
         import_job("megatron", path, check=False)
     job, scenario = imported("megatron", path, topology="ib-cluster:4x8")
     assert (scenario["parallelism"]["devices"], scenario["parallelism"]["dp"]) == (32, 32)
-    assert job.parallelism["devices"].comment() == ("from -t ib-cluster:4x8 (atpsim import option): "
-                                                    "the topology's 32 GPUs")
+    assert job.parallelism["devices"].comment() == ("from `topology='ib-cluster:4x8'` (atpsim import "
+                                                    "option): the topology's 32 GPUs")
 
 
 def test_the_shell_is_split_as_the_shell_splits_it():
