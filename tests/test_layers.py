@@ -145,6 +145,7 @@ def test_outside_code_goes_through_the_api(folder):
 #: A command-line flag inside a string: ``--devices``, ``--fit-only`` (not ``a--b`` or ``---``).
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
+
 def _megatron_flags() -> set[str]:
     """The flags atpsim.importers.megatron knows (Megatron-LM's and torchrun's), none of them
     one of atpsim's own: the importer's tables, read from the module."""
@@ -214,6 +215,15 @@ def test_only_the_commands_spell_flags():
         if extra:
             found[name] = sorted(extra)
     assert found == {}
+
+
+def test_the_megatron_flags_allowed_are_none_of_atpsims_own():
+    """The Megatron-LM flags importers/megatron.py may spell are not atpsim import's options
+    (those it names by parameter)."""
+    from atpsim.commands.import_cmd import command
+
+    own = {opt for param in command.params for opt in getattr(param, "opts", ()) if opt.startswith("--")}
+    assert own and not own & MEGATRON_FLAGS
 
 
 def test_a_flag_in_a_library_string_is_caught(tmp_path):
