@@ -270,7 +270,7 @@ def test_the_index_and_a_report_escape_every_name_from_a_user(tmp_path):
     page = (reports / "<b>x<b>" / "report.html").read_text()
     markdown = (reports / "<b>x<b>" / "report.md").read_text().split("```")[0::2]  # outside code
     assert (_live(index), _live(page), _live("".join(markdown))) == ([], [], [])
-    assert 'href="%3Cb%3Ex%3Cb%3E/report.html">&quot;&gt;&lt;script&gt;' in index
+    assert 'href="%3Cb%3Ex%3Cb%3E/report.html">&lt;b&gt;x&lt;b&gt;: &quot;&gt;&lt;script&gt;' in index
     assert 'href="javascript%3Aalert%281%29/report.html"' in index
     assert "&lt;b&gt;x&lt;b&gt;" in index and "A run. click) and &lt;img" in page
 
