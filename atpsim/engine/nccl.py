@@ -28,7 +28,7 @@ from atpsim.collectives.protocols import (
 )
 from atpsim.collectives.registry import build_schedule
 from atpsim.engine.collective import run_collective
-from atpsim.engine.methods import find
+from atpsim.engine.methods import PLAIN, find
 from atpsim.engine.routes import pair_routes
 from atpsim.engine.solvers.event_loop import PastHorizon, horizon
 from atpsim.topology.graph import Topology
@@ -65,16 +65,19 @@ def run_nccl(topology: Topology, op: str, algorithm: str, groups: Sequence[Seque
     fastest candidate (:meth:`~atpsim.collectives.nccl.NcclPlanner.candidates`) where
     *algorithm* or *protocol* is ``auto`` (NCCL's tuner, by this model). With *prune* (the
     default), candidates that a lower bound shows cannot win are not simulated
-    (:func:`_fastest`, exact); ``prune=False`` simulates every one (the plain path).
+    (:func:`_fastest`, exact); ``prune=False``, engine ``reference`` (the plain run) or a
+    strict engine simulates every one.
     *memory_bytes* caps a ``reference`` run (:func:`~atpsim.engine.collective.run_collective`).
     Groups of one rank move nothing: such a call takes 0 s, the first candidate reported (as
     the collectives' closed forms give 0 s for ``p = 1``); nothing is pruned, as no lower
     bound has a step to count."""
     planner = NcclPlanner(topology, op, groups, channels)
     candidates = planner.candidates(algorithm, protocol)
-    strict = getattr(find("engine", engine), "strict", False)  # a strict engine: no pruning
+    method = find("engine", engine)
+    # a strict engine, or the plain run (every flow of every candidate): no pruning
+    whole = getattr(method, "strict", False) or getattr(method, "kind", None) == PLAIN
     moves = any(len(group) > 1 for group in groups)
-    if len(candidates) == 1 or not prune or strict or not moves:
+    if len(candidates) == 1 or not prune or whole or not moves:
         calls = [_nccl_call(planner, c, float(nbytes), engine, memory_bytes) for c in candidates]
         return min(calls, key=lambda c: c.time_s)
     return _fastest(planner, candidates, float(nbytes), engine, memory_bytes)

@@ -82,3 +82,21 @@ def test_all_to_all_across_a_fat_tree_skips_the_protocol_that_cannot_win(monkeyp
         plain.protocol, plain.time_s, plain.group_time_s)
     assert plain.protocol == "Simple"
     assert simulated == ["Simple", "LL128"]
+
+
+def test_the_plain_run_simulates_every_candidate(monkeypatch):
+    """engine reference is the plain run: no candidate skipped by a bound or stopped at the
+    horizon, so --engine reference checks the tuner's pruning as well as the reductions."""
+    topology = load_topology("ib-cluster:8x8")
+    simulated = []
+    real = nccl._nccl_call
+
+    def counted(*args, **kwargs):
+        simulated.append(args[1].protocol)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nccl, "_nccl_call", counted)
+    groups = [list(range(64))]
+    plain = run_nccl(topology, "all_to_all", "auto", groups, 2**24, engine="reference")
+    assert sorted(simulated) == ["LL", "LL128", "Simple"]
+    assert plain.path == "reference"
