@@ -90,7 +90,13 @@ def answer_sentence(cases: list[Case], workload: str) -> str:
     *cases* (the table's rows)."""
     wins = sum(c.two_d for c in cases)
     margins = [c.over_baseline for c in cases if c.over_baseline is not None]
-    if workload == "job":
+    if workload == "job" and not margins:
+        where = "" if len(cases) == 1 else f" in each of the {len(cases)} cases"
+        text = (f"Which layout, of those the scenario lists, trains fastest? Only one TP scheme "
+                f"ran{where} (list the other scheme's meshes in parallelism.tp to compare "
+                f"them).")  # fmt: skip
+        baseline = ""
+    elif workload == "job":
         text = (f"Which TP scheme, with data and pipeline parallelism searched beside it, trains "
                 f"fastest? ATP's 2D mesh in {wins} of {len(cases)} cases, Megatron-LM's 1D TP "
                 f"in {len(cases) - wins}.")  # fmt: skip

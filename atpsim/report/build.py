@@ -75,7 +75,8 @@ def read_page(out_dir: Path, frame: pd.DataFrame, scenario_text: str, prov: Prov
     description = str(scenario.description).strip() if scenario.description else ""
     cases = answer.cases_of(frame, shown.name)
     sentence = answer.answer_sentence(cases, shown.name).removesuffix(" Per case:") if cases else ""
-    wins = (sum(c.two_d for c in cases), len(cases)) if cases else None
+    contest = shown.name != "job" or any(c.over_baseline is not None for c in cases)
+    wins = (sum(c.two_d for c in cases), len(cases)) if cases and contest else None
     return Page(options.title or f"atpsim report: {name}", description, unit, checked, found, prov,
                 sentence, wins)  # fmt: skip
 

@@ -70,3 +70,12 @@ def test_the_terminal_lines_give_each_cases_fastest_row_and_margins():
     assert lines[0].startswith("Which DeviceMesh(d1, d2)") and not lines[0].endswith("Per case:")
     assert lines[1] == ("M2 on ic3 (a100), 8 GPUs: 4x2, 2 chunks, 8 s (+12.5% on 2x4, 1 chunk; "
                         "+25.0% on N x 1, 1 chunk)")  # fmt: skip
+
+
+def test_a_job_with_one_tp_scheme_is_not_counted_as_a_contest():
+    from atpsim.report.answer import Case
+
+    alone = [Case("gpt3 on x, 8 GPUs, batch 8", "Megatron-LM 1D 8x1, pp 1, dp 1", 1.0, False,
+                  "8x1, pp 1, dp 1, micro-batch 2", 0.05, None)]  # fmt: skip
+    text = answer_sentence(alone, "job")
+    assert "Only one TP scheme ran (list" in text and "0 of 1" not in text
