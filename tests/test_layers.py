@@ -148,11 +148,11 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 
 def _megatron_flags() -> set[str]:
     """The flags atpsim.importers.megatron knows (Megatron-LM's and torchrun's), none of them
-    one of atpsim's own: the importer's tables, read from the module."""
-    from atpsim.importers import megatron
+    one of atpsim's own: the importer's tables, read from their module."""
+    from atpsim.importers import megatron_flags as tables
 
-    flags = {*megatron.IGNORED_FLAGS, *megatron.NOT_MODELLED_FLAGS, *megatron.READ_FLAGS,
-             *megatron.SWITCHES, *megatron.LAUNCHER_FLAGS}  # fmt: skip
+    flags = {*tables.IGNORED_FLAGS, *tables.NOT_MODELLED_FLAGS, *tables.READ_FLAGS,
+             *tables.SWITCHES, *tables.LAUNCHER_FLAGS}  # fmt: skip
     return {match for flag in flags for match in FLAG.findall(flag)}
 
 
@@ -175,6 +175,7 @@ FLAGS_ALLOWED: dict[str, set[str]] = {
     # Megatron-LM's and torchrun's own flags: the command line atpsim import megatron reads
     # (its flag tables and the messages naming a flag of the input), never atpsim's flags.
     "importers/megatron.py": MEGATRON_FLAGS,
+    "importers/megatron_flags.py": MEGATRON_FLAGS,
     # Chromium's own command line (headless screenshot of a report's first screen).
     "report/screenshot.py": {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                              "--disable-extensions", "--no-first-run", "--user-data-dir",
