@@ -145,9 +145,8 @@ def collective(
     """Simulate *op* by *algorithm* (default ``auto``: what NCCL's tuner picks; ``ring`` is
     NCCL's channel rings, one per NIC; ``ring-rank-order`` one ring in rank order) with
     *protocol* (``auto``, LL, LL128, Simple, or ``none`` for bare links; ``auto`` is
-    ``none`` where NCCL does not run, :func:`protocol_run`) on *channels*
-    channels (default: one per NIC rail) on
-    *topology* for every buffer size in *sizes* (bytes per rank, nccl-tests' convention): a
+    ``none`` where NCCL does not run, :func:`protocol_run`) on *channels* channels (default:
+    one per NIC rail) on *topology* for every buffer size in *sizes* (bytes per rank, nccl-tests' convention): a
     number, a size string (``"1 GiB"``, ``"64MB"``, nccl-tests' ``"1G"`` = 2^30), a doubling
     range ``"MIN:MAX"`` or a sequence of sizes. *devices* uses the first N GPUs (and sizes a
     scalable topology); *groups* is ``"all"`` or ``"dimD:D1xD2"`` (the groups of mesh
