@@ -167,14 +167,16 @@ def tied_call(comm: JobComm, head_bytes: float) -> CallSpec | None:
 
 
 def job_calls(comm: JobComm, stages: tuple[StageCalls, ...], tied: CallSpec | None,
-              op: OpBuilder, together: OpsBuilder | None = None) -> JobCalls:
+              op: OpBuilder, together: OpsBuilder | None = None, fold: bool = False) -> JobCalls:
     """The iteration for :func:`~atpsim.engine.step.job_graph.build_job_graph`; *together*
-    builds each op in every replica at once (passes whose all-to-alls span replicas)."""
+    builds each op in every replica at once (passes whose all-to-alls span replicas); *fold*:
+    replica 0 built for all of them (the folded graph of an unperturbed job)."""
     config = comm.config
     layout = config.layout
     orders = stage_orders(config.schedule, config.shape)
-    return JobCalls(orders, config.shape, layout.replicas, layout.tp.size, op, comm.send, stages, tied,
-                    together)  # fmt: skip
+    built, fold_count = (1, layout.replicas) if fold else (layout.replicas, 0)
+    return JobCalls(orders, config.shape, built, layout.tp.size, op, comm.send, stages, tied,
+                    together, fold_count)  # fmt: skip
 
 
 def ep_groups_of(layout: ParallelLayout, stage: int) -> list[tuple[int, list[tuple[int, int]]]]:

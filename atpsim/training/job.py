@@ -42,7 +42,7 @@ from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import compute_time_s
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
-from atpsim.engine.joint.graph import GraphTimeline, TaskGraph
+from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.perturb import Perturbation
 from atpsim.engine.methods import ALONE, PLAIN, Method, find, names
@@ -214,8 +214,14 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
-    job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
-    run = run_graph(job.graph, job.machine, links=links or trace is not None)
+    job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None,
+                    fold=trace is None)  # fmt: skip
+    try:
+        run = run_graph(job.graph, job.machine, links=links or trace is not None)
+    except NotUniform as broken:  # the replicas or TP ranks are not in step: build them all
+        log.info("the folded iteration is not exact (%s); simulating every replica and rank", broken)
+        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
+        run = run_graph(job.graph, job.machine, links=links or trace is not None)
     if trace is not None:
         trace(job.machine.topology, run)
     return joint_prediction(profile, config, job, run)
@@ -274,11 +280,15 @@ class JointJob:
 
 def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
               perturb: Perturbation | None = None, granularity: str = "auto",
-              labelled: bool = False) -> JointJob:
+              labelled: bool = False, fold: bool = False) -> JointJob:
     """The iteration of *config* as one task graph (:mod:`atpsim.engine.step.job_graph`).
     *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
     nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
-    ``passes`` where the traffic meets is a SimulationError)."""
+    ``passes`` where the traffic meets is a SimulationError). *fold*: build one replica and
+    one TP rank for all where the job is unperturbed and its passes' collectives stay inside
+    a replica (the folded graph: its run raises
+    :class:`~atpsim.engine.joint.graph.NotUniform` where the copies turn out not to be in step,
+    and the caller builds it unfolded)."""
     grain = _method("granularity", granularity)
     config = resolve_partition(config, profile)
     programs = JobPrograms(config)
@@ -296,11 +306,12 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     if grain.strict and not isolated:
         raise SimulationError("the passes' TP traffic meets other traffic; they cannot be single delays",
                               key="granularity")  # fmt: skip
-    op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
-        else _program_ops(machine, profile, comm, programs, costs, perturb)
     spans = config.layout.ep > 1 or config.layout.cp > 1
+    folded = fold and not spans and (perturb is None or perturb.empty)
+    op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
+        else _program_ops(machine, profile, comm, programs, costs, perturb, folded)
     together = op.together if isinstance(op, ProgramOps) and spans else None
-    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together), labelled)
+    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together, folded), labelled)
     if len(graph) >= LARGE_GRAPH_TASKS:
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
@@ -363,8 +374,9 @@ def _crosses(machine: JointNetwork, source: StageGroups, programs: JobPrograms, 
 
 def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                  programs: JobPrograms, costs: Callable[[int, int], OpCosts],
-                 perturb: Perturbation | None) -> OpBuilder:
-    """Passes as their programs' tasks (their TP traffic meets other traffic)."""
+                 perturb: Perturbation | None, fold: bool = False) -> OpBuilder:
+    """Passes as their programs' tasks (their TP traffic meets other traffic); *fold*: for a
+    folded graph (one replica and TP rank built for all)."""
     config = programs.config
     layout, mesh = config.layout, config.layout.tp
     if not isinstance(mesh, DeviceMesh):
@@ -377,7 +389,8 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                       lambda r, s, o: costs(r, s)(s, o).time_s,
                       spans=lambda op: op.dim in (EP_DIM, CP_DIM), across=comm.tp_call,
                       replicas=layout.replicas,
-                      across_groups=lambda s: cp_groups_of(layout, s) if layout.cp > 1 else ep_groups_of(layout, s))  # fmt: skip
+                      across_groups=lambda s: cp_groups_of(layout, s) if layout.cp > 1 else ep_groups_of(layout, s),
+                      fold=layout.replicas if fold else 0)  # fmt: skip
 
 
 def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:

@@ -31,10 +31,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, TaskGraph
+from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.solvers.flow_loop import JOINT, Loop, reverse_csr
+
+_NO_LINKS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -58,8 +60,10 @@ class _Episode:
     def live_links(self, now: float) -> np.ndarray:
         """The links of the members still running *now* (a newcomer meets only those: the
         others' flows are done)."""
+        if len(self.member_links) == 1:  # a call's links are sorted and unique already
+            return self.member_links[0] if self.member_end[0] > now else _NO_LINKS
         parts = [links for links, end in zip(self.member_links, self.member_end, strict=True) if end > now]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate(parts)) if parts else _NO_LINKS
 
 
 @dataclass
@@ -96,6 +100,7 @@ class _Comm:
         self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
         self.stats = _Stats()
         self._links: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._aranges: dict[int, np.ndarray] = {}
 
     def submit(self, now: float, tasks: list[int]) -> Ends:
         """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
@@ -131,7 +136,7 @@ class _Comm:
         joint.live`): a live one brought to now, the others replayed up to now."""
         out: Ends = []
         live = [e for e in met if isinstance(e, LiveEpisode)]
-        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, JOINT, now))
+        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, JOINT, now), self.graph.uniform)
         if live:  # first: an episode replayed to now may come before it in *met*
             base.loop.run_until(now)
             out += base.harvest()
@@ -144,7 +149,8 @@ class _Comm:
                 base.take(self.network, episode)
                 continue
             out += [(task, None) for owned_tasks in episode.tasks for task, _ in owned_tasks]
-            replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now)
+            replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now,
+                                    self.graph.uniform)  # fmt: skip
             out += ends
             base.take(self.network, replayed)
             episode.alive = False
@@ -188,10 +194,11 @@ class _Comm:
         claimed by the last episode that had a running member on it, so no running member
         hides behind another episode's claim (a claim is made only where the claimer runs,
         and a second runner on the link would have merged with the first)."""
-        met = []
-        for h in np.unique(self.holder[links]).tolist():
-            episode = self.episodes[h] if h >= 0 else None
-            if episode is not None and episode.alive and episode.end_s > now \
+        met: list[_Episode | LiveEpisode] = []
+        held = self.holder[links]
+        for h in sorted(set(held[held >= 0].tolist())):
+            episode = self.episodes[h]
+            if episode.alive and episode.end_s > now \
                     and len(np.intersect1d(episode.live_links(now), links, assume_unique=True)):
                 met.append(episode)
         return met
@@ -199,22 +206,36 @@ class _Comm:
     def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:
         """Tasks grouped by call (a task whose groups are already in its call's cohort starts
         another); each with the positions of its groups in the cohort's sorted groups."""
-        by_call: dict[int, list[list[int]]] = {}
+        by_call: dict[int, list[tuple[list[int], set[int]]]] = {}
         for task in tasks:
-            lists = by_call.setdefault(int(self.graph.call[task]), [[]])
-            taken = {g for t in lists[-1] for g in self.graph.groups[t]}
-            if taken & set(self.graph.groups[task]):
-                lists.append([])
-            lists[-1].append(task)
+            lists = by_call.setdefault(int(self.graph.call[task]), [([], set())])
+            mine = self.graph.groups[task]
+            if not lists[-1][1].isdisjoint(mine):
+                if self.graph.uniform is not None:  # the unfolded graph could part them otherwise
+                    raise NotUniform(f"task {task}: a second cohort of its call at one instant")
+                lists.append(([], set()))
+            lists[-1][0].append(task)
+            lists[-1][1].update(mine)
         out = []
         for call, lists in by_call.items():
-            for members in lists:
+            for members, _ in lists:
+                if len(members) == 1:  # its groups are sorted: they are the cohort's, in order
+                    groups = self.graph.groups[members[0]]
+                    out.append((call, groups, [(members[0], self._positions(len(groups)))]))
+                    continue
                 groups = tuple(sorted(g for t in members for g in self.graph.groups[t]))
                 where = {g: i for i, g in enumerate(groups)}
                 owned = [(t, np.array([where[g] for g in self.graph.groups[t]], dtype=np.int64))
                          for t in members]  # fmt: skip
                 out.append((call, groups, owned))
         return out
+
+    def _positions(self, n: int) -> np.ndarray:
+        """``0 .. n - 1`` (shared: nothing writes to it)."""
+        if n not in self._aranges:
+            self._aranges[n] = np.arange(n, dtype=np.int64)
+            self._aranges[n].flags.writeable = False
+        return self._aranges[n]
 
     def _links_of(self, call: int, groups: tuple[int, ...]) -> np.ndarray:
         key = (call, groups)
@@ -261,12 +282,17 @@ class _Comm:
         """(task, end) of member *h*'s tasks: each the last of its groups."""
         member = episode.members[h]
         if episode.answer is None:
-            alone = member.plan.alone(member.groups)
-            return [(task, member.start_s + float(alone[where].max()) if len(where) else member.start_s)
-                    for task, where in episode.tasks[h]]  # fmt: skip
-        rel = episode.answer.finish_s[h]
-        return [(task, episode.t0 + float(rel[where].max()) if len(where) else member.start_s)
+            base, rel = member.start_s, member.plan.alone(member.groups)
+        else:
+            base, rel = episode.t0, episode.answer.finish_s[h]
+        return [(task, base + self._last(task, rel[where]) if len(where) else member.start_s)
                 for task, where in episode.tasks[h]]  # fmt: skip
+
+    def _last(self, task: int, ends: np.ndarray) -> float:
+        """When the last of a task's groups ends (*ends*: theirs, relative; a uniform task's
+        must be one instant: :func:`~atpsim.engine.joint.graph.uniform_end`)."""
+        uniform = self.graph.uniform
+        return uniform_end(task, ends, int(uniform[task])) if uniform is not None and uniform[task] else float(ends.max())
 
     def link_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time per link over every final episode (a call alone simulated once

@@ -17,6 +17,14 @@ starts when its last member is ready) is a dependency on every member's previous
 
 Task ids are issue order: a task depends only on earlier ones. *labels* (optional) name each
 task's track and name for traces.
+
+A *folded* graph (:mod:`atpsim.engine.step.job_graph`) builds one of several copies that run in
+step (data-parallel replicas, the TP positions of a stage) and lets each of its comm tasks
+stand for every copy's: its groups are all the copies' groups, in blocks of *block* groups (the
+groups of one copy's task, consecutive in sorted order), and it is *uniform*: it is exact only
+if every block ends at one instant (then every copy's chain is the built one's, to the bit).
+The engine checks that at every end it announces and raises :class:`NotUniform` where it
+fails; the caller then builds the graph unfolded.
 """
 
 from __future__ import annotations
@@ -32,11 +40,35 @@ from atpsim.errors import SimulationError
 DELAY, MARKER, COMM = 0, 1, 2
 
 
+class NotUniform(SimulationError):
+    """A uniform comm task's groups ended at different instants: the folded graph is not the
+    unfolded one (module docstring). Raised to the code that folded it, which builds the
+    graph unfolded; never a user's error."""
+
+
+def uniform_end(task: int, ends: np.ndarray, block: int) -> float:
+    """When uniform comm task *task* ends: the common end (s) of its blocks of *block* groups
+    (*ends*: its groups', in sorted order); raises :class:`NotUniform` where the blocks' ends
+    differ at all."""
+    if block == 1:  # the common case (a TP collective's groups), without the reshape
+        first = float(ends.max())
+        if ends.min() == first:
+            return first
+    last = ends.reshape(-1, block).max(axis=1)
+    first = float(last[0])
+    if not np.all(last == first):
+        raise NotUniform(f"task {task}: its copies end between {float(last.min())!r} and "
+                         f"{float(last.max())!r} s; the folded copies are not in step")  # fmt: skip
+    return first
+
+
 @dataclass(frozen=True, eq=False)
 class TaskGraph:
     """Tasks as arrays (see the module docstring): *kind*, *seconds* (delay, marker),
     *fraction* (marker), *call* (comm; -1 otherwise), *groups* (comm), dependencies as CSR
-    *dep_ptr*/*dep_idx*, the *calls*, and *labels* ``(track, name)`` or None."""
+    *dep_ptr*/*dep_idx*, the *calls*, *labels* ``(track, name)`` or None, and *uniform* (a
+folded graph's: per task, the block size of a uniform comm task, 0 for any other; None:
+none is)."""
 
     kind: np.ndarray
     seconds: np.ndarray
@@ -47,6 +79,7 @@ class TaskGraph:
     dep_idx: np.ndarray
     calls: tuple[CallSpec, ...]
     labels: tuple[tuple[str, str], ...] | None = None
+    uniform: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -69,9 +102,14 @@ class GraphBuilder:
         self._by_id: dict[int, int] = {}
         self._kept: list[CallSpec] = []  # keeps the ids above valid
         self._labels: list[tuple[str, str]] | None = [] if labelled else None
+        self._uniform: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._kind)
+
+    @property
+    def labelled(self) -> bool:
+        return self._labels is not None
 
     def deps_of(self, task: int) -> tuple[int, ...]:
         """What task *task* waits for."""
@@ -96,8 +134,13 @@ class GraphBuilder:
         return self._add(MARKER, seconds, fraction, -1, (), deps, label)
 
     def comm(self, call: int, groups: Iterable[int], deps: Iterable[int] = (),
-             label: tuple[str, str] | None = None) -> int:
-        return self._add(COMM, 0.0, 0.0, call, tuple(sorted(groups)), deps, label)
+             label: tuple[str, str] | None = None, block: int = 0) -> int:
+        """A comm task; *block* > 0: a uniform task, standing for the copies of a folded graph,
+        each copy *block* of its groups (module docstring)."""
+        task = self._add(COMM, 0.0, 0.0, call, tuple(sorted(groups)), deps, label)
+        if block:
+            self._uniform[task] = block
+        return task
 
     def _add(self, kind: int, seconds: float, fraction: float, call: int, groups: tuple[int, ...],
              deps: Iterable[int], label: tuple[str, str] | None) -> int:
@@ -117,16 +160,64 @@ class GraphBuilder:
             self._labels.append(label or ("", ""))
         return task
 
+    def splice(self, template: Template, start: int) -> int:
+        """*template*'s tasks after task *start* (its placeholder start; unlabelled builders
+        only); the id of its last task."""
+        if self._labels is not None:
+            raise SimulationError("a template's tasks carry no labels; build a labelled graph task by task")
+        base = len(self._kind) - 1
+        calls = [self.call(spec) for spec in template.specs]
+        self._kind += template.kind
+        self._seconds += template.seconds
+        self._fraction += template.fraction
+        self._call += [calls[k] if k >= 0 else -1 for k in template.slots]
+        self._groups += template.groups
+        self._deps += [tuple(start if d == 0 else base + d for d in deps) for deps in template.deps]
+        for offset, block in template.uniform:
+            self._uniform[base + offset] = block
+        return base + len(template.kind)
+
     def build(self) -> TaskGraph:
         lens = np.fromiter((len(d) for d in self._deps), dtype=np.int64, count=len(self._deps))
         ptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
         idx = np.fromiter((d for deps in self._deps for d in deps), dtype=np.int64, count=int(ptr[-1]))
         calls = tuple(sorted(self._calls, key=self._calls.__getitem__))
+        uniform = None
+        if self._uniform:
+            uniform = np.zeros(len(self._kind), dtype=np.int64)
+            uniform[list(self._uniform)] = list(self._uniform.values())
         return TaskGraph(np.array(self._kind, dtype=np.int8), np.array(self._seconds),
                          np.array(self._fraction), np.array(self._call, dtype=np.int64),
                          tuple(self._groups), ptr, idx, calls,
-                         None if self._labels is None else tuple(self._labels))  # fmt: skip
+                         None if self._labels is None else tuple(self._labels), uniform)  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """Tasks recorded once and spliced after any start (:meth:`GraphBuilder.splice`): a pass's
+    program is the same tasks every micro-batch, so it is built task by task once and copied
+    after that. What a builder holds after its task 0 (the placeholder start): each task's
+    *kind*, *seconds*, *fraction*, call (*slots*: an index into *specs*, -1 for none),
+    *groups*, dependencies as offsets (0: the start, ``i``: the template's ``i``-th task,
+    from 1) and the uniform tasks' (offset, block)."""
+
+    kind: list[int]
+    seconds: list[float]
+    fraction: list[float]
+    slots: list[int]
+    specs: tuple[CallSpec, ...]
+    groups: list[tuple[int, ...]]
+    deps: list[tuple[int, ...]]
+    uniform: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def record(cls, builder: GraphBuilder) -> Template:
+        """The tasks *builder* holds after its first (which they may depend on)."""
+        specs = tuple(sorted(builder._calls, key=builder._calls.__getitem__))
+        return cls(builder._kind[1:], builder._seconds[1:], builder._fraction[1:], builder._call[1:], specs,
+                   builder._groups[1:], [tuple(d) for d in builder._deps[1:]],
+                   tuple(builder._uniform.items()))  # fmt: skip
 
 
 def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:
@@ -143,8 +234,14 @@ def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:
         np.concatenate([np.where(g.call >= 0, g.call + call_base[i], -1) for i, g in enumerate(graphs)]),
         tuple(x for g in graphs for x in g.groups), np.concatenate(ptr),
         np.concatenate([g.dep_idx + firsts[i] for i, g in enumerate(graphs)]),
-        tuple(c for g in graphs for c in g.calls), labels)  # fmt: skip
+        tuple(c for g in graphs for c in g.calls), labels, _merged_uniform(graphs))  # fmt: skip
     return merged, firsts[:-1]
+
+
+def _merged_uniform(graphs: Sequence[TaskGraph]) -> np.ndarray | None:
+    if all(g.uniform is None for g in graphs):
+        return None
+    return np.concatenate([np.zeros(len(g), dtype=np.int64) if g.uniform is None else g.uniform for g in graphs])
 
 
 @dataclass(frozen=True)

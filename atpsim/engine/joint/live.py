@@ -20,6 +20,7 @@ import numpy as np
 from atpsim.engine.joint.calls import PROTOCOL_ROWS
 from atpsim.engine.joint.episodes import Cohort
 from atpsim.engine.joint.flows import FlowSet, nodes_of
+from atpsim.engine.joint.graph import uniform_end
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.routes import route_pairs
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
@@ -48,9 +49,11 @@ def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarr
 @dataclass(eq=False)
 class LiveEpisode:
     """Members (cohorts) in one loop; per member its tasks, links, end (inf while it runs),
-    and per group how many flows are left and when it ended."""
+    and per group how many flows are left and when it ended; *uniform*: the graph's uniform
+    tasks (:func:`~atpsim.engine.joint.graph.uniform_end`), None where it has none."""
 
     loop: Loop
+    uniform: np.ndarray | None = None
     members: list[Cohort] = field(default_factory=list)
     tasks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
     member_links: list[np.ndarray] = field(default_factory=list)
@@ -122,8 +125,12 @@ class LiveEpisode:
         for task, where in self.tasks[h]:
             if len(where) and left[where].any():
                 pending.append((task, where))
+            elif not len(where):
+                out.append((task, start))
+            elif self.uniform is not None and self.uniform[task]:
+                out.append((task, uniform_end(task, ends[where], int(self.uniform[task]))))
             else:
-                out.append((task, float(ends[where].max()) if len(where) else start))
+                out.append((task, float(ends[where].max())))
         self.tasks[h] = pending
         return out
 
@@ -143,11 +150,12 @@ class LiveEpisode:
 
 
 def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[int, np.ndarray]]],
-           member_links: list[np.ndarray], now: float) -> tuple[LiveEpisode, Ends]:
+           member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None
+           ) -> tuple[LiveEpisode, Ends]:
     """A live episode of *members* simulated together from the first one's start up to
     *now* (their history), and the ends of tasks that ended by then."""
     t0 = min(m.start_s for m in members)
-    episode = LiveEpisode(Loop(network.fabric, JOINT, t0))
+    episode = LiveEpisode(Loop(network.fabric, JOINT, t0), uniform)
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

@@ -19,6 +19,12 @@ as calls instead of durations, so that traffic of different calls in flight shar
 
 Where no two calls meet on a link, every number is the one
 :func:`~atpsim.engine.step.job.simulate_iteration` computes from the calls' own times.
+
+*Folded* (``JobCalls.fold``, an unperturbed job): the replicas run the same schedule on
+shifted copies of one another's GPUs, so only replica 0 is built and each of its comm tasks
+stands for every replica's (:mod:`atpsim.engine.joint.graph`: a uniform task, exact where
+every copy ends at one instant, which the engine checks); the data-parallel calls, which span
+the replicas, wait for replica 0's readiness, which is every replica's.
 """
 
 from __future__ import annotations
@@ -68,7 +74,8 @@ class JobCalls:
     all-reduce (*tied*, pairs of the first and last stage, replica-major; None without);
     *together*, where the passes' collectives span replicas, builds each op in every replica
     at once (an :data:`OpsBuilder`, used instead of *op*: the replicas' pipelines are then
-    built in step, op by op)."""
+    built in step, op by op); *fold* > 0: the graph is folded (module docstring), its one
+    built replica standing for *fold*."""
 
     orders: tuple[tuple[PipelineOp, ...], ...]
     shape: PipelineShape
@@ -79,6 +86,7 @@ class JobCalls:
     stages: tuple[StageCalls, ...]
     tied: CallSpec | None = None
     together: OpsBuilder | None = None
+    fold: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,9 @@ class JobTasks:
 
 def build_job_graph(job: JobCalls, labelled: bool = False) -> tuple[TaskGraph, JobTasks]:
     """The iteration *job* as one task graph (module docstring)."""
+    if job.fold and (job.replicas != 1 or job.together is not None):
+        raise SimulationError(f"a folded job builds one replica op by op; got {job.replicas} replicas"
+                              f"{' built together' if job.together is not None else ''}")  # fmt: skip
     b = GraphBuilder(labelled)
     starts, ends, seconds = _pipelines(b, job)
     syncs = [_buckets(b, job, s, starts, ends, seconds) for s in range(job.shape.n_stages)]
@@ -201,8 +212,10 @@ def _input(b: GraphBuilder, job: JobCalls, replica: int, stage: int, op: Pipelin
     call = job.send(source, stage) if source != stage else None
     if call is None:
         return [done[key]]
-    groups = range(replica * job.tp, (replica + 1) * job.tp)
     label = (f"send s{source}->s{stage}", f"{op.kind}{op.microbatch} r{replica}")
+    if job.fold:  # every replica's pairs; each replica's send is a block of its tp pairs
+        return [b.comm(b.call(call), range(job.fold * job.tp), [done[key]], label, block=job.tp)]
+    groups = range(replica * job.tp, (replica + 1) * job.tp)
     return [b.comm(b.call(call), groups, [done[key]], label)]
 
 

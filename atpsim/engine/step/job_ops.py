@@ -18,17 +18,23 @@ attention's sends around a context-parallel group, whose ``cp`` ranks run as ``c
 pipelines), the op is built in every replica at once (:meth:`ProgramOps.together`): each
 task of the program for every replica in turn, and such a collective as one comm task per
 group, waiting for every member in every replica.
+
+Folded (*fold* > 0: an unperturbed job whose graph builds replica 0 only,
+:mod:`atpsim.engine.step.job_graph`): every TP rank of a stage runs the same compute, so
+one rank's tasks stand for all of them and each TP collective is one uniform comm task over
+every group of its dimension in every one of the *fold* replicas (each group a copy: it is
+exact where all end at one instant, which the engine checks).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from atpsim.engine.joint.calls import CallSpec
-from atpsim.engine.joint.graph import GraphBuilder
+from atpsim.engine.joint.graph import GraphBuilder, Template
 from atpsim.errors import SimulationError
 from atpsim.parallel.context import CP_DIM
 from atpsim.parallel.mesh import DeviceMesh
@@ -67,7 +73,9 @@ class ProgramOps:
     alone (where its gradient buckets' readiness is measured); for collectives that span
     replicas (:meth:`together`), *spans(op)* whether *op* is one, *across(op)* its call over
     every such group of the job, *replicas* the job's and *across_groups(stage)* the groups
-    of *stage*: for each, its index in the call and its members as (replica, TP position)."""
+    of *stage*: for each, its index in the call and its members as (replica, TP position);
+    *fold* > 0: the graph is folded over that many replicas and every TP position (module
+    docstring; every GPU's *scale* must then be 1)."""
 
     parts: Callable[[int, PipelineOp], Sequence[Part]]
     ranks: Callable[[int, int], Sequence[int]]
@@ -81,6 +89,12 @@ class ProgramOps:
     across: Callable[[CommOp], CallSpec] | None = None
     replicas: int = 1
     across_groups: Callable[[int], Sequence[tuple[int, Sequence[tuple[int, int]]]]] | None = None
+    fold: int = 0
+    _templates: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.fold and not np.all(self.scale == 1.0):
+            raise SimulationError("a folded job's GPUs all compute at the nominal speed (scale 1)")
 
     def __call__(self, b: GraphBuilder, replica: int, stage: int, op: PipelineOp, deps: list[int]
                  ) -> tuple[int, int, float]:
@@ -158,9 +172,23 @@ class ProgramOps:
                  label: tuple[str, str]) -> int:
         """The program's tasks on every rank of the stage after task *start*; its end task
         (named *label* in a trace: the pass spans from its ``start`` task to its last
-        ``end``)."""
+        ``end``). Unlabelled, built once per (program, replica, stage) and spliced after
+        that (:class:`~atpsim.engine.joint.graph.Template`)."""
+        if b.labelled:
+            return self._program_tasks(b, replica, stage, program, start, label)
+        key = (id(program), replica, stage)
+        known = self._templates.get(key)
+        if known is None or known[0] is not program:
+            scratch = GraphBuilder()
+            self._program_tasks(scratch, replica, stage, program, scratch.delay(0.0), None)
+            known = self._templates[key] = (program, Template.record(scratch))
+        return b.splice(known[1], start)
+
+    def _program_tasks(self, b: GraphBuilder, replica: int, stage: int, program: StepProgram, start: int,
+                       label: tuple[str, str] | None) -> int:
+        """:meth:`_program`, task by task."""
         ranks = list(self.ranks(replica, stage))
-        size = len(ranks)
+        size = 1 if self.fold else len(ranks)
         last = {"compute": [start] * size, "comm": [start] * size}
         node: dict[int, list[int]] = {}
         for task in program.tasks:
@@ -177,9 +205,12 @@ class ProgramOps:
 
     def _collective(self, b: GraphBuilder, replica: int, stage: int, op: CommOp,
                     deps: tuple[int, ...], node: dict[int, list[int]], stream: list[int]) -> list[int]:
-        """One comm task per group of the op's dimension in this stage; each member's node."""
+        """One comm task per group of the op's dimension in this stage; each member's node
+        (folded: one uniform task, :meth:`_folded`)."""
         local = self.mesh.groups(op.dim)
         call = b.call(self.call(op))
+        if self.fold:
+            return self._folded(b, stage, call, len(local), op.name, deps, node, stream)
         offset = self.group_offset(replica, stage) * len(local)
         ids = list(stream)
         for index, group in enumerate(local):
@@ -189,3 +220,12 @@ class ProgramOps:
             for pos in group:
                 ids[pos] = task
         return ids
+
+    def _folded(self, b: GraphBuilder, stage: int, call: int, n_local: int, name: str,
+                deps: tuple[int, ...], node: dict[int, list[int]], stream: list[int]) -> list[int]:
+        """The folded collective: every group of the dimension (*n_local* a stage) in every
+        replica, each its own copy (block 1), after rank 0's dependencies and stream."""
+        groups = [self.group_offset(r, stage) * n_local + index
+                  for r in range(self.fold) for index in range(n_local)]  # fmt: skip
+        waits = [node[d][0] for d in deps] + [stream[0]]
+        return [b.comm(call, groups, waits, (f"tp s{stage}", name), block=1)]
