@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import pandas as pd
-from scipy.stats import kendalltau
 
 from atpsim.report.chunk_table import METRIC as TABLE_METRIC
 from atpsim.report.chunk_table import cells
@@ -205,6 +204,8 @@ def rank_agreement(frame: pd.DataFrame, reference: Reference | None) -> dict[str
     for topology in dict.fromkeys(t for _, t, _ in paper):
         keys = [k for k in paper if k[1] == topology and k in simulated]
         if len(keys) >= 3:
+            from scipy.stats import kendalltau  # lazy: scipy.stats takes ~1 s to import
+
             tau = kendalltau([paper[k] for k in keys], [simulated[k] for k in keys]).statistic
             taus[topology] = float(tau)
     return taus

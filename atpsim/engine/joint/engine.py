@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from atpsim.engine.joint.calls import CallPlan
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
 from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
@@ -85,6 +86,27 @@ class _Stats:
                 "largest_episode": self.largest, "live_replays": self.replays}  # fmt: skip
 
 
+@dataclass(eq=False)
+class _Shape:
+    """A call's cohort of given groups: its *plan*, the *links* it crosses (sorted, unique),
+    each group's time *alone* (s) and their maximum, and the end (relative) of a task that
+    holds every group, per block size (0: not uniform)."""
+
+    plan: CallPlan
+    links: np.ndarray
+    alone: np.ndarray
+    alone_max: float
+    _last: dict[int, float] = field(default_factory=dict)
+
+    def last(self, comm: _Comm, task: int) -> float:
+        """When task *task*, holding every group, ends (relative; :meth:`_Comm._last`)."""
+        uniform = comm.graph.uniform
+        block = int(uniform[task]) if uniform is not None else 0
+        if block not in self._last:
+            self._last[block] = comm._last(task, self.alone)
+        return self._last[block]
+
+
 class _Comm:
     """Cohorts in, task ends out (module docstring)."""
 
@@ -99,17 +121,23 @@ class _Comm:
         self._seq = 0
         self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
         self.stats = _Stats()
-        self._links: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._shapes: dict[tuple[int, tuple[int, ...]], _Shape] = {}
         self._aranges: dict[int, np.ndarray] = {}
+        # Per link, an upper bound on the end of the episode claiming it (-inf: none): a
+        # cohort whose links all read <= now meets nothing (:meth:`_free`).
+        self.busy_until = np.full(network.n_links, -math.inf)
 
     def submit(self, now: float, tasks: list[int]) -> Ends:
         """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
         is new or moved, (task, None) for an end announced before that is no longer known."""
         out: Ends = []
         for call, groups, owned in self._cohorts(tasks):
-            plan = self.network.plan(self.graph.calls[call])
-            cohort = Cohort(plan, groups, now)
-            links = self._links_of(call, groups)
+            shape = self._shape(call, groups)
+            links = shape.links
+            if self._free(links, now):
+                out += self._alone_fast(shape, groups, owned, now)
+                continue
+            cohort = Cohort(shape.plan, groups, now)
             met = self._met(links, now)
             episode: _Episode | LiveEpisode
             if not met:
@@ -126,10 +154,42 @@ class _Comm:
             if index is None:
                 index = self._index[id(episode)] = len(self.episodes)
                 self.episodes.append(episode)
-            self.holder[episode.live_links(now)] = index
+            self._claim(episode.live_links(now), index, episode.end_s)
             self._schedule(index)
         return out
 
+    def _claim(self, links: np.ndarray, index: int, end_s: float) -> None:
+        """Episode *index* claims *links* (its running members'), running until *end_s*."""
+        self.holder[links] = index
+        self.busy_until[links] = end_s
+
+    def _free(self, links: np.ndarray, now: float) -> bool:
+        """Whether no open episode runs on *links* now (then :meth:`_met` finds none: an
+        episode's end only grows where it claims its links again, so *busy_until* bounds it)."""
+        return not len(links) or float(self.busy_until[links].max()) <= now
+
+    def _alone_fast(self, shape: _Shape, groups: tuple[int, ...], owned: list[tuple[int, np.ndarray]],
+                    now: float) -> Ends:
+        """:meth:`_alone` and :meth:`_ends` for a cohort that meets nothing (:meth:`_free`),
+        the same numbers from its shape's cached times."""
+        self.stats.alone += 1
+        end = now + shape.alone_max if len(shape.alone) else now
+        episode = _Episode([Cohort(shape.plan, groups, now)], [owned], [shape.links], [end], None, now)
+        index = len(self.episodes)
+        self.episodes.append(episode)  # kept: its id is never reused for the index below
+        self._index[id(episode)] = index
+        if end > now:
+            self._claim(shape.links, index, end)
+        full = self._positions(len(groups))
+        out: Ends = []
+        for task, where in owned:
+            if not len(where):
+                out.append((task, now))
+            elif where is full:
+                out.append((task, now + shape.last(self, task)))
+            else:
+                out.append((task, now + self._last(task, shape.alone[where])))
+        return out
     def _go_live(self, met: list, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
                  links: np.ndarray, now: float) -> tuple[LiveEpisode, Ends]:
         """The met episodes and the newcomer as one live episode (:mod:`~atpsim.engine.
@@ -237,11 +297,18 @@ class _Comm:
             self._aranges[n].flags.writeable = False
         return self._aranges[n]
 
-    def _links_of(self, call: int, groups: tuple[int, ...]) -> np.ndarray:
+    def _shape(self, call: int, groups: tuple[int, ...]) -> _Shape:
         key = (call, groups)
-        if key not in self._links:
-            self._links[key] = self.network.plan(self.graph.calls[call]).links_of(groups)
-        return self._links[key]
+        shape = self._shapes.get(key)
+        if shape is None:
+            plan = self.network.plan(self.graph.calls[call])
+            alone = plan.alone(groups)
+            shape = self._shapes[key] = _Shape(plan, plan.links_of(groups), alone,
+                                               float(alone.max()) if len(alone) else 0.0)  # fmt: skip
+        return shape
+
+    def _links_of(self, call: int, groups: tuple[int, ...]) -> np.ndarray:
+        return self._shape(call, groups).links
 
     def _alone(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]], links: np.ndarray) -> _Episode:
         self.stats.alone += 1
