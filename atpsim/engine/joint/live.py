@@ -25,6 +25,7 @@ from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.routes import route_pairs
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Nodes
+from atpsim.engine.solvers.growing import Column
 
 #: (task, end) of a task that ended; (task, None): forget the end announced before.
 Ends = list[tuple[int, float | None]]
@@ -60,9 +61,19 @@ class LiveEpisode:
     member_end: list[float] = field(default_factory=list)
     group_left: list[np.ndarray] = field(default_factory=list)
     group_end: list[np.ndarray] = field(default_factory=list)
-    node_member: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    node_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    owners: tuple[Column, Column] = field(default_factory=lambda: (Column(np.zeros(0), np.int64),
+                                                                  Column(np.zeros(0), np.int64)))
     alive: bool = True
+
+    @property
+    def node_member(self) -> np.ndarray:
+        """The member each of the loop's nodes belongs to."""
+        return self.owners[0].view
+
+    @property
+    def node_group(self) -> np.ndarray:
+        """The position of each node's group in its member's cohort."""
+        return self.owners[1].view
 
     @property
     def end_s(self) -> float:
@@ -89,8 +100,8 @@ class LiveEpisode:
         if cohort.plan.moves_bytes:
             nodes, group = member_nodes(network, cohort)
             self.loop.extend(nodes)
-            self.node_member = np.concatenate([self.node_member, np.full(len(nodes), h, dtype=np.int64)])
-            self.node_group = np.concatenate([self.node_group, group])
+            self.owners[0].extend(np.full(len(nodes), h, dtype=np.int64))
+            self.owners[1].extend(group)
             left = np.bincount(group, minlength=len(cohort.groups)).astype(np.int64)
         ends[left > 0] = np.nan
         self.group_left.append(left)
@@ -144,8 +155,8 @@ class LiveEpisode:
         self.member_end += other.member_end
         self.group_left += other.group_left
         self.group_end += other.group_end
-        self.node_member = np.concatenate([self.node_member, other.node_member + offset])
-        self.node_group = np.concatenate([self.node_group, other.node_group])
+        self.owners[0].extend(other.node_member + offset)
+        self.owners[1].extend(other.node_group)
         other.alive = False
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from atpsim.engine.solvers.flow_network import Fabric, FlowNetwork, Nodes
+from atpsim.engine.solvers.flow_network import Fabric, FlowNetwork, GrowingNodes, Nodes
+from atpsim.engine.solvers.growing import Column
 
 #: Flows whose finish lies within this fraction of the current time finish together.
 TIME_RTOL = 1e-10
@@ -78,15 +79,25 @@ def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return idx[np.repeat(ptr[rows], lens) + offsets]
 
 
-def _append_dependents(dependents: tuple[np.ndarray, np.ndarray], nodes: Nodes, first: int
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """The dependents CSR of a loop's nodes after *nodes* join it as nodes ``first...``: their
-    dependencies are among themselves, so the old nodes' dependents do not change and the new
+class _Dependents:
+    """The dependents CSR of a loop's nodes, grown as nodes join: the dependencies of nodes
+    that join are among themselves, so the old nodes' dependents do not change and the new
     ones' are appended (the reverse of the whole CSR, sorted again at every call that joined
-    a live episode, was quadratic in its calls)."""
-    ptr, idx = dependents
-    new_ptr, new_idx = reverse_csr(nodes.dep_ptr, nodes.dep_idx, len(nodes))
-    return np.concatenate([ptr, new_ptr[1:] + ptr[-1]]), np.concatenate([idx, new_idx + first])
+    a live episode, was quadratic in its calls; so was concatenating it)."""
+
+    def __init__(self) -> None:
+        self.ptr, self.idx = Column(np.zeros(1), np.int64), Column(np.zeros(0), np.int64)
+
+    @property
+    def csr(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.ptr.view, self.idx.view
+
+    def append(self, nodes: Nodes, first: int) -> tuple[np.ndarray, np.ndarray]:
+        """Append the dependents of *nodes*, which join as nodes ``first...``; the CSR."""
+        new_ptr, new_idx = reverse_csr(nodes.dep_ptr, nodes.dep_idx, len(nodes))
+        self.ptr.extend(new_ptr[1:] + self.ptr.view[-1])
+        self.idx.extend(new_idx + first)
+        return self.csr
 
 
 class Loop:
@@ -99,9 +110,11 @@ class Loop:
         self.rules = rules
         self.net = FlowNetwork(fabric, count_moved=rules.count_moved, busy=rules.busy_time)
         self.nodes: Nodes | None = None
-        self.waiting = np.zeros(0, dtype=np.int64)
-        self.start, self.finish = np.zeros(0), np.zeros(0)
-        self.dependents = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        self._nodes = GrowingNodes()
+        self._columns = (Column(np.zeros(0), np.int64), Column(np.zeros(0)), Column(np.zeros(0)))
+        self.waiting, self.start, self.finish = (column.view for column in self._columns)
+        self._dependents = _Dependents()
+        self.dependents = self._dependents.csr
         self.arrivals: list[tuple[float, int, np.ndarray]] = []  # joins and delays' ends
         self.joining: list[np.ndarray] = []  # released with no latency (join_at_release)
         self.now, self.n_done, self.n_events, self.seq = now, 0, 0, 0
@@ -114,16 +127,20 @@ class Loop:
         """Add *nodes* now (their dependencies among themselves); those with none are
         released at their release time. Returns the index of the first."""
         first = len(self)
-        self.nodes = nodes if self.nodes is None else self.nodes.then(nodes)
+        self.nodes = self._nodes.append(nodes)
         self.net.extend(self.nodes)
-        self.waiting = np.concatenate([self.waiting, np.diff(nodes.dep_ptr)])
-        self.start = np.concatenate([self.start, np.full(len(nodes), np.nan)])
-        self.finish = np.concatenate([self.finish, np.full(len(nodes), np.nan)])
-        self.dependents = _append_dependents(self.dependents, nodes, first)
+        unknown = np.full(len(nodes), np.nan)
+        self._grow(np.diff(nodes.dep_ptr), unknown, unknown)
+        self.dependents = self._dependents.append(nodes, first)
         self.release(first + np.flatnonzero(np.diff(nodes.dep_ptr) == 0))
         if self.joining:
             self._settle()
         return first
+
+    def _grow(self, waiting: np.ndarray, start: np.ndarray, finish: np.ndarray) -> None:
+        """Append the dependency counters and times of nodes that join."""
+        self.waiting, self.start, self.finish = (
+            column.extend(values) for column, values in zip(self._columns, (waiting, start, finish), strict=True))
 
     def release(self, ids: np.ndarray) -> None:
         """*ids* are ready now (or at their release time): each joins after its latency."""
@@ -226,14 +243,13 @@ class Loop:
         met): its nodes, their state and its link counts. Returns the offset of its nodes."""
         assert other.nodes is not None and other.now == self.now and not other.joining
         offset = len(self)
-        self.nodes = other.nodes if self.nodes is None else self.nodes.then(other.nodes)
+        self.nodes = self._nodes.append(other.nodes)
         self.net.extend(self.nodes)
         self.net.remaining[offset:] = other.net.remaining
         self.net.delivered[offset:] = other.net.delivered
         self.net.take_counts(other.net, self.now)
-        self.waiting = np.concatenate([self.waiting, other.waiting])
-        self.start, self.finish = np.concatenate([self.start, other.start]), np.concatenate([self.finish, other.finish])
-        self.dependents = _append_dependents(self.dependents, other.nodes, offset)
+        self._grow(other.waiting, other.start, other.finish)
+        self.dependents = self._dependents.append(other.nodes, offset)
         self.n_done += other.n_done
         for t, _, ids in other.arrivals:
             self.seq += 1

@@ -18,11 +18,12 @@ the time it carried at least one flow (its busy time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from atpsim.engine.routes import PairRoutes
+from atpsim.engine.solvers.growing import Column
 from atpsim.engine.solvers.maxmin import weighted_max_min_rates
 
 #: Rounds of growing the component of changed links before solving every active flow.
@@ -100,6 +101,41 @@ class Nodes:
                      np.concatenate([self.dep_idx, other.dep_idx + n]))  # fmt: skip
 
 
+#: The type of each field of :class:`Nodes`, in order.
+NODE_TYPES = (np.int64, np.int64, np.float64, np.float64, np.int64, np.float64, np.int64, np.int64)
+
+
+class GrowingNodes:
+    """Nodes appended set after set, as :meth:`Nodes.then` joins them, without copying the
+    nodes before at every append (:mod:`~atpsim.engine.solvers.growing`)."""
+
+    def __init__(self) -> None:
+        self.columns: list[Column] = []
+
+    def append(self, other: Nodes) -> Nodes:
+        """All nodes so far followed by *other*'s (its dependencies shifted past them)."""
+        values = [getattr(other, f.name) for f in fields(Nodes)]
+        if not self.columns:
+            self.columns = [Column(v, t) for v, t in zip(values, NODE_TYPES, strict=True)]
+            return self.nodes
+        link_ptr, _, latency, _, _, _, dep_ptr, _ = self.columns
+        n, links, deps = len(latency), int(link_ptr.view[-1]), int(dep_ptr.view[-1])
+        shifted = {0: values[0][1:] + links, 6: values[6][1:] + deps, 7: values[7] + n}
+        for i, column in enumerate(self.columns):
+            column.extend(shifted.get(i, values[i]))
+        return self.nodes
+
+    @property
+    def nodes(self) -> Nodes:
+        return Nodes(*(column.view for column in self.columns))
+
+
+#: The state a :class:`FlowNetwork` grows as nodes join: per link it has used, per node.
+_GROWING = {"used": np.int64, "capacity": np.float64, "link_class": np.int64, "on_link": np.int64,
+            "busy_since": np.float64, "busy": np.float64, "link_bytes": np.float64,
+            "node_links": np.int64, "rate": np.float64, "remaining": np.float64, "delivered": np.float64}
+
+
 class FlowNetwork:
     """Active flows, their rates, remaining bytes and link incidences (weights included), over
     nodes that may grow (:meth:`extend`). *count_moved*: links count the bytes moved (rate x
@@ -109,36 +145,36 @@ class FlowNetwork:
     def __init__(self, fabric: Fabric, *, count_moved: bool = False, busy: bool = True):
         self.fabric, self.count_moved, self.count_busy = fabric, count_moved, busy
         self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
-        self.used = np.zeros(0, dtype=np.int64)
-        self.capacity, self.link_class = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self._columns = {name: Column(np.zeros(0), dtype) for name, dtype in _GROWING.items()}
+        self.used, self.link_class, self.on_link, self.node_links = (
+            self._columns[name].view for name in ("used", "link_class", "on_link", "node_links"))
+        self.capacity, self.busy_since, self.busy, self.link_bytes = (
+            self._columns[name].view for name in ("capacity", "busy_since", "busy", "link_bytes"))
+        self.rate, self.remaining, self.delivered = (
+            self._columns[name].view for name in ("rate", "remaining", "delivered"))
         self.nodes: Nodes | None = None
-        self.node_links = np.zeros(0, dtype=np.int64)  # local ids, parallel to nodes.link_idx
-        self.rate, self.remaining, self.delivered = np.zeros(0), np.zeros(0), np.zeros(0)
         self.active = np.zeros(0, dtype=np.int64)
         self.owner = np.zeros(0, dtype=np.int64)  # position in self.active of each incidence
         self.link = np.zeros(0, dtype=np.int64)
         self.inc_weight: np.ndarray | None = None if fabric.weight is None else np.zeros(0)
-        self.on_link = np.zeros(0, dtype=np.int64)
-        self.busy_since, self.busy, self.link_bytes = np.zeros(0), np.zeros(0), np.zeros(0)
         self.changed: list[np.ndarray] = []
 
     def extend(self, nodes: Nodes) -> None:
-        """Take on *nodes* (all nodes so far, the new ones last)."""
+        """Take on *nodes* (all nodes so far, the new ones last): their links' and their own
+        state grows at the end (:class:`~atpsim.engine.solvers.growing.Column`; *used*,
+        *capacity*, ... and *node_links*, *rate*, ... are views of those columns)."""
         fresh = np.unique(nodes.link_idx[len(self.node_links):])
         fresh = fresh[self.local[fresh] < 0]
         self.local[fresh] = np.arange(len(self.used), len(self.used) + len(fresh))
-        self.used = np.concatenate([self.used, fresh])
-        self.capacity = np.concatenate([self.capacity, np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]])
-        self.link_class = np.concatenate([self.link_class, np.asarray(self.fabric.link_class)[fresh]])
         grow = np.zeros(len(fresh))
-        self.on_link = np.concatenate([self.on_link, grow.astype(np.int64)])
-        self.busy_since, self.busy = np.concatenate([self.busy_since, grow]), np.concatenate([self.busy, grow])
-        self.link_bytes = np.concatenate([self.link_bytes, grow])
         added = len(nodes) - len(self.rate)
-        self.node_links = np.concatenate([self.node_links, self.local[nodes.link_idx[len(self.node_links):]]])
-        self.rate = np.concatenate([self.rate, np.zeros(added)])
-        self.remaining = np.concatenate([self.remaining, nodes.nbytes[len(nodes) - added:]])
-        self.delivered = np.concatenate([self.delivered, np.zeros(added)])
+        for name, values in (("used", fresh), ("capacity", np.asarray(self.fabric.capacity_Bps)[fresh]),
+                             ("link_class", np.asarray(self.fabric.link_class)[fresh]),
+                             ("on_link", grow), ("busy_since", grow), ("busy", grow), ("link_bytes", grow),
+                             ("node_links", self.local[nodes.link_idx[len(self.node_links):]]),
+                             ("rate", np.zeros(added)), ("remaining", nodes.nbytes[len(nodes) - added:]),
+                             ("delivered", np.zeros(added))):  # fmt: skip
+            setattr(self, name, self._columns[name].extend(values))
         self.nodes = nodes
 
     def incidences(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
