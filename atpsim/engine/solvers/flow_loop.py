@@ -247,6 +247,7 @@ class Loop:
         self.net.extend(self.nodes)
         self.net.remaining[offset:] = other.net.remaining
         self.net.delivered[offset:] = other.net.delivered
+        self.net.forget_next()
         self.net.take_counts(other.net, self.now)
         self._grow(other.waiting, other.start, other.finish)
         self.dependents = self._dependents.append(other.nodes, offset)

@@ -158,6 +158,7 @@ class FlowNetwork:
         self.link = np.zeros(0, dtype=np.int64)
         self.inc_weight: np.ndarray | None = None if fabric.weight is None else np.zeros(0)
         self.changed: list[np.ndarray] = []
+        self._next_dt: float | None = None  # time_to_next_completion until rates or bytes change
 
     def extend(self, nodes: Nodes) -> None:
         """Take on *nodes* (all nodes so far, the new ones last): their links' and their own
@@ -196,6 +197,7 @@ class FlowNetwork:
             self.inc_weight = np.concatenate([self.inc_weight, weight])
         self.active = np.concatenate([self.active, flows])
         self.changed.append(links)
+        self._next_dt = None
 
     def _count(self, links: np.ndarray, sign: int, now: float) -> None:
         """Flows on each link up (+1) or down (-1): a link starts or stops being busy."""
@@ -205,7 +207,7 @@ class FlowNetwork:
         if sign > 0:
             self.busy_since[links[~before & after]] = now
         else:
-            ended = np.unique(links[before & ~after])
+            ended = links[before & ~after]  # repeats add once, the same amount: no np.unique
             self.busy[ended] += now - self.busy_since[ended]
 
     def take_counts(self, other: FlowNetwork, now: float) -> None:
@@ -226,17 +228,26 @@ class FlowNetwork:
     def advance(self, dt: float) -> None:
         """Move every active flow's bytes for *dt* seconds at its current rate."""
         if dt > 0 and len(self.active):
+            self._next_dt = None
             moved = self.rate[self.active] * dt
             self.remaining[self.active] -= moved
             if self.count_moved:
                 self.delivered[self.active] += moved
 
     def time_to_next_completion(self) -> float:
-        """Seconds until the first active flow finishes at current rates (inf if none)."""
-        if not len(self.active):
-            return float("inf")
-        with np.errstate(divide="ignore"):  # flows that joined this instant have no rate yet
-            return max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
+        """Seconds until the first active flow finishes at current rates (inf if none); kept
+        until a flow joins or leaves, rates are solved or bytes move."""
+        if self._next_dt is None:
+            if not len(self.active):
+                self._next_dt = float("inf")
+            else:
+                with np.errstate(divide="ignore"):  # flows that joined this instant have no rate yet
+                    self._next_dt = max(0.0, float(np.min(self.remaining[self.active] / self.rate[self.active])))
+        return self._next_dt
+
+    def forget_next(self) -> None:
+        """Bytes or rates were set from outside: the next completion is found again."""
+        self._next_dt = None
 
     def pop_completed(self, tol_s: float, now: float) -> np.ndarray:
         """Remove and return the flows that finish within *tol_s*; count their bytes."""
@@ -248,6 +259,7 @@ class FlowNetwork:
             return self.active[:0]
         assert self.nodes is not None
         done = self.active[done_mask]
+        self._next_dt = None
         gone = done_mask[self.owner]
         links = self.link[gone]
         counted = self.delivered if self.count_moved else self.nodes.nbytes
@@ -283,6 +295,7 @@ class FlowNetwork:
             weight = None if weight is None else weight[keep]
         rates = weighted_max_min_rates(owner, links, weight, len(members), self.capacity)
         self.rate[self.active[members]] = rates
+        self._next_dt = None
         return True
 
     def _component(self, seed: np.ndarray) -> np.ndarray | None:
