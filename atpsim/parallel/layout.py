@@ -38,6 +38,9 @@ data-and-context-parallel group. With ``cp`` = 1 every rank and group is as befo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
 
 from atpsim.errors import SimulationError
 from atpsim.parallel.grid import Grid
@@ -94,6 +97,22 @@ class ParallelLayout:
         at = self.order.index("tp") + 1
         return (*self.order[:at], "cp", *self.order[at:])
 
+    @cached_property
+    def ranks(self) -> np.ndarray:
+        """Every GPU rank as ``ranks[replica, stage, position]`` (:meth:`rank`, computed at
+        once: the groups of a job of 16,384 GPUs are 65,536 ranks, asked for again and again)."""
+        replica, stage, position = np.indices((self.replicas, self.pp, self.tp.size), dtype=np.int64)
+        dp_replica, cp_rank = np.divmod(replica, self.cp)
+        digits = {"tp": (position, self.tp.size), "cp": (cp_rank, self.cp), "pp": (stage, self.pp),
+                  "dp": (dp_replica, self.dp)}  # fmt: skip
+        rank, scale = np.zeros_like(replica), 1
+        for name in self.full_order:
+            digit, radix = digits[name]
+            rank += digit * scale
+            scale *= radix
+        rank.flags.writeable = False
+        return rank
+
     def rank(self, replica: int, stage: int, position: int) -> int:
         """The GPU rank of TP position *position* (a rank of ``tp``'s own numbering, placement
         included) of pipeline *stage* in pipeline replica *replica* (``d·cp + c``: data-parallel
@@ -110,20 +129,18 @@ class ParallelLayout:
 
     def stage_ranks(self, replica: int, stage: int) -> list[int]:
         """The GPUs of one stage of one replica, in TP position order."""
-        return [self.rank(replica, stage, t) for t in range(self.tp.size)]
+        return self.ranks[replica, stage].tolist()
 
     def tp_groups(self, dim: int) -> list[list[int]]:
         """Every TP group of mesh dimension *dim*, over all replicas and stages."""
-        local = self.tp.groups(dim)
-        return [[self.rank(r, s, t) for t in group]
-                for r in range(self.replicas) for s in range(self.pp) for group in local]  # fmt: skip
+        local = np.array(self.tp.groups(dim), dtype=np.int64)
+        return self.ranks[:, :, local].reshape(-1, local.shape[1]).tolist()
 
     def dp_groups(self) -> list[list[int]]:
         """Every data-parallel group: one stage and TP position across the replicas (with
         context parallelism, across all ``dp·cp`` pipelines: Megatron-Core reduces the
         gradients over the data-and-context-parallel group)."""
-        return [[self.rank(r, s, t) for r in range(self.replicas)]
-                for s in range(self.pp) for t in range(self.tp.size)]  # fmt: skip
+        return self.ranks.transpose(1, 2, 0).reshape(-1, self.replicas).tolist()
 
     def cp_groups(self) -> list[list[int]]:
         """Every context-parallel group: the ``cp`` ranks of one replica, stage and TP

@@ -42,13 +42,19 @@ class JointNetwork:
         """Whether the groups *owned* ``(call, group index, owner)`` cross no link that a group
         of another owner crosses, and none that any group of the calls *others* crosses: then
         each owner's traffic meets nothing but its own."""
-        owner = np.full(self.n_links, -1, dtype=np.int64)
+        parts, owners = [], []
         for spec, group, who in owned:
             links = self.plan(spec).group_links[group]
-            seen = owner[links]
-            if np.any((seen >= 0) & (seen != who)):
-                return False
-            owner[links] = who
+            parts.append(links)
+            owners.append(np.full(len(links), who, dtype=np.int64))
+        links = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        who = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+        order = np.lexsort((who, links))
+        links, who = links[order], who[order]
+        if np.any((links[1:] == links[:-1]) & (who[1:] != who[:-1])):
+            return False  # a link two owners cross
+        owner = np.full(self.n_links, -1, dtype=np.int64)
+        owner[links] = who
         for spec in others:
             plan = self.plan(spec)
             if np.any(owner[plan.links_of(range(len(spec.groups)))] >= 0):
