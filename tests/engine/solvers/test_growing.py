@@ -2,6 +2,7 @@
 episode's loop grows (GrowingNodes): the same arrays as concatenating each time."""
 
 import numpy as np
+import pytest
 
 from atpsim.engine.solvers.flow_network import GrowingNodes, Nodes
 from atpsim.engine.solvers.growing import Column
@@ -37,3 +38,22 @@ def test_growing_nodes_equal_then():
         for name in Nodes.__dataclass_fields__:
             assert np.array_equal(getattr(got, name), getattr(joined, name)), name
     assert len(got) == 14 and got.dep_idx[-1] == 12  # the last part's second node waits for node 12
+
+
+def test_next_completion_is_found_again_after_the_clock_moves():
+    """One flow of 1 GB on a 1 GB/s link: it ends at 1 s whether the loop is asked before or
+    after its clock is moved to 0.25 s (the kept next completion is relative to the clock)."""
+    from atpsim.engine.routes import PairRoutes
+    from atpsim.engine.solvers.flow_loop import JOINT, Loop
+    from atpsim.engine.solvers.flow_network import Fabric
+
+    routes = PairRoutes(2, np.array([1]), np.array([0]), np.array([1]), np.array([0, 1]),
+                        np.array([0]), np.zeros(1), np.array([1e9]))  # fmt: skip
+    loop = Loop(Fabric.plain(np.array([1e9])), JOINT)
+    loop.extend(Nodes.of(routes, np.array([0]), np.array([1e9]), (np.zeros(2, np.int64), np.zeros(0, np.int64))))
+    loop.run_until(0.0)
+    assert loop.next_time() == pytest.approx(1.0, rel=1e-12)
+    loop.run_until(0.25)
+    assert loop.next_time() == pytest.approx(1.0, rel=1e-12)
+    loop.run()
+    assert loop.finish.tolist() == pytest.approx([1.0], rel=1e-12)
