@@ -190,6 +190,7 @@ class _Comm:
             else:
                 out.append((task, now + self._last(task, shape.alone[where])))
         return out
+
     def _go_live(self, met: list, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
                  links: np.ndarray, now: float) -> tuple[LiveEpisode, Ends]:
         """The met episodes and the newcomer as one live episode (:mod:`~atpsim.engine.
@@ -266,6 +267,10 @@ class _Comm:
     def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:
         """Tasks grouped by call (a task whose groups are already in its call's cohort starts
         another); each with the positions of its groups in the cohort's sorted groups."""
+        if len(tasks) == 1:  # the common case: its groups are sorted, so they are the cohort's
+            task = tasks[0]
+            groups = self.graph.groups[task]
+            return [(int(self.graph.call[task]), groups, [(task, self._positions(len(groups)))])]
         by_call: dict[int, list[tuple[list[int], set[int]]]] = {}
         for task in tasks:
             lists = by_call.setdefault(int(self.graph.call[task]), [([], set())])
