@@ -219,7 +219,7 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
     try:
         run = run_graph(job.graph, job.machine, links=links or trace is not None)
     except NotUniform as broken:  # the replicas or TP ranks are not in step: build them all
-        log.info("the folded iteration is not exact (%s); simulating every replica and rank", broken)
+        log.debug("the folded iteration is not exact (%s); simulating every replica and rank", broken)
         job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
         run = run_graph(job.graph, job.machine, links=links or trace is not None)
     if trace is not None:

@@ -1,0 +1,159 @@
+"""Benchmark issue 28's whole-job cases as users run them: CPU seconds and peak RSS of each
+command, one process each.
+
+    python bench/bench_layouts.py                     # every case
+    python bench/bench_layouts.py tp4-pp8x12-512-h100 # some cases by name
+    python bench/bench_layouts.py --plain             # each job also unfolded, compared
+    python bench/bench_layouts.py --timeout 300       # give up on a command after 300 s
+
+A job case is ``atpsim run CASE.yaml -o DIR --no-progress`` on a one-point scenario written
+from :data:`JOBS` (the defaults for everything it does not name: one network, the folded
+graph where it applies); the plan case is the ``atpsim plan`` command of :data:`PLAN`. The
+command and the scenario are printed with each case. CPU is user + system of the command's
+process (steadier than the wall time on a shared machine), peak RSS its own (``os.wait4``).
+``--plain`` runs each job once more through the API with the graph unfolded (every replica
+and TP rank its own tasks: ``joint_job(..., fold=False)`` and ``run_graph``, what the
+command did before issue 28's folding) and prints both iteration times and their relative
+difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+H100 = {"builder": "ib-cluster", "gpus_per_node": 8, "generation": "h100", "label": "h100"}
+A100 = {"builder": "ib-cluster", "gpus_per_node": 8, "generation": "a100", "label": "a100"}
+P4D = {"builder": "ib-cluster", "nodes": 120, "gpus_per_node": 8, "generation": "a100",
+       "nics_per_node": 4, "nic_bandwidth": "100 Gb/s", "label": "p4d-efa"}  # fmt: skip
+GPT3_A100 = {"tp": [[4, 1]], "pp": 16, "dp": "auto", "micro_batch": 1, "global_batch": 1536,
+             "recompute": "selective", "zero": 1, "vocab": 51200}  # fmt: skip
+
+#: name -> (topology, hardware, parallelism) of GPT-3 175B, the issue's table's rows.
+JOBS: dict[str, tuple[dict, str, dict]] = {
+    # NVIDIA's published recipe layout: TP 4, PP 8 with 12 virtual stages (interleaved 1F1B)
+    "tp4-pp8x12-512-h100": (H100, "h100-sxm", {
+        "devices": 512, "tp": [[4, 1]], "pp": 8, "virtual_stages": 12, "dp": "auto", "micro_batch": 1,
+        "global_batch": 1024, "schedule": "interleaved", "sequence_parallel": True,
+        "recompute": "selective", "zero": 1}),
+    "tp4-pp16-1024-a100": (A100, "a100-sxm4-80gb", {"devices": 1024, **GPT3_A100}),
+    "tp4-pp16-16384-a100": (A100, "a100-sxm4-80gb", {"devices": 16384, **GPT3_A100}),
+    # the SageMaker seed's cluster: 120 nodes, 4 EFA NICs each (two GPUs a NIC)
+    "tp8-pp6-960-p4d": (P4D, "a100-sxm4-40gb", {
+        "tp": [[8, 1]], "pp": 6, "dp": 20, "micro_batch": 2, "global_batch": 2560,
+        "sequence_parallel": False, "recompute": "full", "zero": 1, "offload_activations": True}),
+}  # fmt: skip
+
+PLAN = ["atpsim", "plan", "-m", "gpt3-175b", "-t", "ib-cluster:128x8,generation=h100",
+        "--hardware", "h100-sxm", "--global-batch", "1536", "--vocab", "51200",
+        "--recompute", "selective", "--zero", "1", "--chunks", "1,2", "--no-progress"]  # fmt: skip
+
+
+def scenario(name: str) -> dict:
+    """The one-point scenario of job case *name* (one network: ``network: joint``)."""
+    topology, hardware, parallelism = JOBS[name]
+    return {"name": name, "description": f"issue 28 benchmark case {name}",
+            "cases": [{"topology": [topology], "hardware": hardware, "model": "gpt3-175b",
+                       "parallelism": {**parallelism, "network": "joint"}}]}  # fmt: skip
+
+
+def measured(args: list[str], timeout: float) -> tuple[float, float, int, str]:
+    """Run *args*: (CPU s, peak RSS MB, exit status, its output's last line); status -9
+    where it ran past *timeout* seconds (killed)."""
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                os.killpg(child.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(child.pid, 0)
+                break
+            time.sleep(0.05)
+        out.seek(0)
+        lines = out.read().strip().splitlines() or ["-"]
+    code = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code, lines[-1]
+
+
+def plain_one(name: str) -> None:
+    """The job case *name* unfolded through the API; prints its iteration time as JSON."""
+    from atpsim.engine.joint.engine import run_graph
+    from atpsim.parallel.layout import ParallelLayout
+    from atpsim.parallel.mesh import DeviceMesh
+    from atpsim.training.config import job_config
+    from atpsim.training.job import joint_job, joint_prediction, load_machine
+
+    topology, hardware, p = JOBS[name]
+    devices = p.get("devices") or 960
+    mesh = DeviceMesh(*p["tp"][0])
+    dp = p["dp"] if p["dp"] != "auto" else devices // (mesh.size * p["pp"])
+    options = {k: v for k, v in p.items() if k in ("recompute", "zero", "vocab", "sequence_parallel",
+                                                   "virtual_stages", "offload_activations")}  # fmt: skip
+    if p.get("schedule") == "interleaved":
+        options["schedule"] = "interleaved-1f1b"
+    config = job_config("gpt3-175b", ParallelLayout(mesh, p["pp"], dp), p["micro_batch"], p["global_batch"],
+                        **options)  # fmt: skip
+    topo, profile = load_machine(topology, devices, hardware)
+    job = joint_job(topo, profile, config, fold=False)
+    run = run_graph(job.graph, job.machine)
+    print(json.dumps({"iteration_s": joint_prediction(profile, config, job, run).iteration_time_s}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help=f"of {', '.join([*JOBS, 'plan'])} (default: all)")
+    parser.add_argument("--plain", action="store_true", help="also run each job unfolded and compare")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a command may take")
+    parser.add_argument("--plain-one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.plain_one:
+        plain_one(args.plain_one)
+        return
+    names = args.cases or [*JOBS, "plan"]
+    print(f"{'case':<22} {'CPU s':>8} {'peak MB':>8} {'exit':>4}  result")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            if name == "plan":
+                print("  $ " + " ".join(PLAN))
+                cpu, rss, code, last = measured(PLAN, args.timeout)
+                print(f"{name:<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  {last[:60]}")
+                continue
+            path = Path(tmp) / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(scenario(name), sort_keys=False))
+            command = ["atpsim", "run", str(path), "-o", str(Path(tmp) / name), "--no-progress"]
+            print(f"  $ atpsim run {name}.yaml -o {name} --no-progress   # {json.dumps(JOBS[name][2])}")
+            cpu, rss, code, _ = measured(command, args.timeout)
+            result = _iteration(Path(tmp) / name / "results.csv")
+            print(f"{name:<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  iteration {result} s")
+            if args.plain:
+                plain = [sys.executable, __file__, "--plain-one", name]
+                cpu, rss, code, last = measured(plain, args.timeout)
+                unfolded = json.loads(last)["iteration_s"] if code == 0 else float("nan")
+                diff = abs(unfolded - float(result)) / unfolded if code == 0 else float("nan")
+                print(f"{'  unfolded (API)':<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  iteration "
+                      f"{unfolded!r} s; relative difference {diff:.1e} (results.csv keeps 10 digits)")  # fmt: skip
+
+
+def _iteration(results: Path) -> str:
+    import csv
+
+    if not results.exists():
+        return "-"
+    rows = list(csv.DictReader(results.open()))
+    return rows[0]["iteration_time_s"] if rows else "-"
+
+
+if __name__ == "__main__":
+    main()
