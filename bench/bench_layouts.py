@@ -12,7 +12,7 @@ graph where it applies); the plan case is the ``atpsim plan`` command of :data:`
 command and the scenario are printed with each case. CPU is user + system of the command's
 process (steadier than the wall time on a shared machine), peak RSS its own (``os.wait4``).
 ``--plain`` runs each job once more through the API with the graph unfolded (every replica
-and TP rank its own tasks: ``joint_job(..., fold=False)`` and ``run_graph``, what the
+and TP rank its own tasks: ``joint_job(..., fold="none")`` and ``run_graph``, what the
 command did before issue 28's folding) and prints both iteration times and their relative
 difference.
 """
@@ -106,7 +106,7 @@ def plain_one(name: str) -> None:
     config = job_config("gpt3-175b", ParallelLayout(mesh, p["pp"], dp), p["micro_batch"], p["global_batch"],
                         **options)  # fmt: skip
     topo, profile = load_machine(topology, devices, hardware)
-    job = joint_job(topo, profile, config, fold=False)
+    job = joint_job(topo, profile, config, fold="none")
     run = run_graph(job.graph, job.machine)
     print(json.dumps({"iteration_s": joint_prediction(profile, config, job, run).iteration_time_s}))
 

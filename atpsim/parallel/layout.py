@@ -105,13 +105,19 @@ class ParallelLayout:
         dp_replica, cp_rank = np.divmod(replica, self.cp)
         digits = {"tp": (position, self.tp.size), "cp": (cp_rank, self.cp), "pp": (stage, self.pp),
                   "dp": (dp_replica, self.dp)}  # fmt: skip
-        rank, scale = np.zeros_like(replica), 1
+        rank, scale = np.full_like(replica, self.first_rank), 1
         for name in self.full_order:
             digit, radix = digits[name]
             rank += digit * scale
             scale *= radix
         rank.flags.writeable = False
         return rank
+
+    @property
+    def first_rank(self) -> int:
+        """The topology rank of the layout's rank 0: 0, or where a job is placed after another
+        (:class:`~atpsim.training.fabric.OffsetLayout`) its offset."""
+        return 0
 
     def rank(self, replica: int, stage: int, position: int) -> int:
         """The GPU rank of TP position *position* (a rank of ``tp``'s own numbering, placement
@@ -120,7 +126,7 @@ class ParallelLayout:
         dp_replica, cp_rank = divmod(replica, self.cp)
         digits = {"tp": (position, self.tp.size), "cp": (cp_rank, self.cp), "pp": (stage, self.pp),
                   "dp": (dp_replica, self.dp)}  # fmt: skip
-        rank, scale = 0, 1
+        rank, scale = self.first_rank, 1
         for name in self.full_order:
             digit, radix = digits[name]
             rank += digit * scale

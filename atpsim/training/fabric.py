@@ -36,8 +36,9 @@ class OffsetLayout(ParallelLayout):
 
     offset: int = 0
 
-    def rank(self, replica: int, stage: int, position: int) -> int:
-        return self.offset + super().rank(replica, stage, position)
+    @property
+    def first_rank(self) -> int:
+        return self.offset
 
     def stage_of(self, rank: int) -> int:
         return super().stage_of(rank - self.offset)

@@ -101,6 +101,11 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "JobConfig", "JobPrediction", "PassCost", "Pe
            "TraceWriter", "check_job", "job_memory", "load_machine", "run_job", "simulate_job",
            "stage_params_per_rank"]  # fmt: skip
 
+#: What a joint iteration's graph folds, tried in turn (:func:`joint_job`): replicas (and TP
+#: ranks), TP ranks, nothing.
+REPLICAS, RANKS, UNFOLDED = "replicas", "ranks", "none"
+FOLDS = (REPLICAS, RANKS, UNFOLDED)
+
 #: How the iteration's calls share the network: together (issue 13) or each alone (the
 #: ``network`` methods of :mod:`atpsim.engine.methods`).
 NETWORKS = tuple(names("network"))
@@ -214,14 +219,13 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
-    job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None,
-                    fold=trace is None)  # fmt: skip
-    try:
-        run = run_graph(job.graph, job.machine, links=links or trace is not None)
-    except NotUniform as broken:  # the replicas or TP ranks are not in step: build them all
-        log.debug("the folded iteration is not exact (%s); simulating every replica and rank", broken)
-        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None)
-        run = run_graph(job.graph, job.machine, links=links or trace is not None)
+    for fold in FOLDS if trace is None else (UNFOLDED,):
+        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=fold)
+        try:
+            run = run_graph(job.graph, job.machine, links=links or trace is not None)
+            break
+        except NotUniform as broken:  # the copies are not in step: fold less
+            log.debug("the iteration folded over its %s is not exact (%s)", fold, broken)
     if trace is not None:
         trace(job.machine.topology, run)
     return joint_prediction(profile, config, job, run)
@@ -280,15 +284,15 @@ class JointJob:
 
 def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
               perturb: Perturbation | None = None, granularity: str = "auto",
-              labelled: bool = False, fold: bool = False) -> JointJob:
+              labelled: bool = False, fold: str = UNFOLDED) -> JointJob:
     """The iteration of *config* as one task graph (:mod:`atpsim.engine.step.job_graph`).
     *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
     nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
-    ``passes`` where the traffic meets is a SimulationError). *fold*: build one replica and
-    one TP rank for all where the job is unperturbed and its passes' collectives stay inside
-    a replica (the folded graph: its run raises
-    :class:`~atpsim.engine.joint.graph.NotUniform` where the copies turn out not to be in step,
-    and the caller builds it unfolded)."""
+    ``passes`` where the traffic meets is a SimulationError). *fold* (:data:`FOLDS`): build
+    one replica and one TP rank for all (``replicas``) or one TP rank of each stage for all
+    (``ranks``) where the job is unperturbed and its passes' collectives stay inside a
+    replica (the folded graph: its run raises :class:`~atpsim.engine.joint.graph.NotUniform`
+    where the copies turn out not to be in step, and the caller folds less)."""
     grain = _method("granularity", granularity)
     config = resolve_partition(config, profile)
     programs = JobPrograms(config)
@@ -307,11 +311,14 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
         raise SimulationError("the passes' TP traffic meets other traffic; they cannot be single delays",
                               key="granularity")  # fmt: skip
     spans = config.layout.ep > 1 or config.layout.cp > 1
-    folded = fold and not spans and (perturb is None or perturb.empty)
+    if fold not in FOLDS:
+        raise SimulationError(f"fold {fold!r}: expected one of {', '.join(FOLDS)}")
+    if spans or (perturb is not None and not perturb.empty):
+        fold = UNFOLDED
     op = pass_delays(lambda r, s, o: costs(r, s)(s, o).time_s) if isolated \
-        else _program_ops(machine, profile, comm, programs, costs, perturb, folded)
+        else _program_ops(machine, profile, comm, programs, costs, perturb, fold)
     together = op.together if isinstance(op, ProgramOps) and spans else None
-    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together, folded), labelled)
+    graph, tasks = build_job_graph(job_calls(comm, stages, tied, op, together, fold == REPLICAS), labelled)
     if len(graph) >= LARGE_GRAPH_TASKS:
         layout = config.layout
         log.warning("TP %s, PP %d, DP %d: the passes' TP traffic meets other traffic, so the "
@@ -374,9 +381,9 @@ def _crosses(machine: JointNetwork, source: StageGroups, programs: JobPrograms, 
 
 def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                  programs: JobPrograms, costs: Callable[[int, int], OpCosts],
-                 perturb: Perturbation | None, fold: bool = False) -> OpBuilder:
-    """Passes as their programs' tasks (their TP traffic meets other traffic); *fold*: for a
-    folded graph (one replica and TP rank built for all)."""
+                 perturb: Perturbation | None, fold: str = UNFOLDED) -> OpBuilder:
+    """Passes as their programs' tasks (their TP traffic meets other traffic); *fold*: what
+    the graph folds (:data:`FOLDS`)."""
     config = programs.config
     layout, mesh = config.layout, config.layout.tp
     if not isinstance(mesh, DeviceMesh):
@@ -390,7 +397,7 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                       spans=lambda op: op.dim in (EP_DIM, CP_DIM), across=comm.tp_call,
                       replicas=layout.replicas,
                       across_groups=lambda s: cp_groups_of(layout, s) if layout.cp > 1 else ep_groups_of(layout, s),
-                      fold=layout.replicas if fold else 0)  # fmt: skip
+                      fold=layout.replicas if fold == REPLICAS else 0, fold_ranks=fold != UNFOLDED)  # fmt: skip
 
 
 def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:

@@ -43,10 +43,10 @@ class JointNetwork:
         of another owner crosses, and none that any group of the calls *others* crosses: then
         each owner's traffic meets nothing but its own."""
         parts, owners = [], []
-        for spec, group, who in owned:
-            links = self.plan(spec).group_links[group]
-            parts.append(links)
-            owners.append(np.full(len(links), who, dtype=np.int64))
+        for spec, group, by in owned:
+            crossed = self.plan(spec).group_links[group]
+            parts.append(crossed)
+            owners.append(np.full(len(crossed), by, dtype=np.int64))
         links = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         who = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
         order = np.lexsort((who, links))

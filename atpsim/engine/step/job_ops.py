@@ -19,11 +19,11 @@ pipelines), the op is built in every replica at once (:meth:`ProgramOps.together
 task of the program for every replica in turn, and such a collective as one comm task per
 group, waiting for every member in every replica.
 
-Folded (*fold* > 0: an unperturbed job whose graph builds replica 0 only,
-:mod:`atpsim.engine.step.job_graph`): every TP rank of a stage runs the same compute, so
-one rank's tasks stand for all of them and each TP collective is one uniform comm task over
-every group of its dimension in every one of the *fold* replicas (each group a copy: it is
-exact where all end at one instant, which the engine checks).
+Folded (*fold_ranks*, an unperturbed job): every TP rank of a stage runs the same compute,
+so one rank's tasks stand for all of them and each TP collective is one uniform comm task over
+every group of its dimension (each group a copy: it is exact where all end at one instant,
+which the engine checks), in every one of the *fold* replicas where the graph builds replica 0
+only (*fold* > 0, :mod:`atpsim.engine.step.job_graph`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class ProgramOps:
     replicas (:meth:`together`), *spans(op)* whether *op* is one, *across(op)* its call over
     every such group of the job, *replicas* the job's and *across_groups(stage)* the groups
     of *stage*: for each, its index in the call and its members as (replica, TP position);
-    *fold* > 0: the graph is folded over that many replicas and every TP position (module
+    *fold_ranks*: one TP rank built for all, and *fold* > 0 replica 0 for that many (module
     docstring; every GPU's *scale* must then be 1)."""
 
     parts: Callable[[int, PipelineOp], Sequence[Part]]
@@ -90,10 +90,13 @@ class ProgramOps:
     replicas: int = 1
     across_groups: Callable[[int], Sequence[tuple[int, Sequence[tuple[int, int]]]]] | None = None
     fold: int = 0
+    fold_ranks: bool = False
     _templates: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.fold and not np.all(self.scale == 1.0):
+        if self.fold and not self.fold_ranks:
+            raise SimulationError("a job folded over its replicas is folded over its TP ranks too")
+        if self.fold_ranks and not np.all(self.scale == 1.0):
             raise SimulationError("a folded job's GPUs all compute at the nominal speed (scale 1)")
 
     def __call__(self, b: GraphBuilder, replica: int, stage: int, op: PipelineOp, deps: list[int]
@@ -188,7 +191,7 @@ class ProgramOps:
                        label: tuple[str, str] | None) -> int:
         """:meth:`_program`, task by task."""
         ranks = list(self.ranks(replica, stage))
-        size = 1 if self.fold else len(ranks)
+        size = 1 if self.fold_ranks else len(ranks)
         last = {"compute": [start] * size, "comm": [start] * size}
         node: dict[int, list[int]] = {}
         for task in program.tasks:
@@ -209,8 +212,8 @@ class ProgramOps:
         (folded: one uniform task, :meth:`_folded`)."""
         local = self.mesh.groups(op.dim)
         call = b.call(self.call(op))
-        if self.fold:
-            return self._folded(b, stage, call, len(local), op.name, deps, node, stream)
+        if self.fold_ranks:
+            return self._folded(b, replica, stage, call, len(local), op.name, deps, node, stream)
         offset = self.group_offset(replica, stage) * len(local)
         ids = list(stream)
         for index, group in enumerate(local):
@@ -221,11 +224,12 @@ class ProgramOps:
                 ids[pos] = task
         return ids
 
-    def _folded(self, b: GraphBuilder, stage: int, call: int, n_local: int, name: str,
+    def _folded(self, b: GraphBuilder, replica: int, stage: int, call: int, n_local: int, name: str,
                 deps: tuple[int, ...], node: dict[int, list[int]], stream: list[int]) -> list[int]:
-        """The folded collective: every group of the dimension (*n_local* a stage) in every
-        replica, each its own copy (block 1), after rank 0's dependencies and stream."""
-        groups = [self.group_offset(r, stage) * n_local + index
-                  for r in range(self.fold) for index in range(n_local)]  # fmt: skip
+        """The folded collective: every group of the dimension (*n_local* a stage) in
+        *replica* (every replica where they are folded), each its own copy (block 1), after
+        rank 0's dependencies and stream."""
+        replicas = range(self.fold) if self.fold else (replica,)
+        groups = [self.group_offset(r, stage) * n_local + index for r in replicas for index in range(n_local)]
         waits = [node[d][0] for d in deps] + [stream[0]]
         return [b.comm(call, groups, waits, (f"tp s{stage}", name), block=1)]

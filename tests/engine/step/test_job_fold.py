@@ -14,7 +14,15 @@ from atpsim.engine.joint.graph import NotUniform, uniform_end
 from atpsim.engine.joint.plain import run_plain
 from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh
-from atpsim.training.job import JobConfig, check_job, joint_job, joint_prediction, load_machine, run_job
+from atpsim.training.job import (
+    JobConfig,
+    check_job,
+    joint_job,
+    joint_prediction,
+    load_machine,
+    run_job,
+)
+from atpsim.training.perturb import job_perturbation
 
 TINY = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
 FIELDS = ("iteration_time_s", "compute_s", "exposed_tp_comm_s", "exposed_dp_comm_s",
@@ -41,7 +49,7 @@ CASES = [
 def runs(spec, job_config, granularity):
     topology, profile = load_machine(spec, job_config.layout.size, None)
     out = []
-    for fold in (False, True):
+    for fold in ("none", "replicas"):
         job = joint_job(topology, profile, job_config, granularity=granularity, fold=fold)
         run = run_graph(job.graph, job.machine, links=True)
         out.append((job, run, joint_prediction(profile, job_config, job, run)))
@@ -72,20 +80,27 @@ def test_the_folded_iteration_equals_the_plain_run_of_every_flow(spec, job_confi
     assert folded_run.end_s == pytest.approx(plain.end_s, rel=1e-9)
 
 
-def test_tp_groups_that_cross_different_switches_are_not_folded_but_run_unfolded():
+@pytest.mark.parametrize("tp", [(8, 1), (4, 2)])
+def test_replicas_whose_tp_groups_cross_different_switches_fold_only_their_ranks(tp):
     """TP 8 over two 4-GPU nodes: some replicas' TP groups cross one leaf switch, others the
-    spine (a longer path, more latency), so the replicas are not in step: the folded run
-    refuses, and run_job's answer is the unfolded graph's."""
-    job_config = config((8, 1), 2, 2, 8)
+    spine (a longer path, more latency), so the replicas are not in step: the run folded over
+    replicas refuses; folded over each stage's TP ranks only, it is the unfolded graph's bit
+    for bit, and that is run_job's answer."""
+    job_config = config(tp, 2, 2, 8)
     topology, profile = load_machine("ib-cluster:8x4", job_config.layout.size, None)
-    folded = joint_job(topology, profile, job_config, fold=True)
+    folded = joint_job(topology, profile, job_config, fold="replicas")
     with pytest.raises(NotUniform):
         run_graph(folded.graph, folded.machine)
     job = joint_job(topology, profile, job_config)
     full = joint_prediction(profile, job_config, job, run_graph(job.graph, job.machine))
+    ranks = joint_job(topology, profile, job_config, fold="ranks")
+    assert len(ranks.graph) < len(job.graph) / 2
+    by_ranks = joint_prediction(profile, job_config, ranks, run_graph(ranks.graph, ranks.machine))
     answer = run_job(topology, profile, job_config)
-    assert answer.iteration_time_s == full.iteration_time_s
-    assert answer.stats["tasks"] == len(job.graph)
+    for name in FIELDS:
+        assert getattr(by_ranks, name) == getattr(full, name), name
+        assert getattr(answer, name) == getattr(full, name), name
+    assert answer.stats["tasks"] == len(ranks.graph)
 
 
 def test_run_job_folds_an_unperturbed_job_and_not_a_perturbed_one():
@@ -93,9 +108,9 @@ def test_run_job_folds_an_unperturbed_job_and_not_a_perturbed_one():
     topology, profile = load_machine("ib-cluster:4x8", job_config.layout.size, None)
     unfolded = joint_job(topology, profile, job_config)
     assert run_job(topology, profile, job_config).stats["tasks"] < len(unfolded.graph) / 4
-    from atpsim.training.perturb import job_perturbation
+
     perturb = job_perturbation(topology, job_config, {"seed": 1, "stragglers": 1, "straggler_factor": 1.2})
-    slowed = joint_job(topology, profile, job_config, perturb=perturb, fold=True)
+    slowed = joint_job(topology, profile, job_config, perturb=perturb, fold="replicas")
     assert len(slowed.graph) == len(unfolded.graph)
 
 
