@@ -211,7 +211,9 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
             links: bool = False, trace: TraceWriter | None = None) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile (``partition: auto`` resolved on
-    *profile* first: :func:`~atpsim.training.partition.resolve_partition`)."""
+    *profile* first: :func:`~atpsim.training.partition.resolve_partition`). On the joint
+    network the graph is folded as far as it is exact (:data:`FOLDS`, tried in turn; a traced
+    iteration is never folded: every rank's tasks are written)."""
     config = resolve_partition(config, profile)
     method = _method("network", network)
     orders = stage_orders(config.schedule, config.shape)
