@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from atpsim.engine.joint.calls import PROTOCOL_ROWS
+from atpsim.engine.joint.calls import PROTOCOL_ROWS, CallPlan
 from atpsim.engine.joint.episodes import Cohort
 from atpsim.engine.joint.flows import FlowSet, nodes_of
 from atpsim.engine.joint.graph import uniform_end
@@ -35,16 +35,26 @@ def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarr
     """The nodes of *cohort*'s flows (released at its start plus its fixed latency, with its
     call's rendezvous dependencies) and the position of each one's group in the cohort."""
     plan = cohort.plan
-    schedule = plan.schedule(cohort.groups)
+    key = (id(plan), cohort.groups)  # the network keeps its plans for the run: ids stay theirs
+    if key not in network.member_parts:
+        network.member_parts[key] = _member_parts(network, plan, cohort.groups)
+    routes, pair, nbytes, ptr, idx, group = network.member_parts[key]
+    flows = FlowSet(pair.copy(), nbytes.copy(), np.full(len(pair), PROTOCOL_ROWS.index(plan.protocol)),
+                    np.full(len(pair), cohort.start_s + plan.fixed_s), (ptr.copy(), idx.copy()))  # fmt: skip
+    return nodes_of(routes, flows), group.copy()
+
+
+def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]) -> tuple:
+    """What :func:`member_nodes` builds from a call's groups alone, whenever they start: the
+    routes of its pairs, each flow's pair and bytes, the rendezvous dependencies (CSR) and
+    each flow's group position."""
+    schedule = plan.schedule(groups)
     n = network.topology.n_gpus
-    keys = np.unique(schedule.src * n + schedule.dst)
-    routes = route_pairs(network.topology, keys)
+    routes = route_pairs(network.topology, np.unique(schedule.src * n + schedule.dst))
     ptr, idx = schedule.dependencies()
-    flows = FlowSet(routes.index(schedule.src, schedule.dst), schedule.transfer_bytes,
-                    np.full(len(schedule.src), PROTOCOL_ROWS.index(plan.protocol)),
-                    np.full(len(schedule.src), cohort.start_s + plan.fixed_s), (ptr, idx))  # fmt: skip
     group = np.concatenate([s.group for s in schedule.steps]) if len(schedule.steps) else np.zeros(0, np.int64)
-    return nodes_of(routes, flows), group.astype(np.int64)
+    return (routes, routes.index(schedule.src, schedule.dst), np.asarray(schedule.transfer_bytes), ptr, idx,
+            group.astype(np.int64))  # fmt: skip
 
 
 @dataclass(eq=False)

@@ -27,6 +27,9 @@ class JointNetwork:
         self.nominal = nominal or topology
         self._plans: dict[CallSpec, CallPlan] = {}
         self._by_id: dict[int, tuple[CallSpec, CallPlan]] = {}
+        #: A live episode's member's start-independent parts per (id(plan), groups)
+        #: (:func:`atpsim.engine.joint.live.member_nodes`).
+        self.member_parts: dict[tuple[int, tuple[int, ...]], tuple] = {}
 
     @cached_property
     def fabric(self) -> Fabric:
