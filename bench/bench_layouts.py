@@ -12,8 +12,8 @@ graph where it applies); the plan case is the ``atpsim plan`` command of :data:`
 command and the scenario are printed with each case. CPU is user + system of the command's
 process (steadier than the wall time on a shared machine), peak RSS its own (``os.wait4``).
 ``--plain`` runs each job once more through the API with the graph unfolded (every replica
-and TP rank its own tasks: ``joint_job(..., fold="none")`` and ``run_graph``, what the
-command did before issue 28's folding) and prints both iteration times and their relative
+and TP rank its own tasks: ``atpsim.api.simulate_job(..., fold=False)``, what the command did
+before issue 28's folding) and prints both iteration times and their relative
 difference.
 """
 
@@ -89,26 +89,19 @@ def measured(args: list[str], timeout: float) -> tuple[float, float, int, str]:
 
 def plain_one(name: str) -> None:
     """The job case *name* unfolded through the API; prints its iteration time as JSON."""
-    from atpsim.engine.joint.engine import run_graph
-    from atpsim.parallel.layout import ParallelLayout
-    from atpsim.parallel.mesh import DeviceMesh
-    from atpsim.training.config import job_config
-    from atpsim.training.job import joint_job, joint_prediction, load_machine
+    from atpsim.api import simulate_job
 
     topology, hardware, p = JOBS[name]
     devices = p.get("devices") or 960
-    mesh = DeviceMesh(*p["tp"][0])
-    dp = p["dp"] if p["dp"] != "auto" else devices // (mesh.size * p["pp"])
+    tp = tuple(p["tp"][0])
+    dp = p["dp"] if p["dp"] != "auto" else devices // (tp[0] * tp[1] * p["pp"])
     options = {k: v for k, v in p.items() if k in ("recompute", "zero", "vocab", "sequence_parallel",
                                                    "virtual_stages", "offload_activations")}  # fmt: skip
     if p.get("schedule") == "interleaved":
         options["schedule"] = "interleaved-1f1b"
-    config = job_config("gpt3-175b", ParallelLayout(mesh, p["pp"], dp), p["micro_batch"], p["global_batch"],
-                        **options)  # fmt: skip
-    topo, profile = load_machine(topology, devices, hardware)
-    job = joint_job(topo, profile, config, fold="none")
-    run = run_graph(job.graph, job.machine)
-    print(json.dumps({"iteration_s": joint_prediction(profile, config, job, run).iteration_time_s}))
+    prediction = simulate_job(topology, "gpt3-175b", tp=tp, pp=p["pp"], dp=dp, micro_batch=p["micro_batch"],
+                              global_batch=p["global_batch"], hardware=hardware, fold=False, **options)  # fmt: skip
+    print(json.dumps({"iteration_s": prediction.iteration_time_s}))
 
 
 def main() -> None:

@@ -167,6 +167,7 @@ def simulate_job(
     perturb: Perturbation | Mapping[str, Any] | None = None,
     links: bool = False,
     trace: TraceWriter | None = None,
+    fold: bool = True,
     **options: Any,
 ) -> JobPrediction:
     """Simulate one training iteration of *model* with tensor parallelism on the ATP mesh *tp*
@@ -186,14 +187,15 @@ def simulate_job(
     :func:`~atpsim.training.perturb.draw_perturbation`); *links*: also count bytes and
     busy time per link; *trace*: handed the iteration's labelled run to write
     (:data:`TraceWriter`; :func:`atpsim.api.simulate_job` takes a path and writes a
-    Chrome/Perfetto trace there)."""
+    Chrome/Perfetto trace there); *fold*: False builds every replica and TP rank's tasks (the
+    reference the folded graph is held to, :func:`run_job`)."""
     mesh = tp if isinstance(tp, DeviceMesh) else DeviceMesh(*tp)
     config = job_config(model, ParallelLayout(mesh, pp, dp, order, ep=ep, cp=cp), micro_batch,
                         global_batch or micro_batch * dp * pp, **options)
     check_job(config)
     topo, profile = load_machine(topology, config.layout.size, hardware)
     drawn = job_perturbation(topo, config, perturb)
-    return run_job(topo, profile, config, network=network, perturb=drawn, links=links, trace=trace)
+    return run_job(topo, profile, config, network=network, perturb=drawn, links=links, trace=trace, fold=fold)
 
 
 def load_machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
@@ -209,11 +211,11 @@ def load_machine(topology: str | Mapping[str, Any], n: int, hardware: str | None
 
 def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
             network: str = "joint", perturb: Perturbation | None = None,
-            links: bool = False, trace: TraceWriter | None = None) -> JobPrediction:
+            links: bool = False, trace: TraceWriter | None = None, fold: bool = True) -> JobPrediction:
     """:func:`simulate_job` on a built topology and profile (``partition: auto`` resolved on
     *profile* first: :func:`~atpsim.training.partition.resolve_partition`). On the joint
-    network the graph is folded as far as it is exact (:data:`FOLDS`, tried in turn; a traced
-    iteration is never folded: every rank's tasks are written)."""
+    network the graph is folded as far as it is exact (:data:`FOLDS`, tried in turn; never
+    with *fold* False, nor for a traced iteration: every rank's tasks are written)."""
     config = resolve_partition(config, profile)
     method = _method("network", network)
     orders = stage_orders(config.schedule, config.shape)
@@ -221,13 +223,13 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
-    for fold in FOLDS if trace is None else (UNFOLDED,):
-        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=fold)
+    for folded in FOLDS if fold and trace is None else (UNFOLDED,):
+        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded)
         try:
             run = run_graph(job.graph, job.machine, links=links or trace is not None)
             break
         except NotUniform as broken:  # the copies are not in step: fold less
-            log.debug("the iteration folded over its %s is not exact (%s)", fold, broken)
+            log.debug("the iteration folded over its %s is not exact (%s)", folded, broken)
     if trace is not None:
         trace(job.machine.topology, run)
     return joint_prediction(profile, config, job, run)

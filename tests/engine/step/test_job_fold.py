@@ -120,3 +120,14 @@ def test_a_uniform_task_ends_when_its_copies_do_and_only_if_they_agree():
     assert uniform_end(7, np.array([3.0, 3.0, 3.0]), 1) == 3.0
     with pytest.raises(NotUniform, match="task 7"):
         uniform_end(7, np.array([1.0, 2.0, 2.0, 2.5]), 2)
+
+
+def test_the_api_runs_a_job_unfolded_on_request_with_the_same_answer():
+    from atpsim.api import simulate_job
+
+    args = dict(tp=(4, 1), pp=2, dp=4, micro_batch=1, global_batch=16, zero=1)
+    folded = simulate_job("ib-cluster:4x8", TINY, **args)
+    unfolded = simulate_job("ib-cluster:4x8", TINY, fold=False, **args)
+    assert unfolded.stats["tasks"] > 4 * folded.stats["tasks"]
+    for name in FIELDS:
+        assert getattr(folded, name) == getattr(unfolded, name), name
