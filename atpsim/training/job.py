@@ -55,7 +55,7 @@ from atpsim.engine.step.job_graph import (
     job_timeline,
 )
 from atpsim.engine.step.job_ops import ProgramOps, pass_delays
-from atpsim.engine.step.run import comm_spec, compute_timer
+from atpsim.engine.step.run import compute_timer
 from atpsim.errors import SimulationError, param
 from atpsim.parallel.atp import adam_bytes_per_param, params_per_rank
 from atpsim.parallel.context import CP_DIM
@@ -83,8 +83,8 @@ from atpsim.training.calls import (
 from atpsim.training.config import DEFAULT_BUCKET_BYTES, JobConfig, check_job, job_config
 from atpsim.training.experts import check_unperturbed, optimizer_shard, stage_expert_params_per_rank
 from atpsim.training.partition import resolve_partition
-from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, StageGroups, op_parts
-from atpsim.training.perturb import job_perturbation
+from atpsim.training.passes import NO_COST, JobPrograms, OpCosts, PassCost, op_parts
+from atpsim.training.perturb import job_perturbation, replica_costs
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     if config.layout.cp > 1 and perturb is not None and not perturb.empty:
         raise SimulationError("a perturbation of a context-parallel job (cp > 1) is not modelled: its "
                               "ring attention sends span pipelines", key="perturb")  # fmt: skip
-    costs = _replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
+    costs = replica_costs(topology, machine, profile, programs, OpCosts(topology, profile, programs), perturb)
     isolated = grain.kind != PLAIN and tp_isolated(machine, comm, programs.all(),
                                                       _other_calls(comm, stages, tied))  # fmt: skip
     if grain.strict and not isolated:
@@ -343,44 +343,6 @@ def _other_calls(comm: JobComm, stages: tuple, tied: CallSpec | None) -> list[Ca
     for s in stages:
         calls += list(s.buckets) + [c for c in (s.gather, s.expert_gather) if c is not None]
     return [c for c in calls if c is not None]
-
-
-def _replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareProfile,
-                   programs: JobPrograms, nominal: OpCosts, perturb: Perturbation | None
-                   ) -> Callable[[int, int], OpCosts]:
-    """``costs(replica, stage)``: the nominal op costs, or, for a stage with a slow GPU or a
-    slow link of its TP groups, its own TP groups timed with its ranks' factors on the links
-    as they run."""
-    if perturb is None or perturb.empty:
-        return lambda replica, stage: nominal
-    config = programs.config
-    scale = perturb.compute_scale(topology.n_gpus)
-    slow = np.zeros(len(topology.links), dtype=bool)
-    slow[perturb.slow_links(topology)] = True
-    own: dict[tuple[int, int], OpCosts] = {}
-
-    def costs(replica: int, stage: int) -> OpCosts:
-        if (replica, stage) not in own:
-            source = StageGroups(config.layout, replica, stage)
-            ranks = source.ranks
-            if np.all(scale[ranks] == 1.0) and not (slow.any() and _crosses(machine, source, programs, slow)):
-                own[(replica, stage)] = nominal
-            else:
-                own[(replica, stage)] = OpCosts(machine.topology, profile, programs, source, scale[ranks])
-        return own[(replica, stage)]
-
-    return costs
-
-
-def _crosses(machine: JointNetwork, source: StageGroups, programs: JobPrograms, slow: np.ndarray) -> bool:
-    """Whether the stage's TP groups cross a slow link."""
-    for op in {op for p in programs.all() for op in p.comm_ops()}:
-        groups = source.groups(op.dim)
-        if len(groups[0]) > 1:
-            plan = machine.plan(comm_spec(op, groups, programs.config.algorithm))
-            if slow[plan.links_of(range(len(groups)))].any():
-                return True
-    return False
 
 
 def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,

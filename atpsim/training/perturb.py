@@ -6,18 +6,22 @@ Perturbation`: slower compute per rank, less bandwidth per cable).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.perturb import Perturbation
+from atpsim.engine.step.run import comm_spec
 from atpsim.errors import SimulationError
 from atpsim.topology.graph import Topology
 from atpsim.topology.queries import nic_ports
 from atpsim.training.config import JobConfig
+from atpsim.training.passes import JobPrograms, OpCosts, StageGroups
 
-__all__ = ["PERTURB_KEYS", "Perturbation", "draw_perturbation", "job_perturbation"]
+__all__ = ["PERTURB_KEYS", "Perturbation", "draw_perturbation", "job_perturbation", "replica_costs"]
 
 #: The keys of a perturbation drawn for a job (:func:`draw_perturbation`'s arguments).
 PERTURB_KEYS = ("seed", "stragglers", "straggler_factor", "slow_nics", "nic_factor", "gpus", "links")
@@ -57,3 +61,41 @@ def draw_perturbation(topology: Topology, ranks: Sequence[int], *, seed: int = 0
     drawn_links = [(*ports[int(i)], float(nic_factor)) for i in sorted(picked)]
     return Perturbation(tuple(drawn_gpus) + tuple((int(r), float(f)) for r, f in gpus),
                         tuple(drawn_links) + tuple((str(a), str(b), float(f)) for a, b, f in links))
+
+
+def replica_costs(topology: Topology, machine: JointNetwork, profile: HardwareProfile,
+                   programs: JobPrograms, nominal: OpCosts, perturb: Perturbation | None
+                   ) -> Callable[[int, int], OpCosts]:
+    """``costs(replica, stage)``: the nominal op costs, or, for a stage with a slow GPU or a
+    slow link of its TP groups, its own TP groups timed with its ranks' factors on the links
+    as they run."""
+    if perturb is None or perturb.empty:
+        return lambda replica, stage: nominal
+    config = programs.config
+    scale = perturb.compute_scale(topology.n_gpus)
+    slow = np.zeros(len(topology.links), dtype=bool)
+    slow[perturb.slow_links(topology)] = True
+    own: dict[tuple[int, int], OpCosts] = {}
+
+    def costs(replica: int, stage: int) -> OpCosts:
+        if (replica, stage) not in own:
+            source = StageGroups(config.layout, replica, stage)
+            ranks = source.ranks
+            if np.all(scale[ranks] == 1.0) and not (slow.any() and _crosses_slow_link(machine, source, programs, slow)):
+                own[(replica, stage)] = nominal
+            else:
+                own[(replica, stage)] = OpCosts(machine.topology, profile, programs, source, scale[ranks])
+        return own[(replica, stage)]
+
+    return costs
+
+
+def _crosses_slow_link(machine: JointNetwork, source: StageGroups, programs: JobPrograms, slow: np.ndarray) -> bool:
+    """Whether the stage's TP groups cross a slow link."""
+    for op in {op for p in programs.all() for op in p.comm_ops()}:
+        groups = source.groups(op.dim)
+        if len(groups[0]) > 1:
+            plan = machine.plan(comm_spec(op, groups, programs.config.algorithm))
+            if slow[plan.links_of(range(len(groups)))].any():
+                return True
+    return False

@@ -1,5 +1,5 @@
 """A straggler slows exactly the (replica, stage) its rank belongs to
-(atpsim.training.job._replica_costs): ``costs(replica, stage)`` is timed on that replica's and
+(atpsim.training.perturb.replica_costs): ``costs(replica, stage)`` is timed on that replica's and
 stage's ranks. On a layout of 2 replicas x 2 stages of TP 8 on ``ib-cluster:4x8`` (one node
 each, replicas alike), a straggler on replica 1 slows the iteration exactly as one on the
 same stage of replica 0, and a straggler on stage 1 differently from one on stage 0.
