@@ -312,9 +312,6 @@ class _Comm:
                                                float(alone.max()) if len(alone) else 0.0)  # fmt: skip
         return shape
 
-    def _links_of(self, call: int, groups: tuple[int, ...]) -> np.ndarray:
-        return self._shape(call, groups).links
-
     def _alone(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]], links: np.ndarray) -> _Episode:
         self.stats.alone += 1
         alone = cohort.plan.alone(cohort.groups)
