@@ -96,7 +96,11 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=job_default("recompute"),
               show_default=True)
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=job_default("schedule"), show_default=True)
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Job: rows to print.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Job: rows to print; a layout whose compute alone (no communication: a lower bound "
+                   "on its iteration) is slower than the --top fastest simulated is not simulated.")
+@click.option("--exhaustive", is_flag=True,
+              help="Job: simulate every layout that fits, not only those that could be among the --top.")
 @click.option("--network", type=click.Choice(["joint", "isolated"]), default="joint", show_default=True,
               help="Job: joint = every call in flight shares the links; isolated = each call timed "
                    "alone (much faster where TP groups are smaller than a node).")
@@ -120,14 +124,14 @@ def _partition(text: str) -> str | tuple[int, ...]:
 def command(topology, model_name, devices, chunks, algorithm, hardware, placement, calibration, trace_path,
             global_batch, pipelines, micro_batches, max_tp, vocab, zero, recompute, schedule, top, draws, seed,
             links_path, network, sequence_parallel, no_progress, partition, expert_parallel, context_parallel,
-            offload_activations):
+            offload_activations, exhaustive):
     """Rank every DeviceMesh(d1, d2) (and chunk count) by simulated step time; with
     --global-batch, rank whole-job layouts (TP mesh x CP x PP x DP x micro-batch) by iteration time."""
     refuse_unused(given("seed") if draws is None else [], "without --uncertainty N")
     if global_batch is None:
         job_options = ("pipelines", "micro_batches", "max_tp", "vocab", "zero", "recompute", "schedule", "top",
                        "links_path", "network", "sequence_parallel", "no_progress", "partition",
-                       "expert_parallel", "context_parallel", "offload_activations")
+                       "expert_parallel", "context_parallel", "offload_activations", "exhaustive")
         refuse_unused(given(*job_options), "without --global-batch (a job option)")
     else:
         refuse_unused(given("placement", "calibration"), "with --global-batch")
@@ -146,7 +150,7 @@ def command(topology, model_name, devices, chunks, algorithm, hardware, placemen
                                context_parallel=_int_list(context_parallel, "--cp") if context_parallel else (1,),
                                partition=_partition(partition), track=layout_progress(not no_progress), uncertainty=draws, seed=seed,
                                offload_activations=offload_activations,
-                               top=top)  # fmt: skip
+                               top=top, exhaustive=exhaustive)  # fmt: skip
         both = "--sequence-parallel and --no-sequence-parallel (each 1D layout both ways)"
         click.echo(machine_provenance(topology, ranked_jobs.hardware).line())
         click.echo(_job_defaults(ranked_jobs.hardware, vocab=_default_vocab(model_name),
@@ -298,9 +302,13 @@ def _print_links(uses: list, label: str, path: str) -> None:
 
 def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
     console = Console(width=160 if ranked.confidence is None else 200)
-    pruned = ", ".join(f"{n} by {why}" for why, n in ranked.pruned.items() if n)
+    bounded = ranked.not_simulated
+    pruned = ", ".join(f"{n} by {why}" for why, n in ranked.unmade.items() if n)
     how = "every call in flight on one network" if network == "joint" else "each call timed alone"
-    table = Table(title=f"layouts by iteration time ({how})", caption=f"pruned before simulation: {pruned or 'none'}")
+    skipped = (f"; {bounded} not simulated (compute alone slower than the {top} fastest; "
+               "--exhaustive runs them)") if bounded else ""  # fmt: skip
+    table = Table(title=f"layouts by iteration time ({how})",
+                  caption=f"pruned before simulation: {pruned or 'none'}{skipped}")
     offload = any(c.config.offload_activations for c in ranked.candidates)  # the copies' column
     for name in ("layout", "iteration s", "TFLOP/s/GPU", "MFU", "compute s", "exposed TP s", "bubble s",
                  "exposed DP s", *(("host copies s",) if offload else ()), "other s", "memory GB"):  # fmt: skip

@@ -369,7 +369,7 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
 def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:
     """Every stage's gradient buckets, optimizer step and ZeRO-1 gathers (:func:`stage_calls`),
     the experts' apart where they are expert-parallel."""
-    return tuple(stage_calls(comm, s, stage_params_per_rank(config, s), _optimizer_s(profile, config, s),
+    return tuple(stage_calls(comm, s, stage_params_per_rank(config, s), optimizer_s(profile, config, s),
                              stage_expert_params_per_rank(config, s))
                  for s in range(config.layout.pp))  # fmt: skip
 
@@ -394,7 +394,7 @@ def _head_bytes(config: JobConfig) -> float:
     return head_params_per_rank(config.vocab, config.model, mesh) * config.model.dtype_bytes
 
 
-def _optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> float:
+def optimizer_s(profile: HardwareProfile, config: JobConfig, stage: int) -> float:
     """The Adam update of one rank's parameters of *stage* (its ZeRO-1 shard: the experts' over
     their own ``dp/ep`` replicas, :func:`~atpsim.training.experts.optimizer_shard`),
     memory-bound (:func:`adam_bytes_per_param`)."""

@@ -44,6 +44,7 @@ from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.moe import check_experts
 from atpsim.parallel.partition import AUTO, EVEN, Partition, as_partition, check_partition_value
 from atpsim.topology.spec import topology_label
+from atpsim.training.bound import simulate_fastest
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
 from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, model_vocab
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
@@ -93,6 +94,17 @@ class JobPlan:
     confidence: RankingConfidence | None = None
 
     @property
+    def unmade(self) -> dict[str, int]:
+        """Layouts pruned before anything ran, by reason (divisibility, memory)."""
+        return {why: n for why, n in self.pruned.items() if why != BOUND}
+
+    @property
+    def not_simulated(self) -> int:
+        """Layouts that fit but were not simulated: their lower bound is above the fastest
+        ``top`` (:func:`plan_job`)."""
+        return self.pruned.get(BOUND, 0)
+
+    @property
     def drawn(self) -> int:
         """How many of the fastest candidates were simulated under the draws."""
         return sum(c.draws is not None for c in self.candidates)
@@ -123,6 +135,7 @@ def plan_job(
     uncertainty: int | None = None,
     seed: int = 0,
     top: int = 10,
+    exhaustive: bool = False,
     **options: Any,
 ) -> JobPlan:
     """Simulate every layout of *devices* GPUs that divides the model and fits in memory and
@@ -147,7 +160,13 @@ def plan_job(
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`). *uncertainty* = N simulates the *top* fastest layouts again
-    under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`)."""
+    under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`).
+
+    Only the *top* fastest are sure to be among the candidates: the layouts run in the order
+    of their compute-only lower bounds (:mod:`atpsim.training.bound`), and once a layout's
+    bound is above the *top*-th shortest iteration simulated, it and the layouts after it are
+    not simulated (counted in ``pruned["bound"]``); the *top* candidates are those of every
+    layout simulated. *exhaustive* simulates every layout that fits."""
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
@@ -162,8 +181,10 @@ def plan_job(
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
                           (global_batch,), axes, cps=context_parallel)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
-    results = [JobCandidate(config, run_job(topo, profile, config, network=network))
-               for config in (track(kept) if track else kept)]  # fmt: skip
+    ran, skipped = simulate_fastest(kept, profile, lambda c: run_job(topo, profile, c, network=network),
+                                    lambda p: p.iteration_time_s, len(kept) if exhaustive else top, track)
+    pruned = {**pruned, BOUND: skipped}
+    results = [JobCandidate(config, prediction) for config, prediction in ran]
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
     plan = JobPlan(tuple(results), pruned, profile.name)
     if draws is None or not results:
@@ -188,6 +209,10 @@ def _plan_axes(model: str | ModelConfig, config_model: ModelConfig, options: dic
     both = SEARCH_SEQUENCE_PARALLEL if sequence_parallel is None else (sequence_parallel,)
     return {"ep": expert_parallel_degrees(config_model, expert_parallel), "chunks": tuple(chunk_counts),
             "sequence_parallel": both, **{key: (value,) for key, value in options.items()}}  # fmt: skip
+
+
+#: The pruning reason of the layouts :func:`plan_job` skips by their lower bound.
+BOUND = "bound"
 
 
 def _prune(layouts: Iterable[JobConfig], profile: HardwareProfile) -> tuple[list[JobConfig], dict[str, int]]:

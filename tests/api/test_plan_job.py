@@ -51,9 +51,9 @@ def test_chunk_counts_are_searched_and_match_simulate_job():
     a chunked candidate's time is simulate_job's with the same chunks (and sequence
     parallelism: the plan tries each 1D layout with and without it)."""
     one = plan_job("ib-cluster:1x8", SMALL, devices=8, global_batch=8, pipelines=(1,),
-                   micro_batches=(1, 2), chunk_counts=(1,))  # fmt: skip
+                   micro_batches=(1, 2), chunk_counts=(1,), exhaustive=True)  # fmt: skip
     both = plan_job("ib-cluster:1x8", SMALL, devices=8, global_batch=8, pipelines=(1,),
-                    micro_batches=(1, 2), chunk_counts=(1, 2))  # fmt: skip
+                    micro_batches=(1, 2), chunk_counts=(1, 2), exhaustive=True)  # fmt: skip
     chunked = [c for c in both.candidates if c.config.chunks == 2]
     assert chunked and all(c.config.micro_batch == 2 for c in chunked)
     assert len(both.candidates) == len(one.candidates) + len(chunked)
@@ -64,3 +64,18 @@ def test_chunk_counts_are_searched_and_match_simulate_job():
                          sequence_parallel=c.config.sequence_parallel)  # fmt: skip
     assert again.iteration_time_s == c.prediction.iteration_time_s
     assert c.label.endswith(", chunks 2")
+
+
+@pytest.mark.parametrize("top", [1, 3])
+def test_the_bounded_plan_has_the_exhaustive_plans_fastest(top):
+    """plan_job simulates layouts in the order of their compute-only bounds and stops where a
+    bound passes the *top*-th fastest: its *top* fastest are the exhaustive plan's, exactly,
+    and it skipped some (the rest: each bound above the top-th time)."""
+    args = dict(devices=16, global_batch=32, pipelines=(1, 2), micro_batches=(1, 2), chunk_counts=(1, 2))
+    every = plan_job("ib-cluster:2x8", SMALL, **args, exhaustive=True)
+    some = plan_job("ib-cluster:2x8", SMALL, **args, top=top)
+    assert every.not_simulated == 0 and some.not_simulated > 0
+    assert len(some.candidates) + some.not_simulated == len(every.candidates)
+    assert some.unmade == every.unmade
+    fastest = [(c.label, c.prediction.iteration_time_s) for c in every.candidates[:top]]
+    assert [(c.label, c.prediction.iteration_time_s) for c in some.candidates[:top]] == fastest

@@ -1,5 +1,5 @@
 """ZeRO-1 splits the optimizer step over the data-parallel ranks (atpsim.training.experts.
-optimizer_shard, atpsim.training.job._optimizer_s): each rank's Adam update moves the bytes of
+optimizer_shard, atpsim.training.job.optimizer_s): each rank's Adam update moves the bytes of
 ``1/dp`` of its stage's parameters, so its time less the kernel launch is ZeRO-0's over dp.
 
 Guards issue 25's mutation 6 (ZeRO-1's step not split over dp), which only the committed
@@ -18,7 +18,7 @@ from atpsim.topology.spec import load_topology
 from atpsim.training.calls import JobComm
 from atpsim.training.config import check_job, job_config
 from atpsim.training.experts import optimizer_shard
-from atpsim.training.job import _optimizer_s, _stage_calls, stage_params_per_rank
+from atpsim.training.job import optimizer_s, _stage_calls, stage_params_per_rank
 
 #: h = 1024, ffn = 4h, 4 layers, no vocabulary, fp16 (Adam moves 24 + 2·2 = 28 bytes/param).
 MODEL = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
@@ -57,7 +57,7 @@ def test_zero1_shards_the_optimizer_over_dp():
 def test_zero1_optimizer_time_is_zero0_over_dp(stage):
     """Adam of 789 952 parameters x 28 B = 22 118 656 B with ZeRO-1 against 88 474 624 B
     without; less the launch, the time is ZeRO-0's over dp = 4."""
-    zero0, zero1 = _optimizer_s(PROFILE, config(0), stage), _optimizer_s(PROFILE, config(1), stage)
+    zero0, zero1 = optimizer_s(PROFILE, config(0), stage), optimizer_s(PROFILE, config(1), stage)
     assert zero0 == adam_s(STAGE_PARAMS)
     assert zero1 == adam_s(STAGE_PARAMS / DP)
     launch = PROFILE.launch_overhead_s

@@ -1,0 +1,91 @@
+"""A lower bound on a job's iteration time that needs no network: what a search uses to skip
+layouts that cannot be among its fastest without simulating them.
+
+The bound is the iteration with every communication free: each pipeline op takes only its
+parts' compute (:func:`~atpsim.training.passes.op_parts`: the GEMM model's time of every
+compute op of each part's program on one rank, plus the part's delay after it: the per-layer
+overhead, the recomputed attention core), the transfers between stages, the TP and CP
+collectives and the data-parallel gradient buckets take nothing, and each stage's optimizer
+step follows its last backward.
+
+Why it bounds the joint iteration (:func:`~atpsim.training.job.run_job`): in the joint graph
+an op's parts run one after another on a rank, and a program's compute ops run in order on the
+rank's one compute stream, so an op lasts at least its parts' compute; a pass folded into one
+delay (its time alone) lasts at least as long too. Every task starts at the latest end of its
+dependencies, so the end of the iteration is a max-plus expression of the tasks' durations,
+non-decreasing in each: shortening every communication to zero and every op to its compute
+cannot make it later. The pipeline of those shortened ops is :func:`simulate_pipeline`'s, the
+same op orders and inputs. Only ops this model costs enter: the activation offload copy and a
+perturbation's slower GPUs are left out (they only lengthen the iteration). The tests hold the
+bound below the joint iteration time on layouts of every kind (tests/training/test_bound.py).
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.step.job import GradientSync, simulate_iteration
+from atpsim.engine.step.run import compute_timer
+from atpsim.parallel.pipeline import PipelineOp, stage_orders
+from atpsim.program import StepProgram
+from atpsim.training.config import JobConfig
+from atpsim.training.job import optimizer_s
+from atpsim.training.partition import resolve_partition
+from atpsim.training.passes import JobPrograms, op_parts
+
+
+def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile) -> float:
+    """Seconds no simulation of *config* on *profile* can beat, on any network (module
+    docstring): the pipeline of compute-only ops, then each stage's optimizer step."""
+    config = resolve_partition(config, profile)
+    programs = JobPrograms(config)
+    parts = op_parts(profile, programs)
+    timer = compute_timer(profile, config.model.dtype)
+
+    seconds: dict[int, float] = {}  # by id: a program's tasks are long to hash
+
+    def program_s(program: StepProgram) -> float:
+        if id(program) not in seconds:
+            seconds[id(program)] = sum(timer(op) for op in program.compute_ops())
+        return seconds[id(program)]
+
+    def op_time(stage: int, op: PipelineOp) -> float:
+        return sum((program_s(p.program) if p.program is not None else 0.0) + p.after_s
+                   for p in parts(stage, op))  # fmt: skip
+
+    shape = config.shape
+    syncs = [GradientSync(optimizer_s=optimizer_s(profile, config, s)) for s in range(shape.n_stages)]
+    return simulate_iteration(stage_orders(config.schedule, shape), shape, op_time, None, syncs).step_time_s
+
+
+Result = TypeVar("Result")
+
+
+def simulate_fastest(configs: Sequence[JobConfig], profile: HardwareProfile,
+                     run: Callable[[JobConfig], Result], seconds: Callable[[Result], float], top: int,
+                     track: Callable[[Sequence[JobConfig]], Iterable[JobConfig]] | None = None,
+                     ) -> tuple[list[tuple[JobConfig, Result]], int]:  # fmt: skip
+    """*run* the *configs* in the order of their bounds (:func:`iteration_lower_bound_s`),
+    lowest first, until the next one's bound is above the *top*-th shortest iteration
+    (*seconds* of a result) run so far: that layout and every one after it cannot be among
+    the *top* fastest, so the *top* fastest of what ran are those of every config, exactly.
+    Returns what ran (config, result) and how many were skipped; *track* wraps the ordered
+    configs as it would all of them (a progress bar)."""
+    bounds = {id(config): iteration_lower_bound_s(config, profile) for config in configs}
+    order = sorted(configs, key=lambda config: bounds[id(config)])
+    ran: list[tuple[JobConfig, Result]] = []
+    fastest: list[float] = []  # the iterations run so far, shortest first
+    todo = iter(track(order) if track else order)
+    try:
+        for config in todo:
+            if len(fastest) >= top and bounds[id(config)] > fastest[top - 1]:
+                break
+            result = run(config)
+            ran.append((config, result))
+            insort(fastest, seconds(result))
+    finally:
+        getattr(todo, "close", lambda: None)()  # a progress bar's generator ends its bar
+    return ran, len(configs) - len(ran)
