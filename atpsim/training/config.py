@@ -4,6 +4,7 @@ over the stages and how the step is cut) and :func:`check_job` (its sizes divide
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from atpsim.compute.models import ModelConfig, model_preset
 from atpsim.errors import SimulationError, SizeLimitError
@@ -68,10 +69,10 @@ class JobConfig:
     def shape(self) -> PipelineShape:
         return PipelineShape(self.layout.pp, self.n_microbatches, self.virtual_stages)
 
-    @property
+    @cached_property
     def chunk_model(self) -> ModelConfig:
         """One model chunk of a stage for one micro-batch (an even split's; a stage's own:
-        :meth:`stage_model`)."""
+        :meth:`stage_model`); kept: a job graph asks for it per op."""
         layers = self.model.layers // (self.layout.pp * self.virtual_stages)
         return replace(self.model, layers=layers, batch=self.micro_batch)
 

@@ -53,6 +53,8 @@ class _Episode:
     answer: Answer | None = None
     t0: float = 0.0
     alive: bool = True
+    #: The shape of a lone cohort that met nothing (:meth:`_Comm._alone_fast`), else None.
+    shape: _Shape | None = None
 
     @property
     def end_s(self) -> float:
@@ -97,6 +99,8 @@ class _Shape:
     alone: np.ndarray
     alone_max: float
     _last: dict[int, float] = field(default_factory=dict)
+    #: The links it loads alone and their bytes and busy seconds (:meth:`_Comm.link_totals`).
+    counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def last(self, comm: _Comm, task: int) -> float:
         """When task *task*, holding every group, ends (relative; :meth:`_Comm._last`)."""
@@ -174,7 +178,8 @@ class _Comm:
         the same numbers from its shape's cached times."""
         self.stats.alone += 1
         end = now + shape.alone_max if len(shape.alone) else now
-        episode = _Episode([Cohort(shape.plan, groups, now)], [owned], [shape.links], [end], None, now)
+        episode = _Episode([Cohort(shape.plan, groups, now)], [owned], [shape.links], [end], None, now,
+                           shape=shape)  # fmt: skip
         index = len(self.episodes)
         self.episodes.append(episode)  # kept: its id is never reused for the index below
         self._index[id(episode)] = index
@@ -365,20 +370,40 @@ class _Comm:
 
     def link_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time per link over every final episode (a call alone simulated once
-        per distinct call and groups, for its links' busy time)."""
+        per distinct call and groups, for its links' busy time). Each episode's counts are
+        added where they are not zero, in episode order (:func:`numpy.add.at` adds in the
+        order given): the dense sum's numbers, without a pass over every link per episode."""
+        where, loads, busy = [], [], []
+        for episode in self.episodes:
+            if episode.alive:
+                counted = self._counts(episode)
+                where.append(counted[0])
+                loads.append(counted[1])
+                busy.append(counted[2])
         n = self.network.n_links
         total_bytes, total_busy = np.zeros(n), np.zeros(n)
-        for episode in self.episodes:
-            if not episode.alive:
-                continue
-            if isinstance(episode, LiveEpisode):
-                counted = episode.loop.link_counts()
-            else:
-                answer = episode.answer or self._solve(episode.members, episode.t0)
-                counted = (answer.link_bytes, answer.link_busy_s)
-            total_bytes += counted[0]
-            total_busy += counted[1]
+        if where:
+            links = np.concatenate(where)
+            np.add.at(total_bytes, links, np.concatenate(loads))
+            np.add.at(total_busy, links, np.concatenate(busy))
         return total_bytes, total_busy
+
+    def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
+        its shape, once per shape: the same call alone gives the same counts)."""
+        shape = episode.shape if isinstance(episode, _Episode) else None
+        if shape is not None and shape.counts is not None:
+            return shape.counts
+        if isinstance(episode, LiveEpisode):
+            counted = episode.loop.link_counts()
+        else:
+            answer = episode.answer or self._solve(episode.members, episode.t0)
+            counted = (answer.link_bytes, answer.link_busy_s)
+        links = np.flatnonzero((counted[0] != 0) | (counted[1] != 0))
+        out = (links, counted[0][links], counted[1][links])
+        if shape is not None:
+            shape.counts = out
+        return out
 
     def calls(self) -> tuple[tuple[float, float, np.ndarray], ...]:
         """(start, end, links crossed) of every cohort of the run, in start order."""

@@ -214,3 +214,29 @@ def test_an_iteration_whose_live_episode_meets_a_replayed_one_equals_the_plain_r
     run = compare_plain(topology, model, tp=(8, 1), pp=2, dp=4, global_batch=8,
                         sequence_parallel=True, recompute="selective", zero=1, vocab=51200)  # fmt: skip
     assert run.agree
+
+
+def test_link_totals_are_the_episodes_counts_added_in_order(cluster):
+    """Five all-reduces one after another (each alone: its counts come from its shape, once),
+    then an all-reduce and an all-gather together (one episode): the links' bytes and busy
+    time are the episodes' counts added in episode order, bit for bit (a link no episode loads
+    stays 0)."""
+    reduce = CallSpec("event", "all_reduce", "ring", ((0, 8),), 64e6)
+    gather = CallSpec("event", "all_gather", "ring", ((0, 8),), 64e6)
+    b = GraphBuilder()
+    call = b.call(reduce)
+    last = b.delay(0.0)
+    for _ in range(5):
+        last = b.comm(call, [0], [last])
+    b.comm(call, [0], [last])
+    b.comm(b.call(gather), [0], [last])
+    run = run_graph(b.build(), cluster, links=True)
+    alone = run_graph(graph_of((reduce, [0], 0.0))[0], cluster, links=True)
+    together = run_graph(graph_of((reduce, [0], 0.0), (gather, [0], 0.0))[0], cluster, links=True)
+    for name in ("link_bytes", "link_busy_s"):
+        expected = np.zeros(cluster.n_links)
+        for _ in range(5):
+            expected += getattr(alone, name)
+        expected += getattr(together, name)
+        assert np.array_equal(getattr(run, name), expected), name
+    assert (run.link_bytes > 0).sum() == (alone.link_bytes > 0).sum() > 0
