@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
+import numpy as np
+
 from atpsim.compute.hardware import HardwareProfile
 from atpsim.engine.backends import charges_call_cost
 from atpsim.engine.joint.calls import CallSpec
@@ -243,12 +245,11 @@ def tp_isolated(network: JointNetwork, comm: JobComm, programs: list[StepProgram
     pp, together = layout.pp, layout.ep * layout.cp
     for op in ops:
         spec = comm.tp_call(op)
+        group = np.arange(len(spec.groups))
         if op.dim in (EP_DIM, CP_DIM):
-            owned += [(spec, g, g // layout.tp.size) for g in range(len(spec.groups))]
+            owned.append((spec, group // layout.tp.size))
             continue
-        per_stage = len(layout.tp.groups(op.dim))
-        for g in range(len(spec.groups)):
-            replica, stage = divmod(g // per_stage, pp)
-            owned.append((spec, g, (replica // together) * pp + stage))
+        replica, stage = np.divmod(group // len(layout.tp.groups(op.dim)), pp)
+        owned.append((spec, (replica // together) * pp + stage))
     return network.disjoint(owned, others)
 

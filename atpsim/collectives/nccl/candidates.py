@@ -7,6 +7,7 @@ the lower bound lets it skip those that cannot win.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,12 +105,22 @@ class NcclPlanner:
         sent, received = _bytes_per_gpu(schedule.steps, links.n_gpus)
         if not sent.any():
             return 0.0
-        gpu = np.array([links.node_index[node] for node in links.gpu_nodes], dtype=np.int64)
-        n_nodes = len(links.nodes)
-        table = links.links
-        out_Bps = np.bincount(table.src, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
-        in_Bps = np.bincount(table.dst, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu]
+        out_Bps, in_Bps = _gpu_port_Bps(links)
         return fixed + float(max((sent / out_Bps).max(), (received / in_Bps).max()))
+
+
+#: Each topology's GPUs' total out and in link bandwidth (B/s), once per topology object.
+_PORTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _gpu_port_Bps(links: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU's links' bandwidth out and in, summed (B/s), in GPU order."""
+    if links not in _PORTS:
+        gpu = np.array([links.node_index[node] for node in links.gpu_nodes], dtype=np.int64)
+        n_nodes, table = len(links.nodes), links.links
+        _PORTS[links] = (np.bincount(table.src, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu],
+                         np.bincount(table.dst, weights=table.bandwidth_Bps, minlength=n_nodes)[gpu])
+    return _PORTS[links]
 
 
 def _protocols(algorithm: str, protocol: str) -> tuple[str, ...]:

@@ -134,8 +134,12 @@ class CallPlan:
         by_group = group[owner]
         order = np.lexsort((links, by_group))
         by_group, links = by_group[order], links[order]
+        first = np.ones(len(links), dtype=bool)  # sorted by (group, link): repeats are adjacent
+        first[1:] = (links[1:] != links[:-1]) | (by_group[1:] != by_group[:-1])
+        by_group, links = by_group[first], links[first]
+        links.flags.writeable = False  # each group's links are a view of it, shared
         bounds = np.searchsorted(by_group, np.arange(len(self.spec.groups) + 1))
-        return [np.unique(links[bounds[g]:bounds[g + 1]]) for g in range(len(self.spec.groups))]
+        return [links[bounds[g]:bounds[g + 1]] for g in range(len(self.spec.groups))]
 
     def links_of(self, groups: Sequence[int]) -> np.ndarray:
         """The links the groups *groups* cross, together."""

@@ -41,15 +41,16 @@ class JointNetwork:
     def n_links(self) -> int:
         return len(self.topology.links)
 
-    def disjoint(self, owned: Iterable[tuple[CallSpec, int, int]], others: Iterable[CallSpec]) -> bool:
-        """Whether the groups *owned* ``(call, group index, owner)`` cross no link that a group
-        of another owner crosses, and none that any group of the calls *others* crosses: then
-        each owner's traffic meets nothing but its own."""
+    def disjoint(self, owned: Iterable[tuple[CallSpec, np.ndarray]], others: Iterable[CallSpec]) -> bool:
+        """Whether the groups *owned* (each call with the owner of each of its groups) cross
+        no link that a group of another owner crosses, and none that any group of the calls
+        *others* crosses: then each owner's traffic meets nothing but its own."""
         parts, owners = [], []
-        for spec, group, by in owned:
-            crossed = self.plan(spec).group_links[group]
-            parts.append(crossed)
-            owners.append(np.full(len(crossed), by, dtype=np.int64))
+        for spec, by in owned:
+            crossed = self.plan(spec).group_links
+            lengths = np.fromiter(map(len, crossed), dtype=np.int64, count=len(crossed))
+            parts.append(np.concatenate(crossed) if crossed else np.zeros(0, dtype=np.int64))
+            owners.append(np.repeat(np.asarray(by, dtype=np.int64), lengths))
         links = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         who = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
         order = np.lexsort((who, links))

@@ -192,7 +192,8 @@ def comm_spec(op: CommOp, groups: list[list[int]], algorithm: str, backend: str 
     """The collective call *op* issues on *groups* as the step simulator runs it: the
     algorithm (:data:`_FALLBACK_ALGORITHM` where the registry lacks it; the NCCL backend
     chooses its own), each group rotated to start at ``op.root``, *overhead_s* per call."""
-    rotated = tuple(tuple(g[op.root:] + g[: op.root]) for g in groups)
+    rotated = tuple(map(tuple, groups)) if op.root == 0 else \
+        tuple(tuple(g[op.root:] + g[: op.root]) for g in groups)
     method = find("backend", backend)
     own = method is not None and method.nccl
     chosen = algorithm if own or algorithm in algorithm_names(op.collective) else _FALLBACK_ALGORITHM

@@ -17,14 +17,14 @@ def test_groups_of_one_owner_may_share_links_and_of_two_owners_may_not():
     net = network()
     gather = CallSpec("event", "all_gather", "ring", ((0, 1, 2, 3),), 1e6)
     reduce = CallSpec("event", "reduce_scatter", "ring", ((0, 1, 2, 3),), 1e6)
-    assert net.disjoint([(gather, 0, 5), (reduce, 0, 5)], [])
-    assert not net.disjoint([(gather, 0, 5), (reduce, 0, 6)], [])
+    assert net.disjoint([(gather, [5]), (reduce, [5])], [])
+    assert not net.disjoint([(gather, [5]), (reduce, [6])], [])
 
 
 def test_owners_on_separate_gpus_are_disjoint_until_another_call_crosses_their_links():
     net = network()
     tp = CallSpec("event", "all_reduce", "ring", ((0, 1, 2, 3), (4, 5, 6, 7)), 1e6)
-    owned = [(tp, 0, 0), (tp, 1, 1)]
+    owned = [(tp, [0, 1])]
     assert net.disjoint(owned, [])
     across = CallSpec("event", "all_reduce", "ring", ((8, 9),), 1e6)  # the other node only
     assert net.disjoint(owned, [across])
@@ -32,3 +32,7 @@ def test_owners_on_separate_gpus_are_disjoint_until_another_call_crosses_their_l
     assert net.disjoint(owned, [over_nics])
     send = CallSpec("event", "broadcast", "binomial", ((3, 4),), 1e6)  # GPU 3's NVLink port
     assert not net.disjoint(owned, [send])
+    assert net.disjoint([(tp, [0, 1]), (across, [1])], [])  # owner 1 also on the other node: apart
+    pair = CallSpec("event", "all_reduce", "ring", ((0, 1),), 1e6)  # owner 0's GPUs 0 and 1
+    assert net.disjoint([(tp, [0, 1]), (pair, [0])], [])
+    assert not net.disjoint([(tp, [0, 1]), (pair, [1])], [])

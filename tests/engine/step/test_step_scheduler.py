@@ -92,3 +92,38 @@ def test_chrome_trace_has_a_track_per_rank_and_stream_and_per_dimension():
     assert {(e["pid"], e["tid"]) for e in spans} == {(0, 0), (0, 1), (1, 0), (1, 1), (2, 1)}
     f_on_rank0 = next(e for e in spans if e["pid"] == 0 and e["name"] == "f")
     assert (f_on_rank0["ts"], f_on_rank0["dur"]) == (1e6, 2e6)
+
+
+def _brute_exposed(timeline, rank):
+    """Every comm interval against every compute interval (the definition, no bisection)."""
+    compute = timeline.intervals(rank, "compute")
+    exposed = 0.0
+    for start, end in timeline.intervals(rank, "comm"):
+        exposed += (end - start) - sum(max(0.0, min(end, c1) - max(start, c0)) for c0, c1 in compute)
+    return exposed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exposed_comm_by_bisection_is_the_full_scan_bit_for_bit(seed):
+    """exposed_comm_s looks only at the compute intervals near each comm interval where the
+    compute stream's intervals come one after another (as a stream runs them); the answer is
+    the scan over all of them, exactly, and so where the intervals are out of order."""
+    from atpsim.engine.step.scheduler import StepTimeline
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    tasks = tuple(Task(i, GEMM_A if i % 3 else ALL_REDUCE, 0, "fwd") for i in range(n))
+    program = StepProgram(tasks)
+    is_compute = np.arange(n) % 3 > 0
+    steps = rng.uniform(0.0, 1.0, n) * is_compute
+    finishes = np.cumsum(steps)  # compute back to back, each within its own step
+    starts = finishes - steps * rng.uniform(0.0, 1.0, n)
+    comm_starts = rng.uniform(0.0, finishes[-1], n)
+    starts = np.where(is_compute, starts, comm_starts)
+    finishes = np.where(is_compute, finishes, comm_starts + rng.uniform(0.0, 3.0, n))
+    ordered = StepTimeline(program, starts[:, None], finishes[:, None])
+    compute = ordered.intervals(0, "compute")
+    assert all(a[1] <= b[0] for a, b in zip(compute, compute[1:], strict=False))  # the bisection's case
+    assert ordered.exposed_comm_s(0) == _brute_exposed(ordered, 0) > 0
+    shuffled = StepTimeline(program, starts[::-1, None].copy(), finishes[::-1, None].copy())
+    assert shuffled.exposed_comm_s(0) == _brute_exposed(shuffled, 0)
