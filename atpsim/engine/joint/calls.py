@@ -141,8 +141,18 @@ class CallPlan:
         bounds = np.searchsorted(by_group, np.arange(len(self.spec.groups) + 1))
         return [links[bounds[g]:bounds[g + 1]] for g in range(len(self.spec.groups))]
 
+    @cached_property
+    def all_links(self) -> np.ndarray:
+        """The links any of the call's groups crosses (sorted, unique; read-only)."""
+        parts = self.group_links
+        links = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        links.flags.writeable = False
+        return links
+
     def links_of(self, groups: Sequence[int]) -> np.ndarray:
-        """The links the groups *groups* cross, together."""
+        """The links the groups *groups* cross, together (every group's, ``range(n)``: once)."""
+        if isinstance(groups, range) and groups == range(len(self.spec.groups)):
+            return self.all_links
         parts = [self.group_links[g] for g in groups]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
