@@ -372,21 +372,21 @@ class _Comm:
         """Bytes and busy time per link over every final episode (a call alone simulated once
         per distinct call and groups, for its links' busy time). Each episode's counts are
         added where they are not zero, in episode order (:func:`numpy.add.at` adds in the
-        order given): the dense sum's numbers, without a pass over every link per episode."""
-        where, loads, busy = [], [], []
+        order given, a batch of about :data:`_TOTALS_BATCH` entries at a time): the dense
+        sum's numbers, without a pass over every link per episode."""
+        n = self.network.n_links
+        totals = np.zeros(n), np.zeros(n)
+        batch: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        size = 0
         for episode in self.episodes:
             if episode.alive:
-                counted = self._counts(episode)
-                where.append(counted[0])
-                loads.append(counted[1])
-                busy.append(counted[2])
-        n = self.network.n_links
-        total_bytes, total_busy = np.zeros(n), np.zeros(n)
-        if where:
-            links = np.concatenate(where)
-            np.add.at(total_bytes, links, np.concatenate(loads))
-            np.add.at(total_busy, links, np.concatenate(busy))
-        return total_bytes, total_busy
+                batch.append(self._counts(episode))
+                size += len(batch[-1][0])
+                if size >= _TOTALS_BATCH:
+                    _add_in_order(totals, batch)
+                    batch, size = [], 0
+        _add_in_order(totals, batch)
+        return totals
 
     def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
@@ -410,6 +410,19 @@ class _Comm:
         out = [(m.start_s, end, links) for e in self.episodes if e.alive
                for m, end, links in zip(e.members, e.member_end, e.member_links, strict=True)]  # fmt: skip
         return tuple(sorted(out, key=lambda c: c[0]))
+
+
+#: Link entries buffered before :meth:`_Comm.link_totals` adds them (bounds its memory).
+_TOTALS_BATCH = 1 << 18
+
+
+def _add_in_order(totals: tuple[np.ndarray, np.ndarray], batch: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                  ) -> None:  # fmt: skip
+    """Add each (links, bytes, busy) of *batch* to *totals* (bytes, busy), in batch order."""
+    if batch:
+        links = np.concatenate([b[0] for b in batch])
+        np.add.at(totals[0], links, np.concatenate([b[1] for b in batch]))
+        np.add.at(totals[1], links, np.concatenate([b[2] for b in batch]))
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
