@@ -97,8 +97,9 @@ def _partition(text: str) -> str | tuple[int, ...]:
               show_default=True)
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=job_default("schedule"), show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Job: rows to print; a layout whose compute alone (no communication: a lower bound "
-                   "on its iteration) is slower than the --top fastest simulated is not simulated.")
+              help="Job: rows to print; a layout whose iteration has a lower bound (its compute and "
+                   "each TP collective's least time, nothing else) above the --top fastest simulated "
+                   "is not simulated.")
 @click.option("--exhaustive", is_flag=True,
               help="Job: simulate every layout that fits, not only those that could be among the --top.")
 @click.option("--network", type=click.Choice(["joint", "isolated"]), default="joint", show_default=True,
@@ -305,7 +306,7 @@ def _print_jobs(ranked: JobPlan, top: int, network: str) -> None:
     bounded = ranked.not_simulated
     pruned = ", ".join(f"{n} by {why}" for why, n in ranked.unmade.items() if n)
     how = "every call in flight on one network" if network == "joint" else "each call timed alone"
-    skipped = (f"; {bounded} not simulated (compute alone slower than the {top} fastest; "
+    skipped = (f"; {bounded} not simulated (a lower bound above the {top} fastest; "
                "--exhaustive runs them)") if bounded else ""  # fmt: skip
     table = Table(title=f"layouts by iteration time ({how})",
                   caption=f"pruned before simulation: {pruned or 'none'}{skipped}")

@@ -24,32 +24,42 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import TypeVar
 
 from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.step.job import GradientSync, simulate_iteration
 from atpsim.engine.step.run import compute_timer
+from atpsim.engine.step.scheduler import CommTiming, simulate_step
 from atpsim.parallel.pipeline import PipelineOp, stage_orders
-from atpsim.program import StepProgram
+from atpsim.program import CommOp, ComputeOp, StepProgram
+from atpsim.topology.graph import Topology
+from atpsim.training.calls import JobComm
 from atpsim.training.config import JobConfig
 from atpsim.training.job import optimizer_s
 from atpsim.training.partition import resolve_partition
 from atpsim.training.passes import JobPrograms, op_parts
 
 
-def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile) -> float:
-    """Seconds no simulation of *config* on *profile* can beat, on any network (module
-    docstring): the pipeline of compute-only ops, then each stage's optimizer step."""
+def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topology: Topology | None = None
+                            ) -> float:  # fmt: skip
+    """Seconds no simulation of *config* on *profile* can beat (module docstring): the
+    pipeline of compute-only ops, then each stage's optimizer step; on any network. With the
+    *topology*, tighter: each pass's TP (EP, CP) collectives take at least their call's
+    lower bound there (:attr:`~atpsim.engine.joint.calls.CallPlan.lower_bound_s`) on the
+    pass's own schedule of one rank (:func:`simulate_step`: a collective's dependants wait
+    for it, its stream runs in order), which plans those calls (tens of ms each)."""
     config = resolve_partition(config, profile)
     programs = JobPrograms(config)
     parts = op_parts(profile, programs)
     timer = compute_timer(profile, config.model.dtype)
-
+    span = _compute_span(timer) if topology is None else _pass_span(timer, topology, profile, config)
     seconds: dict[int, float] = {}  # by id: a program's tasks are long to hash
 
     def program_s(program: StepProgram) -> float:
         if id(program) not in seconds:
-            seconds[id(program)] = sum(timer(op) for op in program.compute_ops())
+            seconds[id(program)] = span(program)
         return seconds[id(program)]
 
     def op_time(stage: int, op: PipelineOp) -> float:
@@ -61,20 +71,37 @@ def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile) -> floa
     return simulate_iteration(stage_orders(config.schedule, shape), shape, op_time, None, syncs).step_time_s
 
 
+def _compute_span(timer: Callable[[ComputeOp], float]) -> Callable[[StepProgram], float]:
+    """A program's compute on one rank, its collectives free (s)."""
+    return lambda program: sum(timer(op) for op in program.compute_ops())
+
+
+def _pass_span(timer: Callable[[ComputeOp], float], topology: Topology, profile: HardwareProfile,
+               config: JobConfig) -> Callable[[StepProgram], float]:  # fmt: skip
+    """A program list-scheduled on one rank, each collective its call's lower bound (s)."""
+    comm, network = JobComm(topology, profile, config), JointNetwork(topology)
+
+    @cache
+    def timing(op: CommOp) -> CommTiming:
+        return CommTiming.of([[0]], [network.plan(comm.tp_call(op)).lower_bound_s])
+
+    return lambda program: simulate_step(program, 1, timer, timing).step_time_s
+
+
 Result = TypeVar("Result")
 
 
-def simulate_fastest(configs: Sequence[JobConfig], profile: HardwareProfile,
+def simulate_fastest(configs: Sequence[JobConfig], bound: Callable[[JobConfig], float],
                      run: Callable[[JobConfig], Result], seconds: Callable[[Result], float], top: int,
                      track: Callable[[Sequence[JobConfig]], Iterable[JobConfig]] | None = None,
                      ) -> tuple[list[tuple[JobConfig, Result]], int]:  # fmt: skip
-    """*run* the *configs* in the order of their bounds (:func:`iteration_lower_bound_s`),
-    lowest first, until the next one's bound is above the *top*-th shortest iteration
-    (*seconds* of a result) run so far: that layout and every one after it cannot be among
-    the *top* fastest, so the *top* fastest of what ran are those of every config, exactly.
-    Returns what ran (config, result) and how many were skipped; *track* wraps the ordered
-    configs as it would all of them (a progress bar)."""
-    bounds = {id(config): iteration_lower_bound_s(config, profile) for config in configs}
+    """*run* the *configs* in the order of their lower bounds (*bound*, seconds: e.g.
+    :func:`iteration_lower_bound_s`), lowest first, until the next one's bound is above the
+    *top*-th shortest iteration (*seconds* of a result) run so far: that config and every one
+    after it cannot be among the *top* fastest, so the *top* fastest of what ran are those of
+    every config, exactly. Returns what ran (config, result) and how many were skipped;
+    *track* wraps the ordered configs as it would all of them (a progress bar)."""
+    bounds = {id(config): bound(config) for config in configs}
     order = sorted(configs, key=lambda config: bounds[id(config)])
     ran: list[tuple[JobConfig, Result]] = []
     fastest: list[float] = []  # the iterations run so far, shortest first

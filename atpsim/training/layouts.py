@@ -44,7 +44,7 @@ from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.moe import check_experts
 from atpsim.parallel.partition import AUTO, EVEN, Partition, as_partition, check_partition_value
 from atpsim.topology.spec import topology_label
-from atpsim.training.bound import simulate_fastest
+from atpsim.training.bound import iteration_lower_bound_s, simulate_fastest
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
 from atpsim.training.defaults import SEARCH_SEQUENCE_PARALLEL, model_vocab
 from atpsim.training.job import JobPrediction, job_memory, load_machine, run_job
@@ -163,9 +163,10 @@ def plan_job(
     under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`).
 
     Only the *top* fastest are sure to be among the candidates: the layouts run in the order
-    of their compute-only lower bounds (:mod:`atpsim.training.bound`), and once a layout's
-    bound is above the *top*-th shortest iteration simulated, it and the layouts after it are
-    not simulated (counted in ``pruned["bound"]``); the *top* candidates are those of every
+    of their lower bounds (:func:`~atpsim.training.bound.iteration_lower_bound_s`: compute and
+    each TP collective's own lower bound on the machine, everything else free), and once a
+    layout's bound is above the *top*-th shortest iteration simulated, it and the layouts
+    after it are not simulated (counted in ``pruned["bound"]``); the *top* candidates are those of every
     layout simulated. *exhaustive* simulates every layout that fits."""
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
@@ -181,8 +182,9 @@ def plan_job(
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
                           (global_batch,), axes, cps=context_parallel)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
-    ran, skipped = simulate_fastest(kept, profile, lambda c: run_job(topo, profile, c, network=network),
-                                    lambda p: p.iteration_time_s, len(kept) if exhaustive else top, track)
+    bound = (lambda c: 0.0) if exhaustive else (lambda c: iteration_lower_bound_s(c, profile, topo))
+    ran, skipped = simulate_fastest(kept, bound, lambda c: run_job(topo, profile, c, network=network),
+                                    lambda p: p.iteration_time_s, len(kept) if exhaustive else top, track)  # fmt: skip
     pruned = {**pruned, BOUND: skipped}
     results = [JobCandidate(config, prediction) for config, prediction in ran]
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))

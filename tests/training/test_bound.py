@@ -39,23 +39,37 @@ CASES = {
 }  # fmt: skip
 
 
-def bound_and_runs(spec, model, parallel, micro_batch, global_batch, options):
+def bound_and_runs(spec, model, parallel, micro_batch, global_batch, options, machine=False):
+    """The bound (with *machine*: the one with the topology's collectives) and the joint and
+    isolated iterations."""
     config = job_config(model, parallel, micro_batch, global_batch, **options)
     check_job(config)
     topology, profile = load_machine(spec, config.layout.size, None)
     runs = {net: run_job(topology, profile, config, network=net).iteration_time_s
             for net in ("joint", "isolated")}  # fmt: skip
-    return iteration_lower_bound_s(config, profile), runs
+    return iteration_lower_bound_s(config, profile, topology if machine else None), runs
 
 
+@pytest.mark.parametrize("machine", [False, True])
 @pytest.mark.parametrize("case", CASES)
-def test_the_bound_is_never_above_the_simulated_iteration(case):
-    bound, runs = bound_and_runs(*CASES[case])
+def test_the_bound_is_never_above_the_simulated_iteration(case, machine):
+    bound, runs = bound_and_runs(*CASES[case], machine=machine)
     assert 0 < bound
     for network, seconds in runs.items():
         assert bound <= seconds * (1 + 1e-12), network
     # and not a vacuous bound: the compute is most of these iterations
     assert bound > 0.3 * runs["joint"]
+
+
+def test_the_machines_collectives_tighten_the_bound():
+    """TP 8 with sequence parallelism on a DGX-like node, no chunks: each layer's
+    reduce-scatters and all-gathers sit between its GEMMs, so their lower bounds add to the
+    compute-only bound; still below the iteration."""
+    case = ("ib-cluster:1x8", TINY, layout((8, 1), 1, 1), 1, 4, {"sequence_parallel": True, "vocab": 0})
+    compute_only, runs = bound_and_runs(*case)
+    with_machine, _ = bound_and_runs(*case, machine=True)
+    assert compute_only < with_machine <= runs["joint"] * (1 + 1e-12)
+    assert with_machine - compute_only > 0.2 * (runs["joint"] - compute_only)
 
 
 def test_the_bound_is_the_iteration_where_nothing_communicates():

@@ -102,11 +102,18 @@ class NcclPlanner:
         links = self.topology if candidate.protocol == "none" else \
             effective_topology(self.topology, row, topology_profile(self.topology))
         schedule = build_schedule(self.op, candidate.plan.schedule, self.groups, nbytes)
-        sent, received = _bytes_per_gpu(schedule.steps, links.n_gpus)
-        if not sent.any():
-            return 0.0
-        out_Bps, in_Bps = _gpu_port_Bps(links)
-        return fixed + float(max((sent / out_Bps).max(), (received / in_Bps).max()))
+        pushed = port_bound_s(schedule.steps, links)
+        return fixed + float(pushed.max()) if pushed.any() else 0.0
+
+
+def port_bound_s(steps: Steps, links: Topology) -> np.ndarray:
+    """Per GPU, the seconds its links need at least to carry what *steps* have it send and
+    receive, all of its links at once at their bandwidth in *links* (a protocol-scaled
+    topology: :func:`~atpsim.collectives.protocols.effective_topology`); 0 for a GPU that
+    moves nothing. No sharing can make a GPU's bytes leave or arrive faster."""
+    sent, received = _bytes_per_gpu(steps, links.n_gpus)
+    out_Bps, in_Bps = _gpu_port_Bps(links)
+    return np.maximum(sent / out_Bps, received / in_Bps)
 
 
 #: Each topology's GPUs' total out and in link bandwidth (B/s), once per topology object.

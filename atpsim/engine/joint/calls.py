@@ -28,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from atpsim.collectives.nccl import nccl_algorithm_names
+from atpsim.collectives.nccl.candidates import port_bound_s
 from atpsim.collectives.protocols import (
     LINK_CLASS,
     LINK_ROWS,
@@ -140,6 +141,19 @@ class CallPlan:
         links.flags.writeable = False  # each group's links are a view of it, shared
         bounds = np.searchsorted(by_group, np.arange(len(self.spec.groups) + 1))
         return [links[bounds[g]:bounds[g + 1]] for g in range(len(self.spec.groups))]
+
+    @cached_property
+    def lower_bound_s(self) -> float:
+        """Seconds no group of this call can beat, whatever else shares the links: its fixed
+        latency, then the bytes of the GPU that moves the fewest through its own links at
+        their full (protocol-scaled) bandwidth (:func:`~atpsim.collectives.nccl.candidates.
+        port_bound_s`; the fewest: a bound for every group, not only the busiest); 0 where a
+        group has one rank (it moves nothing and takes no time)."""
+        if not self.moves_bytes or any(len(g) < 2 for g in self.spec.groups):
+            return 0.0
+        pushed = port_bound_s(self.schedule(tuple(range(len(self.spec.groups)))).steps, self.timed_on)
+        moving = pushed[pushed > 0]
+        return self.fixed_s + float(moving.min()) if len(moving) else 0.0
 
     @cached_property
     def all_links(self) -> np.ndarray:
