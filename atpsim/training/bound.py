@@ -37,7 +37,7 @@ from atpsim.program import CommOp, ComputeOp, StepProgram
 from atpsim.topology.graph import Topology
 from atpsim.training.calls import JobComm
 from atpsim.training.config import JobConfig
-from atpsim.training.job import optimizer_s
+from atpsim.training.job import job_stage_calls, optimizer_s
 from atpsim.training.partition import resolve_partition
 from atpsim.training.passes import JobPrograms, op_parts
 
@@ -67,8 +67,23 @@ def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topolog
                    for p in parts(stage, op))  # fmt: skip
 
     shape = config.shape
-    syncs = [GradientSync(optimizer_s=optimizer_s(profile, config, s)) for s in range(shape.n_stages)]
+    syncs = _syncs(config, profile, topology)
     return simulate_iteration(stage_orders(config.schedule, shape), shape, op_time, None, syncs).step_time_s
+
+
+def _syncs(config: JobConfig, profile: HardwareProfile, topology: Topology | None) -> list[GradientSync]:
+    """Each stage's work after its last backward: the optimizer step; with the *topology*,
+    also its gradient buckets, each ready where the joint graph's is (a share of the last
+    backward's span: its bound here) and one after another, and the ZeRO-1 parameter
+    all-gather after the step, each its call's lower bound (the tied embedding's all-reduce
+    and the experts' gather left out: nothing lost but tightness)."""
+    if topology is None:
+        return [GradientSync(optimizer_s=optimizer_s(profile, config, s)) for s in range(config.layout.pp)]
+    network = JointNetwork(topology)
+    least = lambda call: network.plan(call).lower_bound_s  # noqa: E731
+    return [GradientSync(tuple(least(c) for c in calls.buckets), calls.ready_fraction, calls.overlap,
+                         calls.optimizer_s, least(calls.gather) if calls.gather is not None else 0.0)
+            for calls in job_stage_calls(JobComm(topology, profile, config), profile, config)]  # fmt: skip
 
 
 def _compute_span(timer: Callable[[ComputeOp], float]) -> Callable[[StepProgram], float]:

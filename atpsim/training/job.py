@@ -266,7 +266,7 @@ def _isolated(topology: Topology, profile: HardwareProfile, config: JobConfig,
     cost = OpCosts(topology, profile, programs)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(topology)
-    stages = _stage_calls(comm, profile, config)
+    stages = job_stage_calls(comm, profile, config)
     syncs = gradient_syncs(machine, stages, tied_call(comm, _head_bytes(config)))
     timeline = simulate_iteration(orders, config.shape, lambda s, op: cost(s, op).time_s,
                                   transfer_timer(machine, comm), syncs)  # fmt: skip
@@ -302,7 +302,7 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     programs = JobPrograms(config)
     comm = JobComm(topology, profile, config)
     machine = JointNetwork(perturb.apply(topology) if perturb else topology, topology)
-    stages = _stage_calls(comm, profile, config)
+    stages = job_stage_calls(comm, profile, config)
     tied = tied_call(comm, _head_bytes(config))
     check_unperturbed(config, perturb is not None and not perturb.empty)
     if config.layout.cp > 1 and perturb is not None and not perturb.empty:
@@ -366,7 +366,7 @@ def _program_ops(machine: JointNetwork, profile: HardwareProfile, comm: JobComm,
                       fold=layout.replicas if fold == REPLICAS else 0, fold_ranks=fold != UNFOLDED)  # fmt: skip
 
 
-def _stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:
+def job_stage_calls(comm: JobComm, profile: HardwareProfile, config: JobConfig) -> tuple[StageCalls, ...]:
     """Every stage's gradient buckets, optimizer step and ZeRO-1 gathers (:func:`stage_calls`),
     the experts' apart where they are expert-parallel."""
     return tuple(stage_calls(comm, s, stage_params_per_rank(config, s), optimizer_s(profile, config, s),

@@ -34,6 +34,8 @@ CASES = {
     "uneven stages": ("ib-cluster:2x8", TINY, layout((2, 1), 3, 2), 1, 12, {"partition": "auto", "vocab": 8192}),
     "offload": ("ib-cluster:2x8", TINY, layout((4, 1), 2, 2), 1, 8,
                 {"recompute": "full", "offload_activations": True}),
+    "zero1 buckets after backward": ("ib-cluster:2x8", TINY, layout((4, 1), 2, 2), 1, 8,
+                                     {"zero": 1, "overlap_grad_reduce": False, "bucket_bytes": 2e6}),
     "moe ep8": ("ib-cluster:2x8", MIXTRAL, layout((2, 1), 1, 8, ep=8), 1, 16, {"vocab": 0}),
     "context parallel": ("ib-cluster:2x8", LLAMA, layout((4, 1), 2, 1, cp=2), 1, 8, {"vocab": 0}),
 }  # fmt: skip

@@ -18,7 +18,7 @@ from atpsim.topology.spec import load_topology
 from atpsim.training.calls import JobComm
 from atpsim.training.config import check_job, job_config
 from atpsim.training.experts import optimizer_shard
-from atpsim.training.job import optimizer_s, _stage_calls, stage_params_per_rank
+from atpsim.training.job import job_stage_calls, optimizer_s, stage_params_per_rank
 
 #: h = 1024, ffn = 4h, 4 layers, no vocabulary, fp16 (Adam moves 24 + 2·2 = 28 bytes/param).
 MODEL = ModelConfig("tiny", hidden=1024, heads=16, layers=4, batch=1, seq=1024)
@@ -69,5 +69,5 @@ def test_the_stage_calls_carry_the_sharded_step():
     topology = load_topology("ib-cluster:8x8")
     for zero, params in ((0, STAGE_PARAMS), (1, STAGE_PARAMS / DP)):
         c = config(zero)
-        stages = _stage_calls(JobComm(topology, PROFILE, c), PROFILE, c)
+        stages = job_stage_calls(JobComm(topology, PROFILE, c), PROFILE, c)
         assert [s.optimizer_s for s in stages] == [adam_s(params)] * 2
