@@ -31,8 +31,7 @@ from atpsim.compute.hardware import HardwareProfile
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.step.job import GradientSync, simulate_iteration
 from atpsim.engine.step.run import compute_timer
-from atpsim.engine.step.scheduler import CommTiming, simulate_step
-from atpsim.parallel.pipeline import PipelineOp, stage_orders
+from atpsim.parallel.pipeline import Pass, PipelineOp, stage_orders
 from atpsim.program import CommOp, ComputeOp, StepProgram
 from atpsim.topology.graph import Topology
 from atpsim.training.calls import JobComm
@@ -42,14 +41,16 @@ from atpsim.training.partition import resolve_partition
 from atpsim.training.passes import JobPrograms, op_parts
 
 
-def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topology: Topology | None = None
-                            ) -> float:  # fmt: skip
+def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topology: Topology | None = None,
+                            *, gradients: bool = True) -> float:  # fmt: skip
     """Seconds no simulation of *config* on *profile* can beat (module docstring): the
     pipeline of compute-only ops, then each stage's optimizer step; on any network. With the
     *topology*, tighter: each pass's TP (EP, CP) collectives take at least their call's
     lower bound there (:attr:`~atpsim.engine.joint.calls.CallPlan.lower_bound_s`) on the
-    pass's own schedule of one rank (:func:`simulate_step`: a collective's dependants wait
-    for it, its stream runs in order), which plans those calls (tens of ms each)."""
+    pass's own schedule of one rank (a collective's dependants wait for it, each stream runs
+    in order), and with *gradients* each stage's gradient buckets and parameter all-gather
+    too (:func:`_syncs`). Each distinct call is planned (tens of ms; the job's run reuses
+    the plans)."""
     config = resolve_partition(config, profile)
     programs = JobPrograms(config)
     parts = op_parts(profile, programs)
@@ -62,13 +63,15 @@ def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topolog
             seconds[id(program)] = span(program)
         return seconds[id(program)]
 
-    def op_time(stage: int, op: PipelineOp) -> float:
+    @cache
+    def part_s(stage: int, kind: Pass, chunk: int) -> float:  # an op's parts: not its micro-batch's
         return sum((program_s(p.program) if p.program is not None else 0.0) + p.after_s
-                   for p in parts(stage, op))  # fmt: skip
+                   for p in parts(stage, PipelineOp(kind, 0, chunk)))  # fmt: skip
 
     shape = config.shape
-    syncs = _syncs(config, profile, topology)
-    return simulate_iteration(stage_orders(config.schedule, shape), shape, op_time, None, syncs).step_time_s
+    syncs = _syncs(config, profile, topology if gradients else None)
+    return simulate_iteration(stage_orders(config.schedule, shape), shape,
+                              lambda stage, op: part_s(stage, op.kind, op.chunk), None, syncs).step_time_s
 
 
 def _syncs(config: JobConfig, profile: HardwareProfile, topology: Topology | None) -> list[GradientSync]:
@@ -93,14 +96,25 @@ def _compute_span(timer: Callable[[ComputeOp], float]) -> Callable[[StepProgram]
 
 def _pass_span(timer: Callable[[ComputeOp], float], topology: Topology, profile: HardwareProfile,
                config: JobConfig) -> Callable[[StepProgram], float]:  # fmt: skip
-    """A program list-scheduled on one rank, each collective its call's lower bound (s)."""
+    """A program list-scheduled on one rank (:func:`~atpsim.engine.step.scheduler.
+    simulate_step`'s rule: a task starts when its stream is free and its dependencies have
+    ended), each collective its call's lower bound (s)."""
     comm, network = JobComm(topology, profile, config), JointNetwork(topology)
 
     @cache
-    def timing(op: CommOp) -> CommTiming:
-        return CommTiming.of([[0]], [network.plan(comm.tp_call(op)).lower_bound_s])
+    def comm_s(op: CommOp) -> float:
+        return network.plan(comm.tp_call(op)).lower_bound_s
 
-    return lambda program: simulate_step(program, 1, timer, timing).step_time_s
+    def span(program: StepProgram) -> float:
+        finish = [0.0] * len(program.tasks)
+        free = {"compute": 0.0, "comm": 0.0}
+        for task in program.tasks:
+            start = max([free[task.stream], *(finish[d] for d in task.deps)])
+            op = task.op
+            finish[task.id] = free[task.stream] = start + (comm_s(op) if isinstance(op, CommOp) else timer(op))
+        return max(finish, default=0.0)
+
+    return span
 
 
 Result = TypeVar("Result")
@@ -109,13 +123,16 @@ Result = TypeVar("Result")
 def simulate_fastest(configs: Sequence[JobConfig], bound: Callable[[JobConfig], float],
                      run: Callable[[JobConfig], Result], seconds: Callable[[Result], float], top: int,
                      track: Callable[[Sequence[JobConfig]], Iterable[JobConfig]] | None = None,
+                     tighter: Callable[[JobConfig], float] | None = None,
                      ) -> tuple[list[tuple[JobConfig, Result]], int]:  # fmt: skip
     """*run* the *configs* in the order of their lower bounds (*bound*, seconds: e.g.
     :func:`iteration_lower_bound_s`), lowest first, until the next one's bound is above the
     *top*-th shortest iteration (*seconds* of a result) run so far: that config and every one
     after it cannot be among the *top* fastest, so the *top* fastest of what ran are those of
-    every config, exactly. Returns what ran (config, result) and how many were skipped;
-    *track* wraps the ordered configs as it would all of them (a progress bar)."""
+    every config, exactly. *tighter*, a dearer lower bound, is asked only of a config about
+    to run once *top* have run; one above the *top*-th is skipped too. Returns what ran
+    (config, result) and how many were skipped; *track* wraps the ordered configs as it would
+    all of them (a progress bar)."""
     bounds = {id(config): bound(config) for config in configs}
     order = sorted(configs, key=lambda config: bounds[id(config)])
     ran: list[tuple[JobConfig, Result]] = []
@@ -123,8 +140,11 @@ def simulate_fastest(configs: Sequence[JobConfig], bound: Callable[[JobConfig], 
     todo = iter(track(order) if track else order)
     try:
         for config in todo:
-            if len(fastest) >= top and bounds[id(config)] > fastest[top - 1]:
-                break
+            if len(fastest) >= top:
+                if bounds[id(config)] > fastest[top - 1]:
+                    break
+                if tighter is not None and tighter(config) > fastest[top - 1]:
+                    continue
             result = run(config)
             ran.append((config, result))
             insort(fastest, seconds(result))

@@ -43,6 +43,7 @@ from atpsim.parallel.layout import ParallelLayout
 from atpsim.parallel.mesh import DeviceMesh, factorizations
 from atpsim.parallel.moe import check_experts
 from atpsim.parallel.partition import AUTO, EVEN, Partition, as_partition, check_partition_value
+from atpsim.topology.graph import Topology
 from atpsim.topology.spec import topology_label
 from atpsim.training.bound import iteration_lower_bound_s, simulate_fastest
 from atpsim.training.config import JobConfig, check_job, runs_sequence_parallel
@@ -166,7 +167,8 @@ def plan_job(
     of their lower bounds (:func:`~atpsim.training.bound.iteration_lower_bound_s`: compute and
     each TP collective's own lower bound on the machine, everything else free), and once a
     layout's bound is above the *top*-th shortest iteration simulated, it and the layouts
-    after it are not simulated (counted in ``pruned["bound"]``); the *top* candidates are those of every
+    after it are not simulated, nor one whose bound with its gradient buckets and gathers
+    too is (counted in ``pruned["bound"]``); the *top* candidates are those of every
     layout simulated. *exhaustive* simulates every layout that fits."""
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
@@ -182,9 +184,7 @@ def plan_job(
     layouts = job_layouts(config_model, devices, tp_meshes(devices, max_tp), depths, micro_batches,
                           (global_batch,), axes, cps=context_parallel)  # fmt: skip
     kept, pruned = _prune(layouts, profile)
-    bound = (lambda c: 0.0) if exhaustive else (lambda c: iteration_lower_bound_s(c, profile, topo))
-    ran, skipped = simulate_fastest(kept, bound, lambda c: run_job(topo, profile, c, network=network),
-                                    lambda p: p.iteration_time_s, len(kept) if exhaustive else top, track)  # fmt: skip
+    ran, skipped = _simulated(kept, topo, profile, network, None if exhaustive else top, track)
     pruned = {**pruned, BOUND: skipped}
     results = [JobCandidate(config, prediction) for config, prediction in ran]
     results.sort(key=lambda c: (c.prediction.iteration_time_s, c.label))
@@ -193,6 +193,22 @@ def plan_job(
         return plan
     machine = DrawnMachine(topology, devices, profile, hardware_name, network)
     return drawn_ranking(plan, machine, draws, sources, top, track)
+
+
+def _simulated(kept: list[JobConfig], topology: Topology, profile: HardwareProfile, network: str,
+               top: int | None, track: Track | None) -> tuple[list[tuple[JobConfig, JobPrediction]], int]:
+    """The layouts *kept* that could be among the *top* fastest (None: all of them), each
+    with its prediction, and how many were not simulated (:func:`plan_job`)."""
+    def run(config: JobConfig) -> JobPrediction:
+        return run_job(topology, profile, config, network=network)
+
+    def seconds(prediction: JobPrediction) -> float:
+        return prediction.iteration_time_s
+
+    if top is None:
+        return simulate_fastest(kept, lambda c: 0.0, run, seconds, len(kept), track)
+    return simulate_fastest(kept, lambda c: iteration_lower_bound_s(c, profile, topology, gradients=False),
+                            run, seconds, top, track, lambda c: iteration_lower_bound_s(c, profile, topology))
 
 
 def _plan_axes(model: str | ModelConfig, config_model: ModelConfig, options: dict[str, Any],

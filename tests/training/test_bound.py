@@ -91,3 +91,24 @@ def test_a_pipeline_bound_counts_the_bubble():
     optimizer = optimizer_s(profile, one, 0)
     single = iteration_lower_bound_s(one, profile) - optimizer
     assert iteration_lower_bound_s(four, profile) - optimizer == pytest.approx(7 / 4 * single, rel=1e-12)
+
+
+def test_a_pass_on_one_rank_is_the_step_schedulers_list_schedule():
+    """The bound times a pass as the step scheduler list-schedules it on one rank, each
+    collective at its call's lower bound (the same numbers, bit for bit)."""
+    from atpsim.engine.joint.network import JointNetwork
+    from atpsim.engine.step.run import compute_timer
+    from atpsim.engine.step.scheduler import CommTiming, simulate_step
+    from atpsim.training.bound import _pass_span
+    from atpsim.training.calls import JobComm
+    from atpsim.training.passes import JobPrograms
+
+    config = job_config(TINY, layout((4, 2), 2, 2), 2, 8, chunks=2, vocab=4096)
+    topology, profile = load_machine("ib-cluster:4x8", config.layout.size, None)
+    timer = compute_timer(profile, TINY.dtype)
+    comm, network = JobComm(topology, profile, config), JointNetwork(topology)
+    for kind, program in JobPrograms(config).layers_of(0).items():
+        expected = simulate_step(program, 1, timer,
+                                 lambda op: CommTiming.of([[0]], [network.plan(comm.tp_call(op)).lower_bound_s]))
+        assert _pass_span(timer, topology, profile, config)(program) == expected.step_time_s, kind
+        assert expected.step_time_s > sum(timer(op) for op in program.compute_ops())
