@@ -98,7 +98,7 @@ def _partition(text: str) -> str | tuple[int, ...]:
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=job_default("schedule"), show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Job: rows to print; a layout whose iteration has a lower bound (its compute and "
-                   "each TP collective's least time, nothing else) above the --top fastest simulated "
+                   "its collectives' least times on the machine) above the --top fastest simulated "
                    "is not simulated.")
 @click.option("--exhaustive", is_flag=True,
               help="Job: simulate every layout that fits, not only those that could be among the --top.")
