@@ -16,7 +16,7 @@ def test_candidates_are_ranked_and_match_simulate_job():
     plan = plan_job("ib-cluster:2x8", SMALL, devices=16, global_batch=32, pipelines=(1, 2),
                     micro_batches=(1, 2))  # fmt: skip
     times = [c.prediction.iteration_time_s for c in plan.candidates]
-    assert times == sorted(times) and len(times) > 10
+    assert times == sorted(times) and len(times) >= 10  # the 10 fastest at least (the rest may be bounded out)
     best = plan.best.config
     again = simulate_job("ib-cluster:2x8", SMALL, tp=best.layout.tp, pp=best.layout.pp,
                          dp=best.layout.dp, micro_batch=best.micro_batch, global_batch=32,

@@ -38,7 +38,7 @@ from atpsim.collectives.protocols import (
     topology_profile,
 )
 from atpsim.collectives.registry import algorithm_names, build_schedule
-from atpsim.collectives.schedule import Schedule
+from atpsim.collectives.schedule import Schedule, Steps
 from atpsim.engine.backends import backend_method
 from atpsim.engine.collective import run_collective
 from atpsim.engine.methods import find, names
@@ -145,15 +145,38 @@ class CallPlan:
     @cached_property
     def lower_bound_s(self) -> float:
         """Seconds no group of this call can beat, whatever else shares the links: its fixed
-        latency, then the bytes of the GPU that moves the fewest through its own links at
-        their full (protocol-scaled) bandwidth (:func:`~atpsim.collectives.nccl.candidates.
-        port_bound_s`; the fewest: a bound for every group, not only the busiest); 0 where a
-        group has one rank (it moves nothing and takes no time)."""
+        latency, then the longer of what its GPUs' own links need at their full
+        (protocol-scaled) bandwidth (:func:`~atpsim.collectives.nccl.candidates.
+        port_bound_s`: the GPU that moves the fewest) and what its busiest link needs for the
+        group's bytes on it (:meth:`_link_bound_s`: the group whose busiest link needs the
+        least), so a bound for every group, not only the slowest; 0 where a group has one rank
+        (it moves nothing and takes no time)."""
         if not self.moves_bytes or any(len(g) < 2 for g in self.spec.groups):
             return 0.0
-        pushed = port_bound_s(self.schedule(tuple(range(len(self.spec.groups)))).steps, self.timed_on)
+        steps = self.schedule(tuple(range(len(self.spec.groups)))).steps
+        pushed = port_bound_s(steps, self.timed_on)
         moving = pushed[pushed > 0]
-        return self.fixed_s + float(moving.min()) if len(moving) else 0.0
+        if not len(moving):
+            return 0.0
+        return self.fixed_s + max(float(moving.min()), self._link_bound_s(steps))
+
+    def _link_bound_s(self, steps: Steps) -> float:
+        """The least over the groups of the longest any one link needs to carry the group's
+        bytes of *steps* (every transfer on its route) at its bandwidth in :attr:`timed_on`:
+        the call's flows on a link share at most that bandwidth, however the rest is used."""
+        n, n_links = self.topology.n_gpus, len(self.topology.links)
+        parts = [(t.group[t.src != t.dst], (t.src * n + t.dst)[t.src != t.dst], count * t.nbytes[t.src != t.dst])
+                 for t, count in steps.in_use()]  # fmt: skip
+        group, keys, nbytes = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        if not len(keys):
+            return 0.0
+        routes = route_pairs(self.topology, np.unique(keys))
+        owner, links = routes.flow_links(routes.index(keys // n, keys % n))
+        cells, where = np.unique(group[owner] * n_links + links, return_inverse=True)
+        seconds = np.bincount(where, weights=nbytes[owner]) / self.timed_on.links.bandwidth_Bps[cells % n_links]
+        worst = np.zeros(len(self.spec.groups))
+        np.maximum.at(worst, cells // n_links, seconds)
+        return float(worst.min())
 
     @cached_property
     def all_links(self) -> np.ndarray:
