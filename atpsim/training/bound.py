@@ -1,23 +1,26 @@
-"""A lower bound on a job's iteration time that needs no network: what a search uses to skip
-layouts that cannot be among its fastest without simulating them.
+"""A lower bound on a job's iteration time: what a search uses to skip layouts that cannot be
+among its fastest without simulating them.
 
-The bound is the iteration with every communication free: each pipeline op takes only its
-parts' compute (:func:`~atpsim.training.passes.op_parts`: the GEMM model's time of every
-compute op of each part's program on one rank, plus the part's delay after it: the per-layer
-overhead, the recomputed attention core), the transfers between stages, the TP and CP
-collectives and the data-parallel gradient buckets take nothing, and each stage's optimizer
-step follows its last backward.
+The bound is the iteration with every communication at its least: each pipeline op takes its
+parts' compute (:func:`~atpsim.training.passes.op_parts`: the GEMM model's time of every compute
+op of each part's program on one rank, plus the part's delay after it: the per-layer overhead,
+the recomputed attention core); without a machine every transfer and collective is free, with
+one each pass's TP (EP, CP) collectives and each stage's gradient buckets and ZeRO-1 gather take
+their call's least time there (:attr:`~atpsim.engine.joint.calls.CallPlan.lower_bound_s`: the
+fixed latency plus the bytes through the GPU's own links or the group's busiest link at full
+bandwidth, which no sharing can beat); the pipeline sends stay free and each stage's optimizer
+step follows its last backward (and buckets).
 
-Why it bounds the joint iteration (:func:`~atpsim.training.job.run_job`): in the joint graph
-an op's parts run one after another on a rank, and a program's compute ops run in order on the
-rank's one compute stream, so an op lasts at least its parts' compute; a pass folded into one
-delay (its time alone) lasts at least as long too. Every task starts at the latest end of its
-dependencies, so the end of the iteration is a max-plus expression of the tasks' durations,
-non-decreasing in each: shortening every communication to zero and every op to its compute
-cannot make it later. The pipeline of those shortened ops is :func:`simulate_pipeline`'s, the
-same op orders and inputs. Only ops this model costs enter: the activation offload copy and a
-perturbation's slower GPUs are left out (they only lengthen the iteration). The tests hold the
-bound below the joint iteration time on layouts of every kind (tests/training/test_bound.py).
+Why it bounds the joint iteration (:func:`~atpsim.training.job.run_job`) and the isolated one:
+an op's parts run one after another on a rank, a program's compute ops in order on the rank's
+one compute stream, its collectives in order on its comm stream, and a pass folded into one
+delay (its time alone) lasts at least as long as its tasks. Every task starts at the latest end
+of its dependencies, so the end of the iteration is a max-plus expression of the tasks'
+durations, non-decreasing in each: shortening every task to its bound cannot make it later.
+The pipeline of the shortened ops is :func:`simulate_pipeline`'s, with the same op orders and
+inputs. The activation offload copy and a perturbation's slower GPUs are left out (they only
+lengthen the iteration). tests/training/test_bound.py holds the bound below the joint and the
+isolated iteration on layouts of every kind.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from functools import cache
 from typing import TypeVar
 
 from atpsim.compute.hardware import HardwareProfile
+from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.step.job import GradientSync, simulate_iteration
 from atpsim.engine.step.run import compute_timer
@@ -55,7 +59,8 @@ def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topolog
     programs = JobPrograms(config)
     parts = op_parts(profile, programs)
     timer = compute_timer(profile, config.model.dtype)
-    span = _compute_span(timer) if topology is None else _pass_span(timer, topology, profile, config)
+    machine = None if topology is None else (JobComm(topology, profile, config), JointNetwork(topology))
+    span = _compute_span(timer) if machine is None else _pass_span(timer, *machine)
     seconds: dict[int, float] = {}  # by id: a program's tasks are long to hash
 
     def program_s(program: StepProgram) -> float:
@@ -69,24 +74,28 @@ def iteration_lower_bound_s(config: JobConfig, profile: HardwareProfile, topolog
                    for p in parts(stage, PipelineOp(kind, 0, chunk)))  # fmt: skip
 
     shape = config.shape
-    syncs = _syncs(config, profile, topology if gradients else None)
+    syncs = _syncs(config, profile, machine if gradients else None)
     return simulate_iteration(stage_orders(config.schedule, shape), shape,
                               lambda stage, op: part_s(stage, op.kind, op.chunk), None, syncs).step_time_s
 
 
-def _syncs(config: JobConfig, profile: HardwareProfile, topology: Topology | None) -> list[GradientSync]:
-    """Each stage's work after its last backward: the optimizer step; with the *topology*,
+def _syncs(config: JobConfig, profile: HardwareProfile, machine: tuple[JobComm, JointNetwork] | None
+           ) -> list[GradientSync]:  # fmt: skip
+    """Each stage's work after its last backward: the optimizer step; with the *machine*,
     also its gradient buckets, each ready where the joint graph's is (a share of the last
     backward's span: its bound here) and one after another, and the ZeRO-1 parameter
     all-gather after the step, each its call's lower bound (the tied embedding's all-reduce
     and the experts' gather left out: nothing lost but tightness)."""
-    if topology is None:
+    if machine is None:
         return [GradientSync(optimizer_s=optimizer_s(profile, config, s)) for s in range(config.layout.pp)]
-    network = JointNetwork(topology)
-    least = lambda call: network.plan(call).lower_bound_s  # noqa: E731
+    comm, network = machine
+
+    def least(call: CallSpec) -> float:
+        return network.plan(call).lower_bound_s
+
     return [GradientSync(tuple(least(c) for c in calls.buckets), calls.ready_fraction, calls.overlap,
                          calls.optimizer_s, least(calls.gather) if calls.gather is not None else 0.0)
-            for calls in job_stage_calls(JobComm(topology, profile, config), profile, config)]  # fmt: skip
+            for calls in job_stage_calls(comm, profile, config)]  # fmt: skip
 
 
 def _compute_span(timer: Callable[[ComputeOp], float]) -> Callable[[StepProgram], float]:
@@ -94,12 +103,11 @@ def _compute_span(timer: Callable[[ComputeOp], float]) -> Callable[[StepProgram]
     return lambda program: sum(timer(op) for op in program.compute_ops())
 
 
-def _pass_span(timer: Callable[[ComputeOp], float], topology: Topology, profile: HardwareProfile,
-               config: JobConfig) -> Callable[[StepProgram], float]:  # fmt: skip
+def _pass_span(timer: Callable[[ComputeOp], float], comm: JobComm, network: JointNetwork
+               ) -> Callable[[StepProgram], float]:  # fmt: skip
     """A program list-scheduled on one rank (:func:`~atpsim.engine.step.scheduler.
     simulate_step`'s rule: a task starts when its stream is free and its dependencies have
     ended), each collective its call's lower bound (s)."""
-    comm, network = JobComm(topology, profile, config), JointNetwork(topology)
 
     @cache
     def comm_s(op: CommOp) -> float:

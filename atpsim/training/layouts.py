@@ -161,23 +161,16 @@ def plan_job(
     *track*, if given, wraps the list of those to simulate (a progress bar: it yields each
     as it is simulated). ``atpsim search`` searches the same layouts on the sweep's executor
     (:mod:`atpsim.api.search`). *uncertainty* = N simulates the *top* fastest layouts again
-    under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`).
-
-    Only the *top* fastest are sure to be among the candidates: the layouts run in the order
-    of their lower bounds (:func:`~atpsim.training.bound.iteration_lower_bound_s`: compute and
-    each TP collective's own lower bound on the machine, everything else free), and once a
-    layout's bound is above the *top*-th shortest iteration simulated, it and the layouts
-    after it are not simulated, nor one whose bound with its gradient buckets and gathers
-    too is (counted in ``pruned["bound"]``); the *top* candidates are those of every
-    layout simulated. *exhaustive* simulates every layout that fits."""
+    under N draws of the fitted parameters from *seed* (:func:`drawn_ranking`). Only the
+    *top* fastest are sure to be among the candidates: a layout whose lower bound is above
+    them is not simulated (:func:`_simulated`; counted in ``pruned["bound"]``) unless
+    *exhaustive*."""
     draws = None if uncertainty is None else Draws(uncertainty, seed)
     config_model = model if isinstance(model, ModelConfig) else model_preset(model)
     topo, profile = load_machine(topology, devices, hardware)
     check_model_dtype(profile, config_model)
     hardware_name = topology_hardware(topo, hardware)
-    sources = () if draws is None else machine_sources(topology, devices, hardware_name)
-    if draws is not None:
-        require_sources(sources, f"{topology_label(topology)} with {hardware_name}")
+    sources = _draw_sources(topology, devices, hardware_name, draws)
     axes = _plan_axes(model, config_model, options, chunk_counts, sequence_parallel, expert_parallel,
                       context_parallel)  # fmt: skip
     depths = pipelines or layer_divisors(config_model, as_partition(options.get("partition", EVEN)))
@@ -195,10 +188,25 @@ def plan_job(
     return drawn_ranking(plan, machine, draws, sources, top, track)
 
 
+def _draw_sources(topology: str | Mapping[str, Any], devices: int, hardware: str, draws: Draws | None
+                  ) -> tuple[str, ...]:  # fmt: skip
+    """The fitted parameters the *draws* perturb on this machine (none without draws); a
+    refusal where the machine has none."""
+    if draws is None:
+        return ()
+    sources = machine_sources(topology, devices, hardware)
+    require_sources(sources, f"{topology_label(topology)} with {hardware}")
+    return sources
+
+
 def _simulated(kept: list[JobConfig], topology: Topology, profile: HardwareProfile, network: str,
                top: int | None, track: Track | None) -> tuple[list[tuple[JobConfig, JobPrediction]], int]:
     """The layouts *kept* that could be among the *top* fastest (None: all of them), each
-    with its prediction, and how many were not simulated (:func:`plan_job`)."""
+    with its prediction, and how many were not simulated (:func:`plan_job`). They run in the
+    order of a lower bound on their iteration (:func:`~atpsim.training.bound.
+    iteration_lower_bound_s`: compute and each TP collective's least time on the machine),
+    stopping where the next bound is above the *top*-th shortest iteration run; a layout
+    whose bound with its gradient buckets and gathers too is above it is skipped."""
     def run(config: JobConfig) -> JobPrediction:
         return run_job(topology, profile, config, network=network)
 

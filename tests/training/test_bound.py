@@ -110,5 +110,5 @@ def test_a_pass_on_one_rank_is_the_step_schedulers_list_schedule():
     for kind, program in JobPrograms(config).layers_of(0).items():
         expected = simulate_step(program, 1, timer,
                                  lambda op: CommTiming.of([[0]], [network.plan(comm.tp_call(op)).lower_bound_s]))
-        assert _pass_span(timer, topology, profile, config)(program) == expected.step_time_s, kind
+        assert _pass_span(timer, comm, network)(program) == expected.step_time_s, kind
         assert expected.step_time_s > sum(timer(op) for op in program.compute_ops())
