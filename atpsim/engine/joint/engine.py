@@ -35,7 +35,8 @@ from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
 from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
-from atpsim.engine.solvers.flow_loop import JOINT, Loop, reverse_csr
+from atpsim.engine.solvers.flow_loop import reverse_csr
+from atpsim.engine.solvers.joint_loop import joint_loop
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
@@ -202,7 +203,7 @@ class _Comm:
         joint.live`): a live one brought to now, the others replayed up to now."""
         out: Ends = []
         live = [e for e in met if isinstance(e, LiveEpisode)]
-        base = live[0] if live else LiveEpisode(Loop(self.network.fabric, JOINT, now), self.graph.uniform)
+        base = live[0] if live else LiveEpisode(joint_loop(self.network.fabric, now), self.graph.uniform)
         if live:  # first: an episode replayed to now may come before it in *met*
             base.loop.run_until(now)
             out += base.harvest()

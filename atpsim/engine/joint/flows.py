@@ -1,7 +1,8 @@
 """The joint network's flow sets: flows of many calls and delays, released at their calls'
-start times, run by the flow network's reference event loop
-(:class:`~atpsim.engine.solvers.flow_loop.Loop`, in the joint network's order,
-:data:`~atpsim.engine.solvers.flow_loop.JOINT`) on a fabric whose links each flow shares by
+start times, run by the flow network's event loop in the joint network's order
+(:data:`~atpsim.engine.solvers.flow_loop.JOINT`; :func:`~atpsim.engine.solvers.joint_loop.
+joint_loop`: the reference :class:`~atpsim.engine.solvers.flow_loop.Loop` or its compiled
+twin, the same numbers to the bit) on a fabric whose links each flow shares by
 weighted max-min (:func:`~atpsim.engine.solvers.maxmin.weighted_max_min_rates`: a weight per
 (flow, link), the protocol's efficiency), counting the time each link spends carrying at least
 one flow (its busy time).
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from atpsim.engine.routes import PairRoutes
-from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
+from atpsim.engine.solvers.joint_loop import joint_loop
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def nodes_of(routes: PairRoutes, flows: FlowSet) -> Nodes:
 
 def run_flow_set(routes: PairRoutes, fabric: Fabric, flows: FlowSet) -> FlowRun:
     """Simulate *flows* over *routes* on *fabric* from t = 0 (release times are from there)."""
-    loop = Loop(fabric, JOINT)
+    loop = joint_loop(fabric)
     loop.extend(nodes_of(routes, flows))
     if not loop.run():
         raise RuntimeError(f"joint network stalled: {loop.n_done} of {len(loop)} nodes done")

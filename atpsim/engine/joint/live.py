@@ -4,7 +4,7 @@ An episode solved ahead (:func:`~atpsim.engine.joint.episodes.solve_episode`) is
 again from its first member's start whenever another call joins it. Where calls keep joining
 (the cooldown's pipeline sends under a stage's long gradient all-reduce, TP collectives of
 many stages on an oversubscribed spine) that is quadratic. A live episode instead holds one
-event loop (:class:`~atpsim.engine.solvers.flow_loop.Loop`) that the engine advances with the
+event loop (:func:`~atpsim.engine.solvers.joint_loop.joint_loop`) that the engine advances with the
 step's clock: a call that joins is added to it at its start, a call that was running alone
 until then is replayed alone up to now (its links met nothing, so that is its history) and
 taken in with its state, and the members' groups end when their last flow does. Every flow
@@ -23,9 +23,10 @@ from atpsim.engine.joint.flows import FlowSet, nodes_of
 from atpsim.engine.joint.graph import uniform_end
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.routes import route_pairs
-from atpsim.engine.solvers.flow_loop import JOINT, Loop
+from atpsim.engine.solvers.flow_loop import Loop
 from atpsim.engine.solvers.flow_network import Nodes
 from atpsim.engine.solvers.growing import Column
+from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
 
 #: (task, end) of a task that ended; (task, None): forget the end announced before.
 Ends = list[tuple[int, float | None]]
@@ -63,7 +64,7 @@ class LiveEpisode:
     and per group how many flows are left and when it ended; *uniform*: the graph's uniform
     tasks (:func:`~atpsim.engine.joint.graph.uniform_end`), None where it has none."""
 
-    loop: Loop
+    loop: Loop | CompiledLoop
     uniform: np.ndarray | None = None
     members: list[Cohort] = field(default_factory=list)
     tasks: list[list[tuple[int, np.ndarray]]] = field(default_factory=list)
@@ -121,10 +122,9 @@ class LiveEpisode:
 
     def harvest(self) -> Ends:
         """The tasks whose last group ended in the loop's latest events."""
-        if not self.loop.done_log:
+        done = self.loop.take_done()
+        if not len(done):
             return []
-        done = np.concatenate(self.loop.done_log)
-        self.loop.done_log.clear()
         owner, group = self.node_member[done], self.node_group[done]
         out: Ends = []
         for h in np.unique(owner).tolist():
@@ -158,7 +158,7 @@ class LiveEpisode:
     def take(self, network: JointNetwork, other: LiveEpisode) -> None:
         """Take over *other* (at the same time; links apart until now)."""
         offset = len(self.members)
-        self.loop.absorb(other.loop)
+        self.loop.absorb(other.loop)  # type: ignore[arg-type]  # one engine makes both: joint_loop
         self.members += other.members
         self.tasks += other.tasks
         self.member_links += other.member_links
@@ -176,7 +176,7 @@ def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[
     """A live episode of *members* simulated together from the first one's start up to
     *now* (their history), and the ends of tasks that ended by then."""
     t0 = min(m.start_s for m in members)
-    episode = LiveEpisode(Loop(network.fabric, JOINT, t0), uniform)
+    episode = LiveEpisode(joint_loop(network.fabric, t0), uniform)
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

@@ -260,6 +260,12 @@ class Loop:
             self.n_events += self.net.update_rates()
         return offset
 
+    def take_done(self) -> np.ndarray:
+        """The nodes that finished since the last call, in the order they did."""
+        done = np.concatenate(self.done_log) if self.done_log else np.zeros(0, dtype=np.int64)
+        self.done_log.clear()
+        return done
+
     def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time (so far) per directed link of the fabric."""
         return self.net.global_counts(self.now)

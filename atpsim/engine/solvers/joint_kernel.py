@@ -1,0 +1,554 @@
+"""The joint network's event loop (:class:`~atpsim.engine.solvers.flow_loop.Loop` in the
+:data:`~atpsim.engine.solvers.flow_loop.JOINT` order) as compiled functions over arrays: the
+same operations in the same order, so the same numbers to the bit.
+
+The reference loop runs an event as tens of small numpy calls (about 250-300 us an event with
+a few hundred flows in flight, measured on the 960-GPU SageMaker job, whose gradient buckets
+make one live episode of ~46,000 events); these functions run it as loops over the flows and
+links in flight. Nothing is approximated: every float operation the reference performs
+(the arrival times ``max(now, release) + latency``, the bytes moved ``remaining - rate * dt``,
+the completion test ``remaining / rate <= tol``, progressive filling's shares
+``max(cap, 0) / load``, its levels and its ``cap - level * gone``, each link's byte and busy
+counts) is performed here on the same operands in the same order; sums run in the order
+numpy's ``bincount`` and ``add.at`` take (the incidences' order), the arrival queue is
+:mod:`heapq`'s algorithm on ``(time, sequence)`` keys, so even the order in which a merged
+loop re-queues another's arrivals is the reference's. ``tests/engine/solvers/
+test_joint_kernel.py`` holds the two to equality on random flow sets, on merged and extended
+loops and on whole jobs.
+
+The functions are plain Python (run as such where numba is missing, slowly) and compiled by
+:func:`compiled` (numba, cached on disk); :class:`~atpsim.engine.solvers.joint_loop.
+CompiledLoop` holds the state and calls them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from atpsim.engine.solvers.maxmin import LEVEL_RTOL
+
+# Rows of the per-node float state, the per-node integer state and the per-link state.
+LAT, NBYTES, RELEASE, START, FINISH, REMAINING, RATE = range(7)
+PROTOCOL, WAITING, ACTIVE = range(3)
+OWNER, LINK = range(2)
+CAP, BUSY_SINCE, BUSY, BYTES = range(4)
+CLASS, ON_LINK, FLAG = range(3)
+# The arrival heap's integer rows and the node buffers' rows.
+SEQ, SEG_START, SEG_LEN = range(3)
+IDS, DONE = range(2)
+# Scalar slots (int64) and the clock (float64).
+N_NODES, N_DONE, N_EVENTS, N_SEQ, N_ACTIVE, N_INC, N_HEAP, IDS_TOP, DONE_TOP, CHANGED, WEIGHTED, \
+    N_LINKS, INC_DONE = range(13)
+NOW = 0
+#: Rounds of growing the changed links' component before solving every flow
+#: (:data:`~atpsim.engine.solvers.flow_network.MAX_EXPAND_ROUNDS`).
+MAX_EXPAND_ROUNDS = 8
+
+
+def _before(t: float, seq: int, u: float, useq: int) -> bool:
+    """Whether key (t, seq) sorts before (u, useq), as heapq compares the tuples."""
+    return t < u or (t == u and seq < useq)
+
+
+def _sift_down(ht: np.ndarray, hi: np.ndarray, start: int, pos: int) -> None:
+    """heapq._siftdown: move the entry at *pos* up towards *start* while it sorts first."""
+    t, seq, a, b = ht[pos], hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos]
+    while pos > start:
+        parent = (pos - 1) >> 1
+        if _before(t, seq, ht[parent], hi[SEQ, parent]):
+            ht[pos] = ht[parent]
+            hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos] = hi[SEQ, parent], hi[SEG_START, parent], \
+                hi[SEG_LEN, parent]
+            pos = parent
+            continue
+        break
+    ht[pos] = t
+    hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos] = seq, a, b
+
+
+def _sift_up(ht: np.ndarray, hi: np.ndarray, pos: int, end: int) -> None:
+    """heapq._siftup: the entry at *pos* down to a leaf along the smaller children, then
+    :func:`_sift_down` back."""
+    start = pos
+    t, seq, a, b = ht[pos], hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos]
+    child = 2 * pos + 1
+    while child < end:
+        right = child + 1
+        if right < end and not _before(ht[child], hi[SEQ, child], ht[right], hi[SEQ, right]):
+            child = right
+        ht[pos] = ht[child]
+        hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos] = hi[SEQ, child], hi[SEG_START, child], \
+            hi[SEG_LEN, child]
+        pos = child
+        child = 2 * pos + 1
+    ht[pos] = t
+    hi[SEQ, pos], hi[SEG_START, pos], hi[SEG_LEN, pos] = seq, a, b
+    _sift_down(ht, hi, start, pos)
+
+
+def heap_push(ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, t: float,
+              ids: np.ndarray, lo: int, hi_: int) -> None:
+    """Queue ``ids[lo:hi_]`` to arrive at *t* (heapq.heappush with the next sequence number)."""
+    s[N_SEQ] += 1
+    top = s[IDS_TOP]
+    for k in range(lo, hi_):
+        buf[IDS, top + k - lo] = ids[k]
+    s[IDS_TOP] = top + hi_ - lo
+    n = s[N_HEAP]
+    ht[n] = t
+    hi[SEQ, n], hi[SEG_START, n], hi[SEG_LEN, n] = s[N_SEQ], top, hi_ - lo
+    s[N_HEAP] = n + 1
+    _sift_down(ht, hi, 0, n)
+
+
+def _heap_pop(ht: np.ndarray, hi: np.ndarray, s: np.ndarray) -> tuple[int, int]:
+    """heapq.heappop: the first entry's segment (start, length) in the ids buffer."""
+    n = s[N_HEAP] - 1
+    s[N_HEAP] = n
+    a, b = hi[SEG_START, 0], hi[SEG_LEN, 0]
+    if n > 0:
+        ht[0] = ht[n]
+        hi[SEQ, 0], hi[SEG_START, 0], hi[SEG_LEN, 0] = hi[SEQ, n], hi[SEG_START, n], hi[SEG_LEN, n]
+        _sift_up(ht, hi, 0, n)
+    else:
+        a, b = hi[SEG_START, n], hi[SEG_LEN, n]
+    return a, b
+
+
+def release(nf: np.ndarray, ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray,
+            clock: np.ndarray, ids: np.ndarray) -> None:
+    """Loop.release in the joint order: *ids* (ascending) start at ``max(now, release)`` and
+    arrive after their latency, queued one entry per arrival time, in time order."""
+    k = len(ids)
+    if k == 0:
+        return
+    now = clock[NOW]
+    arrive = np.empty(k)
+    for j in range(k):
+        i = ids[j]
+        r = nf[RELEASE, i]
+        start = r if r > now else now
+        if r != r:
+            start = r
+        nf[START, i] = start
+        arrive[j] = start + nf[LAT, i]
+    order = np.argsort(arrive, kind="mergesort")
+    grouped = ids[order]
+    lo = 0
+    while lo < k:
+        value = arrive[order[lo]]
+        hi_ = lo + 1
+        while hi_ < k and arrive[order[hi_]] == value:
+            hi_ += 1
+        # ids[arrive == value] is ascending: so is a stable sort's run of equal values
+        heap_push(ht, hi, buf, s, value, grouped, lo, hi_)
+        lo = hi_
+
+
+def _complete(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, dptr: np.ndarray, didx: np.ndarray,
+              ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, clock: np.ndarray,
+              done: np.ndarray) -> None:
+    """Loop.complete: *done* finish now; the dependents that wait for nothing else are
+    released (ascending, each once). Counts the incidences of the nodes done (the flows in
+    flight cross at most the others': what the incidence arrays need room for)."""
+    now = clock[NOW]
+    total = 0
+    top = s[DONE_TOP]
+    for j in range(len(done)):
+        d = done[j]
+        nf[FINISH, d] = now
+        buf[DONE, top + j] = d
+        total += dptr[d + 1] - dptr[d]
+        s[INC_DONE] += link_ptr[d + 1] - link_ptr[d]
+    s[DONE_TOP] = top + len(done)
+    s[N_DONE] += len(done)
+    children = np.empty(total, dtype=np.int64)
+    c = 0
+    for j in range(len(done)):
+        d = done[j]
+        for e in range(dptr[d], dptr[d + 1]):
+            children[c] = didx[e]
+            ni[WAITING, didx[e]] -= 1
+            c += 1
+    ready = 0
+    for j in range(total):
+        if ni[WAITING, children[j]] == 0:
+            children[ready] = children[j]
+            ready += 1
+    if ready:
+        release(nf, ht, hi, buf, s, clock, np.unique(children[:ready]))
+
+
+def add_flows(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray,
+              inc: np.ndarray, incw: np.ndarray, lf: np.ndarray, li: np.ndarray, w: np.ndarray,
+              s: np.ndarray, clock: np.ndarray, flows: np.ndarray) -> None:
+    """FlowNetwork.add: *flows* start moving now; their links' incidences join at the end,
+    links that carried nothing start being busy, and the links are marked changed."""
+    now = clock[NOW]
+    n_inc, n_active = s[N_INC], s[N_ACTIVE]
+    first = n_inc
+    for j in range(len(flows)):
+        f = flows[j]
+        row = ni[PROTOCOL, f]
+        for e in range(link_ptr[f], link_ptr[f + 1]):
+            link = node_links[e]
+            inc[OWNER, n_inc] = n_active + j
+            inc[LINK, n_inc] = link
+            incw[n_inc] = w[row, li[CLASS, link]] if s[WEIGHTED] else 1.0
+            n_inc += 1
+        ni[ACTIVE, n_active + j] = f
+    for e in range(first, n_inc):  # busy from now where nothing was on the link before
+        link = inc[LINK, e]
+        if li[ON_LINK, link] == 0:
+            lf[BUSY_SINCE, link] = now
+    for e in range(first, n_inc):
+        li[ON_LINK, inc[LINK, e]] += 1
+        li[FLAG, inc[LINK, e]] = 1
+    s[N_INC], s[N_ACTIVE] = n_inc, n_active + len(flows)
+    if n_inc > first:
+        s[CHANGED] = 1
+
+
+def _advance(nf: np.ndarray, ni: np.ndarray, s: np.ndarray, dt: float) -> None:
+    """FlowNetwork.advance: every active flow moves ``rate * dt`` bytes."""
+    if dt > 0:
+        for a in range(s[N_ACTIVE]):
+            f = ni[ACTIVE, a]
+            nf[REMAINING, f] = nf[REMAINING, f] - nf[RATE, f] * dt
+
+
+def _to_next(nf: np.ndarray, ni: np.ndarray, s: np.ndarray) -> float:
+    """FlowNetwork.time_to_next_completion: ``max(0, min(remaining / rate))`` (inf: no flow;
+    a NaN ratio makes it 0, as Python's ``max(0.0, nan)`` is)."""
+    n = s[N_ACTIVE]
+    if n == 0:
+        return np.inf
+    least = np.inf
+    for a in range(n):
+        f = ni[ACTIVE, a]
+        v = nf[REMAINING, f] / nf[RATE, f]
+        if v != v:
+            return 0.0
+        if v < least:
+            least = v
+    return least if least > 0.0 else 0.0
+
+
+def next_time(nf: np.ndarray, ni: np.ndarray, ht: np.ndarray, s: np.ndarray, clock: np.ndarray) -> float:
+    """Loop.next_time: the next arrival or completion, whichever is first."""
+    arrival = ht[0] if s[N_HEAP] else np.inf
+    return min(arrival, clock[NOW] + _to_next(nf, ni, s))
+
+
+def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray,
+                   li: np.ndarray, s: np.ndarray, tol: float, now: float) -> np.ndarray:
+    """FlowNetwork.pop_completed: remove the flows that finish within *tol* (in active
+    order), count their bytes and their links' busy time, mark their links changed."""
+    n_active = s[N_ACTIVE]
+    done_mask = np.zeros(n_active, dtype=np.bool_)
+    n_done = 0
+    for a in range(n_active):
+        f = ni[ACTIVE, a]
+        if nf[REMAINING, f] / nf[RATE, f] <= tol:
+            done_mask[a] = True
+            n_done += 1
+    if n_done == 0:
+        return np.zeros(0, dtype=np.int64)
+    n_inc = s[N_INC]
+    for e in range(n_inc):
+        a = inc[OWNER, e]
+        if done_mask[a]:
+            link = inc[LINK, e]
+            lf[BYTES, link] += nf[NBYTES, ni[ACTIVE, a]]
+            li[ON_LINK, link] -= 1
+            li[FLAG, link] = 1
+    for e in range(n_inc):  # a link left empty stops being busy (once, however many left it)
+        if done_mask[inc[OWNER, e]]:
+            link = inc[LINK, e]
+            if li[ON_LINK, link] == 0 and lf[BUSY_SINCE, link] == lf[BUSY_SINCE, link]:
+                lf[BUSY, link] = lf[BUSY, link] + (now - lf[BUSY_SINCE, link])
+                lf[BUSY_SINCE, link] = np.nan  # counted: not again in this batch
+    position = np.empty(n_active, dtype=np.int64)
+    done = np.empty(n_done, dtype=np.int64)
+    kept, d = 0, 0
+    for a in range(n_active):
+        f = ni[ACTIVE, a]
+        if done_mask[a]:
+            done[d] = f
+            d += 1
+        else:
+            position[a] = kept
+            ni[ACTIVE, kept] = f
+            kept += 1
+    kept_inc = 0
+    for e in range(n_inc):
+        a = inc[OWNER, e]
+        if not done_mask[a]:
+            inc[OWNER, kept_inc] = position[a]
+            inc[LINK, kept_inc] = inc[LINK, e]
+            incw[kept_inc] = incw[e]
+            kept_inc += 1
+    s[N_INC], s[N_ACTIVE] = kept_inc, kept
+    for j in range(n_done):
+        nf[RATE, done[j]] = 0.0
+    s[CHANGED] = 1
+    return done
+
+
+def _component(inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """FlowNetwork._component: the active flows reachable from the changed links (a mask;
+    all of them where the component is every flow or grows past :data:`MAX_EXPAND_ROUNDS`
+    rounds). Clears the changed marks.
+
+    The reference marks, round after round, every flow on a marked link and then every link
+    of those flows, and stops where a round marks no new link. Here a round visits only the
+    links first marked in the round before (through the incidences grouped by link), so the
+    rounds cost the component, not the flows in flight each: the same rounds, the same mask."""
+    n_active, n_inc, n_links = s[N_ACTIVE], s[N_INC], s[N_LINKS]
+    ptr = np.zeros(n_links + 1, dtype=np.int64)
+    for e in range(n_inc):
+        ptr[inc[LINK, e] + 1] += 1
+    for j in range(n_links):
+        ptr[j + 1] += ptr[j]
+    by_link = np.empty(n_inc, dtype=np.int64)
+    fill = ptr[:n_links].copy()
+    for e in range(n_inc):
+        by_link[fill[inc[LINK, e]]] = e
+        fill[inc[LINK, e]] += 1
+    flow_ptr = np.empty(n_active + 1, dtype=np.int64)  # each flow's incidences are consecutive
+    flow_ptr[0] = 0
+    for e in range(n_inc):
+        flow_ptr[inc[OWNER, e] + 1] = e + 1
+    marked = np.zeros(n_links, dtype=np.bool_)
+    frontier = np.empty(n_links, dtype=np.int64)
+    n_front = 0
+    for j in range(n_links):
+        if li[FLAG, j] == 1:
+            li[FLAG, j] = 0
+            marked[j] = True
+            frontier[n_front] = j
+            n_front += 1
+    flows = np.zeros(n_active, dtype=np.bool_)
+    after = np.empty(n_links, dtype=np.int64)
+    for _ in range(MAX_EXPAND_ROUNDS):
+        n_after = 0
+        for j in range(n_front):
+            link = frontier[j]
+            for q in range(ptr[link], ptr[link + 1]):
+                a = inc[OWNER, by_link[q]]
+                if flows[a]:
+                    continue
+                flows[a] = True
+                for e in range(flow_ptr[a], flow_ptr[a + 1]):
+                    other = inc[LINK, e]
+                    if not marked[other]:
+                        marked[other] = True
+                        after[n_after] = other
+                        n_after += 1
+        if n_after == 0:
+            return flows
+        frontier[:n_after] = after[:n_after]
+        n_front = n_after
+    flows[:] = True
+    return flows
+
+
+def _max_min(owner: np.ndarray, link: np.ndarray, weight: np.ndarray, weighted: bool, n_flows: int,
+             capacity: np.ndarray) -> np.ndarray:
+    """maxmin.max_min_rates (*weighted* False) or weighted_max_min_rates over the incidences
+    (*owner*, *link*, *weight*), the same arithmetic on the links they cross."""
+    cap = capacity.copy()
+    n_links = len(capacity)
+    count = np.zeros(n_links)
+    used = np.zeros(n_links, dtype=np.bool_)
+    links_in = np.empty(len(link), dtype=np.int64)
+    n_in = 0
+    for e in range(len(link)):
+        if not used[link[e]]:
+            used[link[e]] = True
+            links_in[n_in] = link[e]
+            n_in += 1
+    rate = np.zeros(n_flows)
+    frozen = np.zeros(n_flows, dtype=np.bool_)
+    share = np.empty(n_links)
+    gone = np.zeros(n_links)
+    fo, fl, fw = owner.copy(), link.copy(), weight.copy()
+    m = len(fo)
+    if not weighted:
+        for e in range(m):
+            count[fl[e]] += 1.0
+    while m > 0:
+        if weighted:
+            for j in range(n_in):
+                count[links_in[j]] = 0.0
+            for e in range(m):
+                count[fl[e]] += fw[e]
+        level = np.inf
+        for j in range(n_in):
+            k = links_in[j]
+            if count[k] > 0:
+                c = cap[k] if cap[k] > 0.0 else 0.0
+                if cap[k] != cap[k]:
+                    c = cap[k]
+                share[k] = c / count[k]
+                if share[k] < level:
+                    level = share[k]
+            else:
+                share[k] = np.inf
+        limit = level * (1 + LEVEL_RTOL)
+        for e in range(m):
+            if share[fl[e]] <= limit and not frozen[fo[e]]:
+                frozen[fo[e]] = True
+                rate[fo[e]] = level
+        for j in range(n_in):
+            gone[links_in[j]] = 0.0
+        kept = 0
+        for e in range(m):
+            if frozen[fo[e]]:
+                gone[fl[e]] += fw[e] if weighted else 1.0
+            else:
+                fo[kept], fl[kept], fw[kept] = fo[e], fl[e], fw[e]
+                kept += 1
+        for j in range(n_in):
+            k = links_in[j]
+            cap[k] = cap[k] - level * gone[k]
+            if not weighted:
+                count[k] = count[k] - gone[k]
+        m = kept
+    return rate
+
+
+def update_rates(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray,
+                 li: np.ndarray, s: np.ndarray) -> int:
+    """FlowNetwork.update_rates: solve the rates of the changed links' component; 1 where
+    anything was solved."""
+    if not s[CHANGED]:
+        return 0
+    s[CHANGED] = 0
+    if s[N_ACTIVE] == 0:
+        li[FLAG, :s[N_LINKS]] = 0
+        return 0
+    mask = _component(inc, li, s)
+    n_active, n_inc = s[N_ACTIVE], s[N_INC]
+    local = np.empty(n_active, dtype=np.int64)
+    members = np.empty(n_active, dtype=np.int64)
+    m = 0
+    for a in range(n_active):
+        if mask[a]:
+            local[a] = m
+            members[m] = a
+            m += 1
+    owner = np.empty(n_inc, dtype=np.int64)
+    link = np.empty(n_inc, dtype=np.int64)
+    weight = np.empty(n_inc)
+    k = 0
+    ones = True
+    for e in range(n_inc):
+        a = inc[OWNER, e]
+        if mask[a]:
+            owner[k], link[k], weight[k] = local[a], inc[LINK, e], incw[e]
+            if incw[e] != 1.0:
+                ones = False
+            k += 1
+    rates = _max_min(owner[:k], link[:k], weight[:k], bool(s[WEIGHTED]) and not ones, m,
+                     lf[CAP, :s[N_LINKS]])
+    for j in range(m):
+        nf[RATE, ni[ACTIVE, members[j]]] = rates[j]
+    return 1
+
+
+def _join(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray, dptr: np.ndarray,
+          didx: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray, li: np.ndarray, w: np.ndarray,
+          ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, clock: np.ndarray,
+          ids: np.ndarray) -> None:
+    """Loop._join: nodes that cross no link are done on arrival, the others join the network."""
+    empty = np.empty(len(ids), dtype=np.int64)
+    moving = np.empty(len(ids), dtype=np.int64)
+    n_empty = n_moving = 0
+    for j in range(len(ids)):
+        i = ids[j]
+        if link_ptr[i + 1] == link_ptr[i]:
+            empty[n_empty] = i
+            n_empty += 1
+        else:
+            moving[n_moving] = i
+            n_moving += 1
+    if n_empty:
+        _complete(nf, ni, link_ptr, dptr, didx, ht, hi, buf, s, clock, empty[:n_empty])
+    if n_moving:
+        add_flows(nf, ni, link_ptr, node_links, inc, incw, lf, li, w, s, clock, moving[:n_moving])
+
+
+def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray, dptr: np.ndarray,
+        didx: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray, li: np.ndarray, w: np.ndarray,
+        ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, clock: np.ndarray,
+        until: float, to_end: bool, time_rtol: float) -> bool:
+    """Loop.run (*to_end*: every event; False where it stalls) or Loop.run_until(*until*):
+    steps, each the next arrival or completion, whichever is first."""
+    while s[N_DONE] < s[N_NODES]:
+        if not to_end and next_time(nf, ni, ht, s, clock) > until:
+            break
+        arrival = ht[0] if s[N_HEAP] else np.inf
+        dt = _to_next(nf, ni, s)
+        if arrival == np.inf and dt == np.inf:
+            return False
+        if arrival <= clock[NOW] + dt:
+            _advance(nf, ni, s, arrival - clock[NOW])
+            clock[NOW] = arrival
+            total = 0
+            segments = np.empty((2, s[N_HEAP]), dtype=np.int64)
+            n_seg = 0
+            while s[N_HEAP] and ht[0] == arrival:
+                a, b = _heap_pop(ht, hi, s)
+                segments[0, n_seg], segments[1, n_seg] = a, b
+                n_seg += 1
+                total += b
+            ids = np.empty(total, dtype=np.int64)
+            c = 0
+            for j in range(n_seg):
+                for k in range(segments[0, j], segments[0, j] + segments[1, j]):
+                    ids[c] = buf[IDS, k]
+                    c += 1
+            _join(nf, ni, link_ptr, node_links, dptr, didx, inc, incw, lf, li, w, ht, hi, buf, s, clock, ids)
+        else:
+            _advance(nf, ni, s, dt)
+            clock[NOW] += dt
+        now = clock[NOW]
+        done = _pop_completed(nf, ni, inc, incw, lf, li, s, time_rtol * max(abs(now), 1e-12), now)
+        if len(done):
+            _complete(nf, ni, link_ptr, dptr, didx, ht, hi, buf, s, clock, done)
+        s[N_EVENTS] += update_rates(nf, ni, inc, incw, lf, li, s)
+    if not to_end and until > clock[NOW]:
+        _advance(nf, ni, s, until - clock[NOW])
+        clock[NOW] = until
+    return True
+
+
+#: The functions :class:`~atpsim.engine.solvers.joint_loop.CompiledLoop` calls.
+ENTRY = ("run", "release", "add_flows", "update_rates", "next_time", "heap_push")
+#: The helpers they call (compiled first, so the entries call them compiled).
+HELPERS = ("_before", "_sift_down", "_sift_up", "_heap_pop", "heap_push", "release", "_complete",
+           "add_flows", "_advance", "_to_next", "next_time", "_pop_completed", "_component", "_max_min",
+           "update_rates", "_join")
+
+
+@functools.cache
+def compiled() -> dict[str, Callable[..., Any]] | None:
+    """The entry functions compiled by numba (cached on disk), None where numba is missing."""
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover
+        return None
+    module = globals()
+    for name in HELPERS:
+        module[name] = njit(cache=True, error_model="numpy")(module[name])
+    return {name: module[name] for name in ENTRY}
+
+
+def plain() -> dict[str, Callable[..., Any]]:
+    """The entry functions as plain Python (for the tests, where numba is not loaded yet)."""
+    return {name: globals()[name] for name in ENTRY}

@@ -1,0 +1,218 @@
+"""The joint network's event loop over arrays, stepped by compiled functions: the reference
+:class:`~atpsim.engine.solvers.flow_loop.Loop` in the :data:`~atpsim.engine.solvers.
+flow_loop.JOINT` order, bit for bit (:mod:`~atpsim.engine.solvers.joint_kernel` says how),
+at a small fraction of its cost an event.
+
+:class:`CompiledLoop` has the reference loop's interface as the joint network uses it (grow
+it while it runs with :meth:`~CompiledLoop.extend`, advance it with a task graph's clock with
+:meth:`~CompiledLoop.run_until`, merge another into it with :meth:`~CompiledLoop.absorb`,
+read its nodes' times and its links' counts); its state is arrays that grow by doubling, so
+an event allocates only its own scratch. :func:`joint_loop` makes one where numba is installed
+and ``ATPSIM_EVENT_LOOP`` is not ``reference``, the reference loop otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from atpsim.engine.solvers import joint_kernel as k
+from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, reverse_csr
+from atpsim.engine.solvers.flow_network import Fabric, Nodes
+
+
+def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
+    """An event loop in the joint order on *fabric* starting at *now*: compiled where it can
+    be (module docstring), the reference loop otherwise."""
+    from atpsim.engine.solvers import event_loop
+
+    functions = k.compiled() if event_loop.use_kernel else None
+    return CompiledLoop(fabric, now, functions) if functions is not None else Loop(fabric, JOINT, now)
+
+
+def _grown(array: np.ndarray, need: int) -> np.ndarray:
+    """*array* (its last axis) with room for at least *need* entries: itself, or a copy twice
+    as large (at least *need*; the new room unset: every entry is written before it is read)."""
+    size = array.shape[-1]
+    if need <= size:
+        return array
+    out = np.empty(array.shape[:-1] + (max(need, 2 * size, 16),), dtype=array.dtype)
+    out[..., :size] = array
+    return out
+
+
+class CompiledLoop:
+    """Nodes, links in use, flows in flight and queued arrivals as arrays (the rows of
+    :mod:`~atpsim.engine.solvers.joint_kernel`), stepped by *functions* (its compiled entry
+    points, or :func:`~atpsim.engine.solvers.joint_kernel.plain`)."""
+
+    def __init__(self, fabric: Fabric, now: float = 0.0, functions: dict[str, Callable[..., Any]] | None = None):
+        self.fabric = fabric
+        self.fn = functions if functions is not None else k.plain()
+        self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
+        self.used = np.zeros(0, dtype=np.int64)
+        self.s = np.zeros(13, dtype=np.int64)
+        self.s[k.WEIGHTED] = fabric.weight is not None
+        self.w = np.asarray(fabric.weight, dtype=np.float64) if fabric.weight is not None else np.ones((1, 1))
+        self.clock = np.array([float(now)])
+        self.nf, self.ni = np.zeros((7, 0)), np.zeros((3, 0), dtype=np.int64)
+        self.link_ptr, self.dptr = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        self.node_links, self.didx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.inc, self.incw = np.zeros((2, 0), dtype=np.int64), np.zeros(0)
+        self.lf, self.li = np.zeros((4, 0)), np.zeros((3, 0), dtype=np.int64)
+        self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
+        self.buf = np.zeros((2, 0), dtype=np.int64)
+        self._harvested = 0
+
+    # -- the reference loop's interface ------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.s[k.N_NODES])
+
+    @property
+    def now(self) -> float:
+        return float(self.clock[k.NOW])
+
+    @property
+    def n_done(self) -> int:
+        return int(self.s[k.N_DONE])
+
+    @property
+    def n_events(self) -> int:
+        return int(self.s[k.N_EVENTS])
+
+    @property
+    def start(self) -> np.ndarray:
+        return self.nf[k.START, :len(self)]
+
+    @property
+    def finish(self) -> np.ndarray:
+        return self.nf[k.FINISH, :len(self)]
+
+    def extend(self, nodes: Nodes) -> int:
+        """Add *nodes* now (:meth:`Loop.extend`); the index of the first."""
+        first = len(self)
+        waiting = np.diff(nodes.dep_ptr)
+        self._append(nodes.link_ptr, nodes.link_idx, nodes.dep_ptr, nodes.dep_idx,
+                     (nodes.latency_s, nodes.nbytes, nodes.release_s, nodes.nbytes), nodes.protocol, waiting)
+        self.fn["release"](self.nf, self.ht, self.hi, self.buf, self.s, self.clock,
+                           first + np.flatnonzero(waiting == 0))  # fmt: skip
+        return first
+
+    def run_until(self, t: float) -> None:
+        """Handle every event at or before *t*, then move the clock to *t*."""
+        self._run(t, False)
+
+    def run(self) -> bool:
+        """Handle every event; whether every node finished (False: the loop stalled)."""
+        return self._run(np.inf, True)
+
+    def next_time(self) -> float:
+        """When the next event happens (inf when nothing is left to happen)."""
+        return float(self.fn["next_time"](self.nf, self.ni, self.ht, self.s, self.clock))
+
+    def take_done(self) -> np.ndarray:
+        """The nodes that finished since the last call, in the order they did."""
+        top = int(self.s[k.DONE_TOP])
+        done = self.buf[k.DONE, self._harvested:top].copy()
+        self._harvested = top
+        return done
+
+    def absorb(self, other: CompiledLoop) -> int:
+        """Take over *other* (:meth:`Loop.absorb`: at the same time, on links this one's flows
+        have not met); the offset of its nodes."""
+        assert other.now == self.now
+        n, m, e = len(other), int(other.link_ptr[len(other)]), int(other.dptr[len(other)])
+        offset = len(self)
+        self.s[k.INC_DONE] += other.s[k.INC_DONE]
+        self._append(other.link_ptr[:n + 1], other.used[other.node_links[:m]], None, None,
+                     tuple(other.nf[row, :n] for row in (k.LAT, k.NBYTES, k.RELEASE, k.REMAINING)),
+                     other.ni[k.PROTOCOL, :n], other.ni[k.WAITING, :n],
+                     dependents=(other.dptr[:n + 1], other.didx[:e]))  # fmt: skip
+        self.nf[k.START, offset:offset + n] = other.nf[k.START, :n]
+        self.nf[k.FINISH, offset:offset + n] = other.nf[k.FINISH, :n]
+        link_bytes, busy = other.link_counts()
+        ids = np.flatnonzero(link_bytes + busy > 0)
+        self.lf[k.BYTES, self.local[ids]] += link_bytes[ids]
+        self.lf[k.BUSY, self.local[ids]] += busy[ids]
+        self.s[k.N_DONE] += other.n_done
+        for j in range(int(other.s[k.N_HEAP])):  # in the other heap's storage order, as Loop does
+            lo = int(other.hi[k.SEG_START, j])
+            ids_j = other.buf[k.IDS, lo:lo + int(other.hi[k.SEG_LEN, j])] + offset
+            self.fn["heap_push"](self.ht, self.hi, self.buf, self.s, float(other.ht[j]), ids_j, 0, len(ids_j))
+        if other.s[k.N_ACTIVE]:
+            self.fn["add_flows"](self.nf, self.ni, self.link_ptr, self.node_links, self.inc, self.incw, self.lf,
+                                 self.li, self.w, self.s, self.clock,
+                                 other.ni[k.ACTIVE, :int(other.s[k.N_ACTIVE])] + offset)  # fmt: skip
+            self.s[k.N_EVENTS] += self.fn["update_rates"](self.nf, self.ni, self.inc, self.incw, self.lf, self.li,
+                                                          self.s)  # fmt: skip
+        return offset
+
+    def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and busy time (so far) per directed link of the fabric."""
+        n, links = len(self.fabric.capacity_Bps), int(self.s[k.N_LINKS])
+        link_bytes, busy = np.zeros(n), np.zeros(n)
+        link_bytes[self.used] = self.lf[k.BYTES, :links]
+        on = self.li[k.ON_LINK, :links] > 0
+        busy[self.used] = self.lf[k.BUSY, :links] + np.where(on, self.now - self.lf[k.BUSY_SINCE, :links], 0.0)
+        return link_bytes, busy
+
+    # -- state ---------------------------------------------------------------------------------
+    def _run(self, until: float, to_end: bool) -> bool:
+        return bool(self.fn["run"](self.nf, self.ni, self.link_ptr, self.node_links, self.dptr, self.didx,
+                                   self.inc, self.incw, self.lf, self.li, self.w, self.ht, self.hi, self.buf,
+                                   self.s, self.clock, float(until), to_end, TIME_RTOL))  # fmt: skip
+
+    def _append(self, link_ptr: np.ndarray, links: np.ndarray, dep_ptr: np.ndarray | None,
+                dep_idx: np.ndarray | None, floats: tuple[np.ndarray, ...], protocol: np.ndarray,
+                waiting: np.ndarray, dependents: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Append nodes: their links' CSR (*link_ptr* from 0, fabric link ids *links*), their
+        dependencies (CSR; or their *dependents*, already reversed), (latency, bytes, release,
+        remaining) *floats*, *protocol* and *waiting* counts; start and finish unknown."""
+        first, count = len(self), len(protocol)
+        self._add_links(links)
+        if dependents is None:
+            assert dep_ptr is not None and dep_idx is not None
+            dependents = reverse_csr(dep_ptr, dep_idx, count)
+        m, e = int(self.link_ptr[first]), int(self.dptr[first])
+        self._room(first + count, m + len(links), e + len(dependents[1]))
+        end = first + count
+        self.link_ptr[first + 1:end + 1] = link_ptr[1:count + 1] + m
+        self.node_links[m:m + len(links)] = self.local[links]
+        self.dptr[first + 1:end + 1] = dependents[0][1:count + 1] + e
+        self.didx[e:e + len(dependents[1])] = dependents[1] + first
+        for row, values in zip((k.LAT, k.NBYTES, k.RELEASE, k.REMAINING), floats, strict=True):
+            self.nf[row, first:end] = values
+        self.nf[k.START, first:end] = self.nf[k.FINISH, first:end] = np.nan
+        self.nf[k.RATE, first:end] = 0.0
+        self.ni[k.PROTOCOL, first:end] = protocol
+        self.ni[k.WAITING, first:end] = waiting
+        self.s[k.N_NODES] = end
+
+    def _add_links(self, links: np.ndarray) -> None:
+        """Number the fabric links among *links* not in use yet (ascending, as the reference
+        network does) and give them their capacity and class."""
+        fresh = np.unique(links[self.local[links] < 0])
+        if not len(fresh):
+            return
+        n = int(self.s[k.N_LINKS])
+        self.local[fresh] = np.arange(n, n + len(fresh))
+        self.used = np.concatenate([self.used, fresh])
+        self.lf, self.li = _grown(self.lf, n + len(fresh)), _grown(self.li, n + len(fresh))
+        self.lf[:, n:n + len(fresh)] = 0.0
+        self.li[:, n:n + len(fresh)] = 0
+        self.lf[k.CAP, n:n + len(fresh)] = np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]
+        self.li[k.CLASS, n:n + len(fresh)] = np.asarray(self.fabric.link_class)[fresh]
+        self.s[k.N_LINKS] = n + len(fresh)
+
+    def _room(self, nodes: int, incidences: int, edges: int) -> None:
+        """Room for *nodes* nodes, *incidences* node-link incidences and *edges* dependents;
+        the flows in flight cross at most the incidences of the nodes not done yet (a live
+        episode's loop keeps millions of finished nodes: 21 M incidences on the SageMaker job)."""
+        self.nf, self.ni = _grown(self.nf, nodes), _grown(self.ni, nodes)
+        self.ht, self.hi, self.buf = _grown(self.ht, nodes), _grown(self.hi, nodes), _grown(self.buf, nodes)
+        self.link_ptr, self.dptr = _grown(self.link_ptr, nodes + 1), _grown(self.dptr, nodes + 1)
+        self.node_links, self.didx = _grown(self.node_links, incidences), _grown(self.didx, edges)
+        in_flight = incidences - int(self.s[k.INC_DONE])
+        self.inc, self.incw = _grown(self.inc, in_flight), _grown(self.incw, in_flight)

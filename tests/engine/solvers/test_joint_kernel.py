@@ -1,0 +1,98 @@
+"""The compiled joint loop (atpsim/engine/solvers/joint_loop.py over joint_kernel.py) is the
+reference loop (flow_loop.Loop in the JOINT order) bit for bit: the same start and finish of
+every node, the same nodes done in the same order, the same bytes and busy time per link and
+the same number of rate solves, on random flow sets grown while they run and merged into one
+another (weighted and plain max-min). tests/engine/joint/test_growing_live.py runs a growing
+live episode on both loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atpsim.engine.solvers import event_loop, joint_kernel
+from atpsim.engine.solvers.flow_loop import JOINT, Loop
+from atpsim.engine.solvers.flow_network import Fabric, Nodes
+from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
+
+N_LINKS = 12
+
+
+def _nodes(rng: np.random.Generator, n: int, release_s: float) -> Nodes:
+    """*n* random nodes: 0-3 links each (0: a delay of its latency), latencies that tie,
+    sizes that tie, two protocols, release times from *release_s*, dependencies on earlier
+    nodes."""
+    lens = rng.integers(0, 4, n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    idx = np.concatenate([rng.choice(N_LINKS, k, replace=False) for k in lens]).astype(np.int64)
+    deps = [sorted(set(rng.choice(i, min(i, int(rng.integers(0, 3))), replace=False).tolist())) if i else []
+            for i in range(n)]  # fmt: skip
+    dep_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in deps], out=dep_ptr[1:])
+    return Nodes(ptr, idx, rng.choice([0.0, 1e-6, 2e-6, 5e-7], n), rng.choice([1e3, 1e6, 5e5, 2.5e6], n),
+                 rng.integers(0, 2, n), release_s + rng.choice([0.0, 1e-5, 3e-4], n), dep_ptr,
+                 np.array([x for d in deps for x in d], dtype=np.int64))  # fmt: skip
+
+
+def _history(make, fabric: Fabric, seed: int) -> tuple:
+    """Everything observable of a loop made by *make*: grown at 0 and 1e-4 s, advanced to
+    5e-5 and 1.5e-4 s, another loop (started at 0, advanced to 1.5e-4 s) merged in, run to
+    its end."""
+    rng = np.random.default_rng(seed)
+    first, second, third = _nodes(rng, 40, 0.0), _nodes(rng, 30, 1e-4), _nodes(rng, 25, 2e-4)
+    loop, other = make(fabric), make(fabric)
+    loop.extend(first)
+    loop.run_until(5e-5)
+    done = [loop.take_done()]
+    loop.extend(second)
+    loop.run_until(1.5e-4)
+    done.append(loop.take_done())
+    other.extend(third)
+    other.run_until(1.5e-4)
+    done.append(other.take_done())
+    loop.absorb(other)
+    finished = loop.run()
+    done.append(loop.take_done())
+    return (finished, loop.start.copy(), loop.finish.copy(), done, *loop.link_counts(), loop.n_events, loop.n_done)
+
+
+def _fabric(seed: int) -> Fabric:
+    rng = np.random.default_rng(1000 + seed)
+    weight = rng.choice([1.0, 1.25, 2.0], (2, 2)) if seed % 2 == 0 else None
+    return Fabric(rng.choice([1e9, 2e9, 5e8], N_LINKS), rng.integers(0, 2, N_LINKS), weight)
+
+
+def _assert_identical(got: tuple, want: tuple) -> None:
+    finished, start, finish, done, link_bytes, busy, events, n_done = got
+    assert finished == want[0] and events == want[6] and n_done == want[7]
+    assert np.array_equal(start, want[1], equal_nan=True) and np.array_equal(finish, want[2], equal_nan=True)
+    assert len(done) == len(want[3]) and all(np.array_equal(a, b) for a, b in zip(done, want[3], strict=True))
+    assert np.array_equal(link_bytes, want[4]) and np.array_equal(busy, want[5])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_plain_python_kernel_is_the_reference_loop(seed):
+    fabric = _fabric(seed)
+    want = _history(lambda f: Loop(f, JOINT), fabric, seed)
+    assert want[0] and want[6] > 0  # every node done, rates solved
+    with np.errstate(divide="ignore", invalid="ignore"):  # numpy scalars: a flow just joined has rate 0
+        got = _history(lambda f: CompiledLoop(f, 0.0, joint_kernel.plain()), fabric, seed)
+    _assert_identical(got, want)
+
+
+def test_the_compiled_kernel_is_the_reference_loop():
+    functions = joint_kernel.compiled()
+    if functions is None:  # pragma: no cover - numba is a dependency
+        pytest.skip("numba is not installed")
+    for seed in range(40):
+        fabric = _fabric(seed)
+        _assert_identical(_history(lambda f: CompiledLoop(f, 0.0, functions), fabric, seed),
+                          _history(lambda f: Loop(f, JOINT), fabric, seed))  # fmt: skip
+
+
+def test_joint_loop_is_compiled_unless_the_reference_is_asked_for(monkeypatch):
+    fabric = _fabric(1)
+    assert isinstance(joint_loop(fabric), CompiledLoop if joint_kernel.compiled() else Loop)
+    monkeypatch.setattr(event_loop, "use_kernel", False)
+    assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
