@@ -75,6 +75,14 @@ class LiveEpisode:
     owners: tuple[Column, Column] = field(default_factory=lambda: (Column(np.zeros(0), np.int64),
                                                                   Column(np.zeros(0), np.int64)))
     alive: bool = True
+    #: Members whose end the last :meth:`live_links` did not find past (the engine's clock only
+    #: grows, and a member's end, once known, stays): a giant episode's thousand finished
+    #: buckets are not looked at again. With the links they cross, for that list.
+    _open: list[int] = field(default_factory=list)
+    _open_links: tuple[tuple[int, ...], np.ndarray] | None = None
+    #: Members still running (end inf), and the latest end of the others.
+    _running: int = 0
+    _ended_max: float = -np.inf
 
     @property
     def node_member(self) -> np.ndarray:
@@ -88,15 +96,34 @@ class LiveEpisode:
 
     @property
     def end_s(self) -> float:
-        return max(self.member_end)
+        """When the last member ends (inf while one runs): ``max(member_end)``."""
+        return np.inf if self._running else self._ended_max
 
     @property
     def done(self) -> bool:
         return self.loop.n_done == len(self.loop)
 
     def live_links(self, now: float) -> np.ndarray:
-        parts = [links for links, end in zip(self.member_links, self.member_end, strict=True) if end > now]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        """The links of the members still running *now* (never earlier than the last call's)."""
+        self._open = [h for h in self._open if self.member_end[h] > now]
+        key = tuple(self._open)
+        if self._open_links is None or self._open_links[0] != key:
+            parts = [self.member_links[h] for h in key]
+            self._open_links = (key, np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64))
+        return self._open_links[1]
+
+    def _set_end(self, h: int, end: float) -> None:
+        """Member *h* ends at *end* (inf: still running; set once, or from inf once)."""
+        if h == len(self.member_end):
+            self.member_end.append(end)
+            self._open.append(h)
+        else:
+            self._running -= 1
+            self.member_end[h] = end
+        if end == np.inf:
+            self._running += 1
+        else:
+            self._ended_max = max(self._ended_max, end)
 
     def add(self, network: JointNetwork, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
             links: np.ndarray) -> Ends:
@@ -117,7 +144,7 @@ class LiveEpisode:
         ends[left > 0] = np.nan
         self.group_left.append(left)
         self.group_end.append(ends)
-        self.member_end.append(float("inf") if left.any() else float(np.max(ends, initial=cohort.start_s)))
+        self._set_end(h, float("inf") if left.any() else float(np.max(ends, initial=cohort.start_s)))
         return self._finished(h)
 
     def harvest(self) -> Ends:
@@ -133,7 +160,7 @@ class LiveEpisode:
             now_done = self.group_left[h][group[mine]] == 0
             self.group_end[h][group[mine][now_done]] = self.loop.finish[done[mine]][now_done]
             if not self.group_left[h].any():
-                self.member_end[h] = float(np.max(self.group_end[h]))
+                self._set_end(h, float(np.max(self.group_end[h])))
             out += self._finished(h)
         return out
 
@@ -162,7 +189,8 @@ class LiveEpisode:
         self.members += other.members
         self.tasks += other.tasks
         self.member_links += other.member_links
-        self.member_end += other.member_end
+        for end in other.member_end:
+            self._set_end(len(self.member_end), end)
         self.group_left += other.group_left
         self.group_end += other.group_end
         self.owners[0].extend(other.node_member + offset)
