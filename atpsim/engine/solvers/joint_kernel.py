@@ -33,10 +33,16 @@ from atpsim.engine.solvers.maxmin import LEVEL_RTOL
 
 # Rows of the per-node float state, the per-node integer state and the per-link state.
 LAT, NBYTES, RELEASE, START, FINISH, REMAINING, RATE = range(7)
-PROTOCOL, WAITING, ACTIVE = range(3)
-OWNER, LINK = range(2)
-CAP, BUSY_SINCE, BUSY, BYTES = range(4)
-CLASS, ON_LINK, FLAG = range(3)
+# (ACTIVE and FIRST are by position among the flows in flight: the flow, its first incidence)
+PROTOCOL, WAITING, ACTIVE, FIRST = range(4)
+# the incidences of the flows in flight (each flow's consecutive, flows in ACTIVE order), and
+# a scratch row: the incidences grouped by link
+OWNER, LINK, BY_LINK = range(3)
+# per link: state, then scratch rows of the rate solve (working capacity, load, share, gone)
+CAP, BUSY_SINCE, BUSY, BYTES, WCAP, LOAD, SHARE, GONE = range(8)
+# per link: class, flows on it, changed mark; scratch: mark, CSR pointer, queue (one more
+# entry than the links: the CSR's end)
+CLASS, ON_LINK, FLAG, MARK, PTR, QUEUE = range(6)
 # The arrival heap's integer rows and the node buffers' rows.
 SEQ, SEG_START, SEG_LEN = range(3)
 IDS, DONE = range(2)
@@ -194,6 +200,7 @@ def add_flows(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: 
     for j in range(len(flows)):
         f = flows[j]
         row = ni[PROTOCOL, f]
+        ni[FIRST, n_active + j] = n_inc
         for e in range(link_ptr[f], link_ptr[f + 1]):
             link = node_links[e]
             inc[OWNER, n_inc] = n_active + j
@@ -248,7 +255,7 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
                    li: np.ndarray, s: np.ndarray, tol: float, now: float) -> np.ndarray:
     """FlowNetwork.pop_completed: remove the flows that finish within *tol* (in active
     order), count their bytes and their links' busy time, mark their links changed."""
-    n_active = s[N_ACTIVE]
+    n_active, n_inc = s[N_ACTIVE], s[N_INC]
     done_mask = np.zeros(n_active, dtype=np.bool_)
     n_done = 0
     for a in range(n_active):
@@ -258,40 +265,34 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
             n_done += 1
     if n_done == 0:
         return np.zeros(0, dtype=np.int64)
-    n_inc = s[N_INC]
-    for e in range(n_inc):
-        a = inc[OWNER, e]
+    for a in range(n_active):  # the incidences that leave, in their order (numpy's add.at)
         if done_mask[a]:
-            link = inc[LINK, e]
-            lf[BYTES, link] += nf[NBYTES, ni[ACTIVE, a]]
-            li[ON_LINK, link] -= 1
-            li[FLAG, link] = 1
-    for e in range(n_inc):  # a link left empty stops being busy (once, however many left it)
-        if done_mask[inc[OWNER, e]]:
-            link = inc[LINK, e]
-            if li[ON_LINK, link] == 0 and lf[BUSY_SINCE, link] == lf[BUSY_SINCE, link]:
-                lf[BUSY, link] = lf[BUSY, link] + (now - lf[BUSY_SINCE, link])
-                lf[BUSY_SINCE, link] = np.nan  # counted: not again in this batch
-    position = np.empty(n_active, dtype=np.int64)
+            size = nf[NBYTES, ni[ACTIVE, a]]
+            for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
+                link = inc[LINK, e]
+                lf[BYTES, link] += size
+                li[ON_LINK, link] -= 1
+                li[FLAG, link] = 1
+    for a in range(n_active):  # a link left empty stops being busy (once, however many left it)
+        if done_mask[a]:
+            for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
+                link = inc[LINK, e]
+                if li[ON_LINK, link] == 0 and lf[BUSY_SINCE, link] == lf[BUSY_SINCE, link]:
+                    lf[BUSY, link] = lf[BUSY, link] + (now - lf[BUSY_SINCE, link])
+                    lf[BUSY_SINCE, link] = np.nan  # counted: not again in this batch
     done = np.empty(n_done, dtype=np.int64)
-    kept, d = 0, 0
+    kept, kept_inc, d = 0, 0, 0
     for a in range(n_active):
-        f = ni[ACTIVE, a]
+        f, first, last = ni[ACTIVE, a], ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)
         if done_mask[a]:
             done[d] = f
             d += 1
-        else:
-            position[a] = kept
-            ni[ACTIVE, kept] = f
-            kept += 1
-    kept_inc = 0
-    for e in range(n_inc):
-        a = inc[OWNER, e]
-        if not done_mask[a]:
-            inc[OWNER, kept_inc] = position[a]
-            inc[LINK, kept_inc] = inc[LINK, e]
-            incw[kept_inc] = incw[e]
+            continue
+        ni[ACTIVE, kept], ni[FIRST, kept] = f, kept_inc
+        for e in range(first, last):
+            inc[OWNER, kept_inc], inc[LINK, kept_inc], incw[kept_inc] = kept, inc[LINK, e], incw[e]
             kept_inc += 1
+        kept += 1
     s[N_INC], s[N_ACTIVE] = kept_inc, kept
     for j in range(n_done):
         nf[RATE, done[j]] = 0.0
@@ -299,7 +300,7 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
     return done
 
 
-def _component(inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:
+def _component(ni: np.ndarray, inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:
     """FlowNetwork._component: the active flows reachable from the changed links (a mask;
     all of them where the component is every flow or grows past :data:`MAX_EXPAND_ROUNDS`
     rounds). Clears the changed marks.
@@ -309,116 +310,114 @@ def _component(inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:
     links first marked in the round before (through the incidences grouped by link), so the
     rounds cost the component, not the flows in flight each: the same rounds, the same mask."""
     n_active, n_inc, n_links = s[N_ACTIVE], s[N_INC], s[N_LINKS]
-    ptr = np.zeros(n_links + 1, dtype=np.int64)
+    for j in range(n_links + 1):
+        li[PTR, j] = 0
     for e in range(n_inc):
-        ptr[inc[LINK, e] + 1] += 1
+        li[PTR, inc[LINK, e] + 1] += 1
     for j in range(n_links):
-        ptr[j + 1] += ptr[j]
-    by_link = np.empty(n_inc, dtype=np.int64)
-    fill = ptr[:n_links].copy()
-    for e in range(n_inc):
-        by_link[fill[inc[LINK, e]]] = e
-        fill[inc[LINK, e]] += 1
-    flow_ptr = np.empty(n_active + 1, dtype=np.int64)  # each flow's incidences are consecutive
-    flow_ptr[0] = 0
-    for e in range(n_inc):
-        flow_ptr[inc[OWNER, e] + 1] = e + 1
-    marked = np.zeros(n_links, dtype=np.bool_)
-    frontier = np.empty(n_links, dtype=np.int64)
-    n_front = 0
+        li[PTR, j + 1] += li[PTR, j]
+    for e in range(n_inc):  # by link, in incidence order: PTR moves to each link's end
+        link = inc[LINK, e]
+        inc[BY_LINK, li[PTR, link]] = e
+        li[PTR, link] += 1
+    n_marked = 0
     for j in range(n_links):
         if li[FLAG, j] == 1:
             li[FLAG, j] = 0
-            marked[j] = True
-            frontier[n_front] = j
-            n_front += 1
+            li[MARK, j] = 1
+            li[QUEUE, n_marked] = j
+            n_marked += 1
     flows = np.zeros(n_active, dtype=np.bool_)
-    after = np.empty(n_links, dtype=np.int64)
+    front, closed = 0, False
     for _ in range(MAX_EXPAND_ROUNDS):
-        n_after = 0
-        for j in range(n_front):
-            link = frontier[j]
-            for q in range(ptr[link], ptr[link + 1]):
-                a = inc[OWNER, by_link[q]]
+        end = n_marked
+        for q in range(front, end):
+            link = li[QUEUE, q]
+            for r in range(li[PTR, link - 1] if link else 0, li[PTR, link]):
+                a = inc[OWNER, inc[BY_LINK, r]]
                 if flows[a]:
                     continue
                 flows[a] = True
-                for e in range(flow_ptr[a], flow_ptr[a + 1]):
+                for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
                     other = inc[LINK, e]
-                    if not marked[other]:
-                        marked[other] = True
-                        after[n_after] = other
-                        n_after += 1
-        if n_after == 0:
-            return flows
-        frontier[:n_after] = after[:n_after]
-        n_front = n_after
-    flows[:] = True
+                    if li[MARK, other] == 0:
+                        li[MARK, other] = 1
+                        li[QUEUE, n_marked] = other
+                        n_marked += 1
+        if n_marked == end:
+            closed = True
+            break
+        front = end
+    for q in range(n_marked):
+        li[MARK, li[QUEUE, q]] = 0
+    if not closed:
+        flows[:] = True
     return flows
 
 
 def _max_min(owner: np.ndarray, link: np.ndarray, weight: np.ndarray, weighted: bool, n_flows: int,
-             capacity: np.ndarray) -> np.ndarray:
+             lf: np.ndarray, li: np.ndarray) -> np.ndarray:
     """maxmin.max_min_rates (*weighted* False) or weighted_max_min_rates over the incidences
-    (*owner*, *link*, *weight*), the same arithmetic on the links they cross."""
-    cap = capacity.copy()
-    n_links = len(capacity)
-    count = np.zeros(n_links)
-    used = np.zeros(n_links, dtype=np.bool_)
-    links_in = np.empty(len(link), dtype=np.int64)
+    (*owner*, *link*, *weight*), the same arithmetic on the links they cross (the others'
+    shares are infinite and their capacities unchanged there)."""
+    m = len(owner)
+    links_in = np.empty(m, dtype=np.int64)
     n_in = 0
-    for e in range(len(link)):
-        if not used[link[e]]:
-            used[link[e]] = True
-            links_in[n_in] = link[e]
+    for e in range(m):
+        k = link[e]
+        if li[MARK, k] == 0:
+            li[MARK, k] = 1
+            links_in[n_in] = k
             n_in += 1
+            lf[WCAP, k] = lf[CAP, k]
+            lf[LOAD, k] = 0.0
     rate = np.zeros(n_flows)
     frozen = np.zeros(n_flows, dtype=np.bool_)
-    share = np.empty(n_links)
-    gone = np.zeros(n_links)
     fo, fl, fw = owner.copy(), link.copy(), weight.copy()
-    m = len(fo)
     if not weighted:
         for e in range(m):
-            count[fl[e]] += 1.0
+            lf[LOAD, fl[e]] += 1.0
     while m > 0:
         if weighted:
             for j in range(n_in):
-                count[links_in[j]] = 0.0
+                lf[LOAD, links_in[j]] = 0.0
             for e in range(m):
-                count[fl[e]] += fw[e]
+                lf[LOAD, fl[e]] += fw[e]
         level = np.inf
         for j in range(n_in):
             k = links_in[j]
-            if count[k] > 0:
-                c = cap[k] if cap[k] > 0.0 else 0.0
-                if cap[k] != cap[k]:
-                    c = cap[k]
-                share[k] = c / count[k]
-                if share[k] < level:
-                    level = share[k]
+            if lf[LOAD, k] > 0:
+                cap = lf[WCAP, k]
+                c = cap if cap > 0.0 else 0.0
+                if cap != cap:
+                    c = cap
+                lf[SHARE, k] = c / lf[LOAD, k]
+                if lf[SHARE, k] < level:
+                    level = lf[SHARE, k]
             else:
-                share[k] = np.inf
+                lf[SHARE, k] = np.inf
         limit = level * (1 + LEVEL_RTOL)
         for e in range(m):
-            if share[fl[e]] <= limit and not frozen[fo[e]]:
+            if lf[SHARE, fl[e]] <= limit and not frozen[fo[e]]:
                 frozen[fo[e]] = True
                 rate[fo[e]] = level
         for j in range(n_in):
-            gone[links_in[j]] = 0.0
+            lf[GONE, links_in[j]] = 0.0
         kept = 0
         for e in range(m):
             if frozen[fo[e]]:
-                gone[fl[e]] += fw[e] if weighted else 1.0
+                lf[GONE, fl[e]] += fw[e] if weighted else 1.0
             else:
                 fo[kept], fl[kept], fw[kept] = fo[e], fl[e], fw[e]
                 kept += 1
         for j in range(n_in):
             k = links_in[j]
-            cap[k] = cap[k] - level * gone[k]
+            lf[WCAP, k] = lf[WCAP, k] - level * lf[GONE, k]
             if not weighted:
-                count[k] = count[k] - gone[k]
+                lf[LOAD, k] = lf[LOAD, k] - lf[GONE, k]
         m = kept
+    for j in range(n_in):
+        li[MARK, links_in[j]] = 0
     return rate
 
 
@@ -432,30 +431,28 @@ def update_rates(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.ndarr
     if s[N_ACTIVE] == 0:
         li[FLAG, :s[N_LINKS]] = 0
         return 0
-    mask = _component(inc, li, s)
+    mask = _component(ni, inc, li, s)
     n_active, n_inc = s[N_ACTIVE], s[N_INC]
-    local = np.empty(n_active, dtype=np.int64)
     members = np.empty(n_active, dtype=np.int64)
-    m = 0
+    m = k = 0
     for a in range(n_active):
         if mask[a]:
-            local[a] = m
             members[m] = a
             m += 1
-    owner = np.empty(n_inc, dtype=np.int64)
-    link = np.empty(n_inc, dtype=np.int64)
-    weight = np.empty(n_inc)
+            k += (ni[FIRST, a + 1] if a + 1 < n_active else n_inc) - ni[FIRST, a]
+    owner = np.empty(k, dtype=np.int64)
+    link = np.empty(k, dtype=np.int64)
+    weight = np.empty(k)
     k = 0
     ones = True
-    for e in range(n_inc):
-        a = inc[OWNER, e]
-        if mask[a]:
-            owner[k], link[k], weight[k] = local[a], inc[LINK, e], incw[e]
+    for j in range(m):
+        a = members[j]
+        for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
+            owner[k], link[k], weight[k] = j, inc[LINK, e], incw[e]
             if incw[e] != 1.0:
                 ones = False
             k += 1
-    rates = _max_min(owner[:k], link[:k], weight[:k], bool(s[WEIGHTED]) and not ones, m,
-                     lf[CAP, :s[N_LINKS]])
+    rates = _max_min(owner, link, weight, bool(s[WEIGHTED]) and not ones, m, lf, li)
     for j in range(m):
         nf[RATE, ni[ACTIVE, members[j]]] = rates[j]
     return 1

@@ -57,11 +57,11 @@ class CompiledLoop:
         self.s[k.WEIGHTED] = fabric.weight is not None
         self.w = np.asarray(fabric.weight, dtype=np.float64) if fabric.weight is not None else np.ones((1, 1))
         self.clock = np.array([float(now)])
-        self.nf, self.ni = np.zeros((7, 0)), np.zeros((3, 0), dtype=np.int64)
+        self.nf, self.ni = np.zeros((7, 0)), np.zeros((4, 0), dtype=np.int64)
         self.link_ptr, self.dptr = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
         self.node_links, self.didx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        self.inc, self.incw = np.zeros((2, 0), dtype=np.int64), np.zeros(0)
-        self.lf, self.li = np.zeros((4, 0)), np.zeros((3, 0), dtype=np.int64)
+        self.inc, self.incw = np.zeros((3, 0), dtype=np.int64), np.zeros(0)
+        self.lf, self.li = np.zeros((8, 0)), np.zeros((6, 0), dtype=np.int64)
         self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
         self.buf = np.zeros((2, 0), dtype=np.int64)
         self._harvested = 0
@@ -199,9 +199,9 @@ class CompiledLoop:
         n = int(self.s[k.N_LINKS])
         self.local[fresh] = np.arange(n, n + len(fresh))
         self.used = np.concatenate([self.used, fresh])
-        self.lf, self.li = _grown(self.lf, n + len(fresh)), _grown(self.li, n + len(fresh))
+        self.lf, self.li = _grown(self.lf, n + len(fresh)), _grown(self.li, n + len(fresh) + 1)
         self.lf[:, n:n + len(fresh)] = 0.0
-        self.li[:, n:n + len(fresh)] = 0
+        self.li[:, n:n + len(fresh) + 1] = 0
         self.lf[k.CAP, n:n + len(fresh)] = np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]
         self.li[k.CLASS, n:n + len(fresh)] = np.asarray(self.fabric.link_class)[fresh]
         self.s[k.N_LINKS] = n + len(fresh)
