@@ -36,7 +36,7 @@ from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, Ta
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.solvers.flow_loop import reverse_csr
-from atpsim.engine.solvers.joint_loop import joint_loop
+from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
@@ -244,17 +244,35 @@ class _Comm:
             heapq.heappop(self.live_heap)
         return float("inf")
 
-    def advance(self, t: float) -> Ends:
-        """Run the live episodes whose next event is at *t*; the ends of tasks that ended."""
+    def advance(self, t: float, limit: float) -> tuple[Ends, float]:
+        """Run the live episodes whose next event is at *t*; the ends of tasks that ended,
+        and the time reached. Nothing can join an episode before *limit* (s), the graph's
+        next event, unless one of its own groups ends first: an episode that no other live
+        episode's event precedes runs on to its first group end or to *limit*
+        (:meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.run_to_group_end`, the same
+        events one call each would handle), where the loop is compiled."""
         out: Ends = []
+        reached = t
         while self.peek() == t:
             _, _, index = heapq.heappop(self.live_heap)
             episode = self.episodes[index]
             assert isinstance(episode, LiveEpisode)
-            episode.loop.run_until(t)
+            stop = min(limit, self._next_live(index))
+            if stop > t and isinstance(episode.loop, CompiledLoop):
+                episode.loop.run_to_group_end(stop)
+                reached = episode.loop.now
+            else:
+                episode.loop.run_until(t)
             out += episode.harvest()
             self._schedule(index)
-        return out
+        return out, reached
+
+    def _next_live(self, index: int) -> float:
+        """The next event of any live episode but *index* (inf: none)."""
+        others = {i for _, _, i in self.live_heap if i != index}
+        times = [e.loop.next_time() for e in (self.episodes[i] for i in others)
+                 if isinstance(e, LiveEpisode) and e.alive and not e.done]  # fmt: skip
+        return min(times, default=math.inf)
 
     def _met(self, links: np.ndarray, now: float) -> list[_Episode | LiveEpisode]:
         """The open episodes whose running members cross any of *links*. Each link is
@@ -475,8 +493,8 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
             pending = []
             continue
         if t_live <= t_task:
-            now = t_live
-            handle(comm.advance(t_live))
+            ends, now = comm.advance(t_live, now if pending else t_task)
+            handle(ends)
             continue
         t, _, task, v = heapq.heappop(heap)
         if v != version[task] or not math.isnan(finish[task]):

@@ -137,7 +137,7 @@ class LiveEpisode:
         left = np.zeros(len(cohort.groups), dtype=np.int64)
         if cohort.plan.moves_bytes:
             nodes, group = member_nodes(network, cohort)
-            self.loop.extend(nodes)
+            self.loop.extend(nodes, group)
             self.owners[0].extend(np.full(len(nodes), h, dtype=np.int64))
             self.owners[1].extend(group)
             left = np.bincount(group, minlength=len(cohort.groups)).astype(np.int64)

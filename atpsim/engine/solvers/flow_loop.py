@@ -123,9 +123,11 @@ class Loop:
     def __len__(self) -> int:
         return len(self.waiting)
 
-    def extend(self, nodes: Nodes) -> int:
+    def extend(self, nodes: Nodes, groups: np.ndarray | None = None) -> int:
         """Add *nodes* now (their dependencies among themselves); those with none are
-        released at their release time. Returns the index of the first."""
+        released at their release time. Returns the index of the first. (*groups*: what the
+        compiled loop stops at, :meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.
+        run_to_group_end`; this loop has no such stop.)"""
         first = len(self)
         self.nodes = self._nodes.append(nodes)
         self.net.extend(self.nodes)

@@ -33,8 +33,9 @@ from atpsim.engine.solvers.maxmin import LEVEL_RTOL
 
 # Rows of the per-node float state, the per-node integer state and the per-link state.
 LAT, NBYTES, RELEASE, START, FINISH, REMAINING, RATE = range(7)
-# (ACTIVE and FIRST are by position among the flows in flight: the flow, its first incidence)
-PROTOCOL, WAITING, ACTIVE, FIRST = range(4)
+# (ACTIVE and FIRST are by position among the flows in flight: the flow, its first incidence;
+# GROUP: the node's group, whose end a run may stop at, -1: none)
+PROTOCOL, WAITING, ACTIVE, FIRST, GROUP = range(5)
 # the incidences of the flows in flight (each flow's consecutive, flows in ACTIVE order), and
 # a scratch row: the incidences grouped by link
 OWNER, LINK, BY_LINK = range(3)
@@ -43,12 +44,13 @@ CAP, BUSY_SINCE, BUSY, BYTES, WCAP, LOAD, SHARE, GONE = range(8)
 # per link: class, flows on it, changed mark; scratch: mark, CSR pointer, queue (one more
 # entry than the links: the CSR's end)
 CLASS, ON_LINK, FLAG, MARK, PTR, QUEUE = range(6)
-# The arrival heap's integer rows and the node buffers' rows.
+# The arrival heap's integer rows and the node buffers' rows (GROUP_LEFT by group: its nodes
+# not done).
 SEQ, SEG_START, SEG_LEN = range(3)
-IDS, DONE = range(2)
+IDS, DONE, GROUP_LEFT = range(3)
 # Scalar slots (int64) and the clock (float64).
 N_NODES, N_DONE, N_EVENTS, N_SEQ, N_ACTIVE, N_INC, N_HEAP, IDS_TOP, DONE_TOP, CHANGED, WEIGHTED, \
-    N_LINKS, INC_DONE = range(13)
+    N_LINKS, INC_DONE, N_GROUPS, GROUP_ENDED = range(15)
 NOW = 0
 #: Rounds of growing the changed links' component before solving every flow
 #: (:data:`~atpsim.engine.solvers.flow_network.MAX_EXPAND_ROUNDS`).
@@ -170,6 +172,11 @@ def _complete(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, dptr: np.nda
         buf[DONE, top + j] = d
         total += dptr[d + 1] - dptr[d]
         s[INC_DONE] += link_ptr[d + 1] - link_ptr[d]
+        g = ni[GROUP, d]
+        if g >= 0:
+            buf[GROUP_LEFT, g] -= 1
+            if buf[GROUP_LEFT, g] == 0:
+                s[GROUP_ENDED] = 1
     s[DONE_TOP] = top + len(done)
     s[N_DONE] += len(done)
     children = np.empty(total, dtype=np.int64)
@@ -483,12 +490,18 @@ def _join(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.n
 def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray, dptr: np.ndarray,
         didx: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray, li: np.ndarray, w: np.ndarray,
         ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, clock: np.ndarray,
-        until: float, to_end: bool, time_rtol: float) -> bool:
+        until: float, to_end: bool, time_rtol: float, group_stop: bool = False) -> bool:
     """Loop.run (*to_end*: every event; False where it stalls) or Loop.run_until(*until*):
-    steps, each the next arrival or completion, whichever is first."""
+    steps, each the next arrival or completion, whichever is first. *group_stop*: also stop
+    once a group's last node is done and every event of that instant is handled (the clock
+    stays there: no bytes move past the last event)."""
+    s[GROUP_ENDED] = 0
     while s[N_DONE] < s[N_NODES]:
-        if not to_end and next_time(nf, ni, ht, s, clock) > until:
+        upcoming = next_time(nf, ni, ht, s, clock)
+        if not to_end and upcoming > until:
             break
+        if group_stop and s[GROUP_ENDED] and upcoming > clock[NOW]:
+            return True
         arrival = ht[0] if s[N_HEAP] else np.inf
         dt = _to_next(nf, ni, s)
         if arrival == np.inf and dt == np.inf:
@@ -519,7 +532,7 @@ def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.nda
         if len(done):
             _complete(nf, ni, link_ptr, dptr, didx, ht, hi, buf, s, clock, done)
         s[N_EVENTS] += update_rates(nf, ni, inc, incw, lf, li, s)
-    if not to_end and until > clock[NOW]:
+    if not to_end and not group_stop and until > clock[NOW]:
         _advance(nf, ni, s, until - clock[NOW])
         clock[NOW] = until
     return True

@@ -53,17 +53,17 @@ class CompiledLoop:
         self.fn = functions if functions is not None else k.plain()
         self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
         self.used = np.zeros(0, dtype=np.int64)
-        self.s = np.zeros(13, dtype=np.int64)
+        self.s = np.zeros(15, dtype=np.int64)
         self.s[k.WEIGHTED] = fabric.weight is not None
         self.w = np.asarray(fabric.weight, dtype=np.float64) if fabric.weight is not None else np.ones((1, 1))
         self.clock = np.array([float(now)])
-        self.nf, self.ni = np.zeros((7, 0)), np.zeros((4, 0), dtype=np.int64)
+        self.nf, self.ni = np.zeros((7, 0)), np.zeros((5, 0), dtype=np.int64)
         self.link_ptr, self.dptr = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
         self.node_links, self.didx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         self.inc, self.incw = np.zeros((3, 0), dtype=np.int64), np.zeros(0)
         self.lf, self.li = np.zeros((8, 0)), np.zeros((6, 0), dtype=np.int64)
         self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
-        self.buf = np.zeros((2, 0), dtype=np.int64)
+        self.buf = np.zeros((3, 0), dtype=np.int64)
         self._harvested = 0
 
     # -- the reference loop's interface ------------------------------------------------------
@@ -90,12 +90,15 @@ class CompiledLoop:
     def finish(self) -> np.ndarray:
         return self.nf[k.FINISH, :len(self)]
 
-    def extend(self, nodes: Nodes) -> int:
-        """Add *nodes* now (:meth:`Loop.extend`); the index of the first."""
+    def extend(self, nodes: Nodes, groups: np.ndarray | None = None) -> int:
+        """Add *nodes* now (:meth:`Loop.extend`); the index of the first. *groups*: each
+        node's group (0, 1, ...: new groups of this loop), whose ends
+        :meth:`run_to_group_end` stops at."""
         first = len(self)
         waiting = np.diff(nodes.dep_ptr)
         self._append(nodes.link_ptr, nodes.link_idx, nodes.dep_ptr, nodes.dep_idx,
                      (nodes.latency_s, nodes.nbytes, nodes.release_s, nodes.nbytes), nodes.protocol, waiting)
+        self._group(first, groups, None)
         self.fn["release"](self.nf, self.ht, self.hi, self.buf, self.s, self.clock,
                            first + np.flatnonzero(waiting == 0))  # fmt: skip
         return first
@@ -107,6 +110,13 @@ class CompiledLoop:
     def run(self) -> bool:
         """Handle every event; whether every node finished (False: the loop stalled)."""
         return self._run(np.inf, True)
+
+    def run_to_group_end(self, limit: float) -> None:
+        """Handle the events up to *limit* (s), stopping after the first instant at which a
+        group ends (its events all handled); the clock stays at the last event handled. Each
+        event is handled as :meth:`run_until` at its own time would (the same steps), so a
+        caller that would have stopped only where a group ends batches those calls."""
+        self._run(limit, False, group_stop=True)
 
     def next_time(self) -> float:
         """When the next event happens (inf when nothing is left to happen)."""
@@ -130,6 +140,7 @@ class CompiledLoop:
                      tuple(other.nf[row, :n] for row in (k.LAT, k.NBYTES, k.RELEASE, k.REMAINING)),
                      other.ni[k.PROTOCOL, :n], other.ni[k.WAITING, :n],
                      dependents=(other.dptr[:n + 1], other.didx[:e]))  # fmt: skip
+        self._group(offset, other.ni[k.GROUP, :n], other.buf[k.GROUP_LEFT, :int(other.s[k.N_GROUPS])])
         self.nf[k.START, offset:offset + n] = other.nf[k.START, :n]
         self.nf[k.FINISH, offset:offset + n] = other.nf[k.FINISH, :n]
         link_bytes, busy = other.link_counts()
@@ -159,10 +170,25 @@ class CompiledLoop:
         return link_bytes, busy
 
     # -- state ---------------------------------------------------------------------------------
-    def _run(self, until: float, to_end: bool) -> bool:
+    def _run(self, until: float, to_end: bool, group_stop: bool = False) -> bool:
         return bool(self.fn["run"](self.nf, self.ni, self.link_ptr, self.node_links, self.dptr, self.didx,
                                    self.inc, self.incw, self.lf, self.li, self.w, self.ht, self.hi, self.buf,
-                                   self.s, self.clock, float(until), to_end, TIME_RTOL))  # fmt: skip
+                                   self.s, self.clock, float(until), to_end, TIME_RTOL, group_stop))  # fmt: skip
+
+    def _group(self, first: int, groups: np.ndarray | None, left: np.ndarray | None) -> None:
+        """The nodes from *first* on belong to *groups* (numbered from 0, -1: none; None: no
+        node has one), new groups of this loop with *left* nodes each (None: counted here)."""
+        end = len(self)
+        if groups is None:
+            self.ni[k.GROUP, first:end] = -1
+            return
+        base = int(self.s[k.N_GROUPS])
+        if left is None:
+            left = np.bincount(groups[groups >= 0]) if len(groups) else np.zeros(0, dtype=np.int64)
+        self.buf = _grown(self.buf, base + len(left))
+        self.buf[k.GROUP_LEFT, base:base + len(left)] = left
+        self.ni[k.GROUP, first:end] = np.where(groups >= 0, groups + base, -1)
+        self.s[k.N_GROUPS] = base + len(left)
 
     def _append(self, link_ptr: np.ndarray, links: np.ndarray, dep_ptr: np.ndarray | None,
                 dep_idx: np.ndarray | None, floats: tuple[np.ndarray, ...], protocol: np.ndarray,
