@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from atpsim.engine.solvers import event_loop
 from atpsim.engine.solvers import joint_kernel as k
 from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
@@ -26,8 +27,6 @@ from atpsim.engine.solvers.flow_network import Fabric, Nodes
 def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
     """An event loop in the joint order on *fabric* starting at *now*: compiled where it can
     be (module docstring), the reference loop otherwise."""
-    from atpsim.engine.solvers import event_loop
-
     functions = k.compiled() if event_loop.use_kernel else None
     return CompiledLoop(fabric, now, functions) if functions is not None else Loop(fabric, JOINT, now)
 
