@@ -36,7 +36,7 @@ from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, Ta
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.solvers.flow_loop import reverse_csr
-from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
+from atpsim.engine.solvers.joint_loop import MIN_TASKS, CompiledLoop, compiled_loops, joint_loop
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
@@ -445,10 +445,19 @@ def _add_in_order(totals: tuple[np.ndarray, np.ndarray], batch: list[tuple[np.nd
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
-              split: bool = True, live: bool = True, links: bool = False) -> GraphTimeline:
+              split: bool = True, live: bool = True, links: bool = False,
+              compiled: bool | None = None) -> GraphTimeline:
     """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
     those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
-    per link."""
+    per link; *compiled*: the episodes' event loops compiled (:mod:`~atpsim.engine.solvers.
+    joint_loop`; default: for graphs of :data:`~atpsim.engine.solvers.joint_loop.MIN_TASKS`
+    tasks or more), the same numbers either way."""
+    with compiled_loops(len(graph) >= MIN_TASKS if compiled is None else compiled):
+        return _run_graph(graph, network, _Comm(graph, network, memo, symmetry, split, live), links)
+
+
+def _run_graph(graph: TaskGraph, network: JointNetwork, comm: _Comm, links: bool) -> GraphTimeline:
+    """:func:`run_graph` with the episodes' shortcuts in *comm*."""
     n = len(graph)
     waiting = np.diff(graph.dep_ptr).tolist()
     dep_ptr, dep_idx = (a.tolist() for a in reverse_csr(graph.dep_ptr, graph.dep_idx, n))
@@ -457,7 +466,6 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
     version = [0] * n
     heap: list[tuple[float, int, int, int]] = []
     pending: list[int] = []
-    comm = _Comm(graph, network, memo, symmetry, split, live)
     seq = 0
 
     def push(t: float, task: int) -> None:

@@ -7,13 +7,16 @@ at a small fraction of its cost an event.
 it while it runs with :meth:`~CompiledLoop.extend`, advance it with a task graph's clock with
 :meth:`~CompiledLoop.run_until`, merge another into it with :meth:`~CompiledLoop.absorb`,
 read its nodes' times and its links' counts); its state is arrays that grow by doubling, so
-an event allocates only its own scratch. :func:`joint_loop` makes one where numba is installed
-and ``ATPSIM_EVENT_LOOP`` is not ``reference``, the reference loop otherwise.
+an event allocates only its own scratch. :func:`joint_loop` makes one inside
+:func:`compiled_loops` (the joint engine's runs of large graphs) where numba is installed and
+``ATPSIM_EVENT_LOOP`` is not ``reference``, the reference loop otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -23,11 +26,32 @@ from atpsim.engine.solvers import joint_kernel as k
 from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
+#: Task graphs of at least this many tasks run their loops compiled (:func:`compiled_loops`):
+#: loading the compiled functions costs about 0.5-0.8 s a process (and compiling them, once
+#: after an install, about 15 s; numba caches the machine code on disk), more than a small
+#: graph's loops take; the 960-GPU SageMaker job has 63,447 tasks.
+MIN_TASKS = 20_000
+
+_COMPILED: ContextVar[bool] = ContextVar("atpsim_compiled_joint_loops", default=False)
+
+
+@contextmanager
+def compiled_loops(on: bool) -> Iterator[None]:
+    """Within it, :func:`joint_loop` makes compiled loops where *on* (and numba is installed
+    and ``ATPSIM_EVENT_LOOP`` is not ``reference``); outside, reference ones. Either gives the
+    same numbers; the joint engine turns it on for graphs of :data:`MIN_TASKS` or more."""
+    token = _COMPILED.set(on)
+    try:
+        yield
+    finally:
+        _COMPILED.reset(token)
+
 
 def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
-    """An event loop in the joint order on *fabric* starting at *now*: compiled where it can
-    be (module docstring), the reference loop otherwise."""
-    functions = k.compiled() if event_loop.use_kernel else None
+    """An event loop in the joint order on *fabric* starting at *now*: compiled where
+    :func:`compiled_loops` asks for it and it can be (module docstring), the reference loop
+    otherwise."""
+    functions = k.compiled() if _COMPILED.get() and event_loop.use_kernel else None
     return CompiledLoop(fabric, now, functions) if functions is not None else Loop(fabric, JOINT, now)
 
 

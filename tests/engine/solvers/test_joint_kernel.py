@@ -13,7 +13,7 @@ import pytest
 from atpsim.engine.solvers import event_loop, joint_kernel
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
-from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
+from atpsim.engine.solvers.joint_loop import CompiledLoop, compiled_loops, joint_loop
 
 N_LINKS = 12
 
@@ -91,8 +91,10 @@ def test_the_compiled_kernel_is_the_reference_loop():
                           _history(lambda f: Loop(f, JOINT), fabric, seed))  # fmt: skip
 
 
-def test_joint_loop_is_compiled_unless_the_reference_is_asked_for(monkeypatch):
+def test_joint_loop_is_compiled_where_asked_unless_the_reference_is(monkeypatch):
     fabric = _fabric(1)
-    assert isinstance(joint_loop(fabric), CompiledLoop if joint_kernel.compiled() else Loop)
-    monkeypatch.setattr(event_loop, "use_kernel", False)
-    assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
+    assert isinstance(joint_loop(fabric), Loop)  # outside compiled_loops: the reference
+    with compiled_loops(True):
+        assert isinstance(joint_loop(fabric), CompiledLoop if joint_kernel.compiled() else Loop)
+        monkeypatch.setattr(event_loop, "use_kernel", False)
+        assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
