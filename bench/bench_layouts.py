@@ -100,11 +100,15 @@ def _env() -> dict[str, str]:
 
 
 def _compile_package() -> None:
-    """Compile atpsim's modules to bytecode once, before anything is timed (found, not
-    imported: this script reaches the package only through its commands and the API)."""
+    """Compile atpsim's modules to bytecode and its joint loop's functions (numba, cached on
+    disk) once, before anything is timed (found, not imported: this script reaches the
+    package only through its commands and the API)."""
     spec = importlib.util.find_spec("atpsim")
     assert spec is not None and spec.submodule_search_locations, "atpsim is not installed"
     subprocess.run([sys.executable, "-m", "compileall", "-q", spec.submodule_search_locations[0]],
+                   check=True, env=_env())  # fmt: skip
+    # the joint loop's machine code, as numba caches it on the first large job after an install
+    subprocess.run([sys.executable, "-c", "import atpsim.api; atpsim.api.compile_joint_loop()"],
                    check=True, env=_env())  # fmt: skip
 
 

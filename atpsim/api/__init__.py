@@ -16,6 +16,7 @@ returns a typed result:
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
 - :func:`validate` / :func:`fit_nccl_log` calibrate against measurements
+- :func:`compile_joint_loop` compile the joint network's event loop now (cached on disk)
 - :func:`machine_provenance` the machine a run ran as (hardware, NCCL, NIC, PCIe), each part
   measured, fitted, derived, spec or given -> :class:`MachineProvenance` (``.line()``)
 
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "simulate_job_point": "job_point",
     "plan_job": "training.layouts",
     "simulate_jobs": "training.fabric",
+    "compile_joint_loop": "engine.solvers.joint_loop",
     "compare_plain": "training.plain",
     "SharedFabric": "training.fabric",
     "Perturbation": "training.perturb",
@@ -230,6 +232,7 @@ __all__ = [
     "simulate",
     "simulate_job",
     "simulate_jobs",
+    "compile_joint_loop",
     "compare_plain",
     "write_job_links",
     "simulate_job_point",
@@ -348,6 +351,7 @@ if TYPE_CHECKING:
         topology_summary,
     )
     from atpsim.calibrate.provenance import MachinePart, MachineProvenance, machine_provenance
+    from atpsim.engine.solvers.joint_loop import compile_joint_loop
     from atpsim.training.config import JobConfig
     from atpsim.training.defaults import JOB_DEFAULTS, job_default, preset_vocab
     from atpsim.training.fabric import SharedFabric, simulate_jobs

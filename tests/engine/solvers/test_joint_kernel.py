@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from atpsim.api import compile_joint_loop
 from atpsim.engine.solvers import event_loop, joint_kernel
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
@@ -98,3 +99,9 @@ def test_joint_loop_is_compiled_where_asked_unless_the_reference_is(monkeypatch)
         assert isinstance(joint_loop(fabric), CompiledLoop if joint_kernel.compiled() else Loop)
         monkeypatch.setattr(event_loop, "use_kernel", False)
         assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
+
+
+def test_compile_joint_loop_runs_every_entry_point():
+    """atpsim.api.compile_joint_loop (what bench/bench_layouts.py runs first) runs each entry
+    point on a few flows where numba is installed (True) and says False where it is not."""
+    assert compile_joint_loop() == (joint_kernel.compiled() is not None)
