@@ -28,6 +28,9 @@ from atpsim.engine.solvers.flow_network import Nodes
 from atpsim.engine.solvers.growing import Column
 from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
 
+#: A compiled loop drops its nodes done once they are this many and most of its nodes.
+COMPACT_NODES = 65_536
+
 #: (task, end) of a task that ended; (task, None): forget the end announced before.
 Ends = list[tuple[int, float | None]]
 
@@ -162,7 +165,17 @@ class LiveEpisode:
             if not self.group_left[h].any():
                 self._set_end(h, float(np.max(self.group_end[h])))
             out += self._finished(h)
+        if isinstance(self.loop, CompiledLoop) and self.loop.n_done > max(COMPACT_NODES, len(self.loop) // 2):
+            self._compact()
         return out
+
+    def _compact(self) -> None:
+        """Drop the loop's nodes done (:meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.
+        compact`) and their owners."""
+        assert isinstance(self.loop, CompiledLoop)
+        keep = self.loop.compact()
+        if keep is not None:
+            self.owners = (Column(self.node_member[keep], np.int64), Column(self.node_group[keep], np.int64))
 
     def _finished(self, h: int) -> Ends:
         """Member *h*'s tasks whose groups have all ended (each announced once)."""

@@ -554,9 +554,9 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
     except ImportError:  # pragma: no cover
         return None
     module = globals()
+    entry, inlined = njit(cache=True, error_model="numpy"), njit(cache=True, error_model="numpy", inline="always")
     for name in HELPERS:  # the helpers inlined into the entry points (one cached unit each)
-        options = {} if name in ENTRY else {"inline": "always"}
-        module[name] = njit(cache=True, error_model="numpy", **options)(module[name])
+        module[name] = (entry if name in ENTRY else inlined)(module[name])
     return {name: module[name] for name in ENTRY}
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from atpsim.engine.solvers import event_loop
 from atpsim.engine.solvers import joint_kernel as k
-from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, reverse_csr
+from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, gather, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
 #: Task graphs of at least this many tasks run their loops compiled (:func:`compiled_loops`):
@@ -151,6 +151,45 @@ class CompiledLoop:
         done = self.buf[k.DONE, self._harvested:top].copy()
         self._harvested = top
         return done
+
+    def compact(self) -> np.ndarray | None:
+        """Drop the nodes done (every one already taken by :meth:`take_done`): a live
+        episode's loop otherwise keeps each finished flow of every call that joined it (2.6 M
+        nodes on the SageMaker job). Nodes keep their order, so every later number is the
+        same. The old indices of the nodes kept (ascending), None where none was dropped."""
+        assert self._harvested == int(self.s[k.DONE_TOP]), "take the nodes done first"
+        n = len(self)
+        keep = np.flatnonzero(np.isnan(self.nf[k.FINISH, :n]))
+        if len(keep) == n:
+            return None
+        m, n_active = len(keep), int(self.s[k.N_ACTIVE])
+        remap = np.full(n, -1, dtype=np.int64)
+        remap[keep] = np.arange(m)
+        self.nf[:, :m] = self.nf[:, keep]
+        for row in (k.PROTOCOL, k.WAITING, k.GROUP):
+            self.ni[row, :m] = self.ni[row, keep]
+        self.ni[k.ACTIVE, :n_active] = remap[self.ni[k.ACTIVE, :n_active]]
+        links = gather(self.link_ptr, self.node_links, keep)
+        dependents = remap[gather(self.dptr, self.didx, keep)]
+        for ptr, column, values in ((self.link_ptr, self.node_links, links), (self.dptr, self.didx, dependents)):
+            lens = ptr[keep + 1] - ptr[keep]
+            ptr[0] = 0
+            np.cumsum(lens, out=ptr[1:m + 1])
+            column[:len(values)] = values
+        self._compact_arrivals(remap)
+        self.s[k.N_NODES], self.s[k.N_DONE], self.s[k.INC_DONE], self.s[k.DONE_TOP] = m, 0, 0, 0
+        self._harvested = 0
+        return keep
+
+    def _compact_arrivals(self, remap: np.ndarray) -> None:
+        """The queued arrivals' nodes renumbered by *remap*, their segments packed."""
+        heap = int(self.s[k.N_HEAP])
+        starts, lens = self.hi[k.SEG_START, :heap], self.hi[k.SEG_LEN, :heap]
+        ids = (remap[np.concatenate([self.buf[k.IDS, a:a + b] for a, b in zip(starts, lens, strict=True)])]
+               if heap else np.zeros(0, dtype=np.int64))
+        self.buf[k.IDS, :len(ids)] = ids
+        self.hi[k.SEG_START, :heap] = np.concatenate([[0], np.cumsum(lens)[:-1]]) if heap else starts
+        self.s[k.IDS_TOP] = len(ids)
 
     def absorb(self, other: CompiledLoop) -> int:
         """Take over *other* (:meth:`Loop.absorb`: at the same time, on links this one's flows
