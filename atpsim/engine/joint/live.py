@@ -13,7 +13,7 @@ event is simulated once; the answer is the plain run's (the tests hold it to tha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -37,28 +37,33 @@ Ends = list[tuple[int, float | None]]
 
 def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray]:
     """The nodes of *cohort*'s flows (released at its start plus its fixed latency, with its
-    call's rendezvous dependencies) and the position of each one's group in the cohort."""
+    call's rendezvous dependencies) and the position of each one's group in the cohort (both
+    read-only: a call's groups give the same nodes whenever they start, so they are built once
+    and only the release times are new)."""
     plan = cohort.plan
     key = (id(plan), cohort.groups)  # the network keeps its plans for the run: ids stay theirs
     if key not in network.member_parts:
         network.member_parts[key] = _member_parts(network, plan, cohort.groups)
-    routes, pair, nbytes, ptr, idx, group = network.member_parts[key]
-    flows = FlowSet(pair.copy(), nbytes.copy(), np.full(len(pair), PROTOCOL_ROWS.index(plan.protocol)),
-                    np.full(len(pair), cohort.start_s + plan.fixed_s), (ptr.copy(), idx.copy()))  # fmt: skip
-    return nodes_of(routes, flows), group.copy()
+    nodes, group = network.member_parts[key]
+    return replace(nodes, release_s=np.full(len(nodes), cohort.start_s + plan.fixed_s)), group
 
 
-def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]) -> tuple:
+def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]) -> tuple[Nodes, np.ndarray]:
     """What :func:`member_nodes` builds from a call's groups alone, whenever they start: the
-    routes of its pairs, each flow's pair and bytes, the rendezvous dependencies (CSR) and
-    each flow's group position."""
+    nodes of its flows over their routes (released at 0) and each one's group position."""
     schedule = plan.schedule(groups)
     n = network.topology.n_gpus
     routes = route_pairs(network.topology, np.unique(schedule.src * n + schedule.dst))
-    ptr, idx = schedule.dependencies()
+    pair = routes.index(schedule.src, schedule.dst)
+    flows = FlowSet(pair, np.asarray(schedule.transfer_bytes, dtype=np.float64),
+                    np.full(len(pair), PROTOCOL_ROWS.index(plan.protocol)), np.zeros(len(pair)),
+                    schedule.dependencies())  # fmt: skip
+    nodes = nodes_of(routes, flows)
     group = np.concatenate([s.group for s in schedule.steps]) if len(schedule.steps) else np.zeros(0, np.int64)
-    return (routes, routes.index(schedule.src, schedule.dst), np.asarray(schedule.transfer_bytes), ptr, idx,
-            group.astype(np.int64))  # fmt: skip
+    parts = (nodes, group.astype(np.int64))
+    for array in (*(getattr(nodes, f.name) for f in fields(nodes)), parts[1]):
+        array.flags.writeable = False
+    return parts
 
 
 @dataclass(eq=False)
