@@ -36,7 +36,16 @@ from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, Ta
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.solvers.flow_loop import reverse_csr
-from atpsim.engine.solvers.joint_loop import MIN_TASKS, CompiledLoop, compiled_loops, joint_loop
+from atpsim.engine.solvers.joint_loop import (
+    BUSY,
+    COMPILED,
+    REFERENCE,
+    CompiledLoop,
+    compiled_if_busy,
+    counted,
+    joint_loop,
+    loop_choice,
+)
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
@@ -257,12 +266,15 @@ class _Comm:
             _, _, index = heapq.heappop(self.live_heap)
             episode = self.episodes[index]
             assert isinstance(episode, LiveEpisode)
+            episode.loop = compiled_if_busy(episode.loop, episode.group_ids)
             stop = min(limit, self._next_live(index))
             if stop > t and isinstance(episode.loop, CompiledLoop):
                 episode.loop.run_to_group_end(stop)
                 reached = episode.loop.now
             else:
+                before = episode.loop.n_events
                 episode.loop.run_until(t)
+                counted(episode.loop, before)
             out += episode.harvest()
             self._schedule(index)
         return out, reached
@@ -449,10 +461,10 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
               compiled: bool | None = None) -> GraphTimeline:
     """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
     those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
-    per link; *compiled*: the episodes' event loops compiled (:mod:`~atpsim.engine.solvers.
-    joint_loop`; default: for graphs of :data:`~atpsim.engine.solvers.joint_loop.MIN_TASKS`
-    tasks or more), the same numbers either way."""
-    with compiled_loops(len(graph) >= MIN_TASKS if compiled is None else compiled):
+    per link; *compiled*: the episodes' event loops compiled (True), the reference's (False)
+    or the reference's until the run is busy (None: :func:`~atpsim.engine.solvers.joint_loop.
+    loop_choice`), the same numbers every way."""
+    with loop_choice(BUSY if compiled is None else COMPILED if compiled else REFERENCE):
         return _run_graph(graph, network, _Comm(graph, network, memo, symmetry, split, live), links)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from atpsim.engine.routes import PairRoutes
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
-from atpsim.engine.solvers.joint_loop import joint_loop
+from atpsim.engine.solvers.joint_loop import joint_loop, run_to_end
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ def run_flow_set(routes: PairRoutes, fabric: Fabric, flows: FlowSet) -> FlowRun:
     """Simulate *flows* over *routes* on *fabric* from t = 0 (release times are from there)."""
     loop = joint_loop(fabric)
     loop.extend(nodes_of(routes, flows))
-    if not loop.run():
+    loop, finished = run_to_end(loop)
+    if not finished:
         raise RuntimeError(f"joint network stalled: {loop.n_done} of {len(loop)} nodes done")
     link_bytes, link_busy = loop.link_counts()
     return FlowRun(loop.start, loop.finish, link_bytes, link_busy, loop.n_events)

@@ -102,6 +102,11 @@ class LiveEpisode:
         """The position of each node's group in its member's cohort."""
         return self.owners[1].view
 
+    def group_ids(self) -> np.ndarray:
+        """Each loop node's group numbered across the members (member after member)."""
+        offsets = np.cumsum([0] + [len(left) for left in self.group_left])
+        return offsets[self.node_member] + self.node_group
+
     @property
     def end_s(self) -> float:
         """When the last member ends (inf while one runs): ``max(member_end)``."""
@@ -203,7 +208,11 @@ class LiveEpisode:
     def take(self, network: JointNetwork, other: LiveEpisode) -> None:
         """Take over *other* (at the same time; links apart until now)."""
         offset = len(self.members)
-        self.loop.absorb(other.loop)  # type: ignore[arg-type]  # one engine makes both: joint_loop
+        if isinstance(self.loop, CompiledLoop) and isinstance(other.loop, Loop):  # the run got busy between
+            other.loop = CompiledLoop.adopt(other.loop, self.loop.fn, other.group_ids())
+        elif isinstance(self.loop, Loop) and isinstance(other.loop, CompiledLoop):
+            self.loop = CompiledLoop.adopt(self.loop, other.loop.fn, self.group_ids())
+        self.loop.absorb(other.loop)  # type: ignore[arg-type]  # both of one kind now
         self.members += other.members
         self.tasks += other.tasks
         self.member_links += other.member_links

@@ -7,9 +7,10 @@ at a small fraction of its cost an event.
 it while it runs with :meth:`~CompiledLoop.extend`, advance it with a task graph's clock with
 :meth:`~CompiledLoop.run_until`, merge another into it with :meth:`~CompiledLoop.absorb`,
 read its nodes' times and its links' counts); its state is arrays that grow by doubling, so
-an event allocates only its own scratch. :func:`joint_loop` makes one inside
-:func:`compiled_loops` (the joint engine's runs of large graphs) where numba is installed and
-``ATPSIM_EVENT_LOOP`` is not ``reference``, the reference loop otherwise.
+an event allocates only its own scratch, and it can take over a reference loop between two
+steps (:meth:`~CompiledLoop.adopt`). The joint engine starts each run on reference loops and
+goes over to compiled ones once the run has made :data:`BUSY_EVENTS` rate solves
+(:func:`loop_choice`): a run whose episodes do little never loads numba.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,33 +28,91 @@ from atpsim.engine.solvers import joint_kernel as k
 from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, gather, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
-#: Task graphs of at least this many tasks run their loops compiled (:func:`compiled_loops`):
-#: loading the compiled functions costs about 0.5-0.8 s a process (and compiling them, once
-#: after an install, about 15 s; numba caches the machine code on disk), more than a small
-#: graph's loops take; the 960-GPU SageMaker job has 63,447 tasks.
-MIN_TASKS = 20_000
+#: Rate solves the reference loops of a run make before its loops are compiled (mode
+#: ``busy``, :func:`loop_choice`): about 0.5-1 s of the reference loop's work (150-300 us a
+#: solve with hundreds of flows in flight), what loading numba and the compiled functions
+#: costs a process (0.9-1.2 s; compiling them once after an install about 15 s: numba caches
+#: the machine code on disk). A run whose episodes do less never loads them.
+BUSY_EVENTS = 3_000
 
-_COMPILED: ContextVar[bool] = ContextVar("atpsim_compiled_joint_loops", default=False)
+REFERENCE, COMPILED, BUSY = "reference", "compiled", "busy"
+
+
+@dataclass
+class _Choice:
+    """Which loops :func:`joint_loop` makes (*mode*) and the rate solves the reference loops
+    of the run made so far (*events*)."""
+
+    mode: str
+    events: int = 0
+
+
+_CHOICE: ContextVar[_Choice | None] = ContextVar("atpsim_joint_loops", default=None)
+
+
+def _choice() -> _Choice:
+    """The current choice (outside :func:`loop_choice`: reference loops, nothing counted)."""
+    return _CHOICE.get() or _Choice(REFERENCE)
 
 
 @contextmanager
-def compiled_loops(on: bool) -> Iterator[None]:
-    """Within it, :func:`joint_loop` makes compiled loops where *on* (and numba is installed
-    and ``ATPSIM_EVENT_LOOP`` is not ``reference``); outside, reference ones. Either gives the
-    same numbers; the joint engine turns it on for graphs of :data:`MIN_TASKS` or more."""
-    token = _COMPILED.set(on)
+def loop_choice(mode: str) -> Iterator[None]:
+    """Within it, :func:`joint_loop` makes reference loops (``reference``, also the default
+    outside), compiled ones (``compiled``, where numba is installed and ``ATPSIM_EVENT_LOOP``
+    is not ``reference``) or reference ones until the run's reference loops have made
+    :data:`BUSY_EVENTS` rate solves and compiled ones after, a busy loop taken over by a
+    compiled one where its owner asks (``busy``: :func:`compiled_if_busy`). The same numbers
+    every way."""
+    token = _CHOICE.set(_Choice(mode))
     try:
         yield
     finally:
-        _COMPILED.reset(token)
+        _CHOICE.reset(token)
+
+
+def _functions() -> dict[str, Callable[..., Any]] | None:
+    """The compiled functions, where the current choice wants them now and they exist."""
+    choice = _choice()
+    wanted = choice.mode == COMPILED or (choice.mode == BUSY and choice.events >= BUSY_EVENTS)
+    return k.compiled() if wanted and event_loop.use_kernel else None
 
 
 def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
-    """An event loop in the joint order on *fabric* starting at *now*: compiled where
-    :func:`compiled_loops` asks for it and it can be (module docstring), the reference loop
-    otherwise."""
-    functions = k.compiled() if _COMPILED.get() and event_loop.use_kernel else None
+    """An event loop in the joint order on *fabric* starting at *now*, compiled or not as
+    :func:`loop_choice` says."""
+    functions = _functions()
     return CompiledLoop(fabric, now, functions) if functions is not None else Loop(fabric, JOINT, now)
+
+
+def counted(loop: Loop | CompiledLoop, before: int) -> None:
+    """Count the rate solves a reference *loop* made since it had made *before*."""
+    if isinstance(loop, Loop):
+        _choice().events += loop.n_events - before
+
+
+def compiled_if_busy(loop: Loop | CompiledLoop,
+                     groups: Callable[[], np.ndarray] | None = None) -> Loop | CompiledLoop:
+    """*loop*, or a compiled loop that takes it over (:meth:`CompiledLoop.adopt`; *groups*:
+    gives its nodes' groups) where the run is busy (:func:`loop_choice`)."""
+    if isinstance(loop, Loop):
+        functions = _functions()
+        if functions is not None:
+            return CompiledLoop.adopt(loop, functions, groups() if groups is not None else None)
+    return loop
+
+
+def run_to_end(loop: Loop | CompiledLoop) -> tuple[Loop | CompiledLoop, bool]:
+    """Handle every event of *loop* (a reference one taken over by a compiled one once the
+    run is busy); the loop that finished and whether every node did."""
+    choice = _choice()
+    while isinstance(loop, Loop) and loop.n_done < len(loop):
+        before = loop.n_events
+        if not loop.step():
+            return loop, False
+        counted(loop, before)
+        if choice.mode == BUSY and choice.events >= BUSY_EVENTS:
+            loop = compiled_if_busy(loop)
+    return loop, loop.n_done == len(loop) or loop.run()
 
 
 def _grown(array: np.ndarray, need: int) -> np.ndarray:
@@ -88,6 +148,49 @@ class CompiledLoop:
         self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
         self.buf = np.zeros((3, 0), dtype=np.int64)
         self._harvested = 0
+
+    @classmethod
+    def adopt(cls, loop: Loop, functions: dict[str, Callable[..., Any]],
+              groups: np.ndarray | None = None) -> CompiledLoop:
+        """A compiled loop in *loop*'s state (between two of its steps), which goes on exactly
+        as *loop* would: its nodes, their times and dependency counts, the flows in flight
+        with their rates and incidences in their order, the arrival queue in its storage order
+        with its sequence numbers, its links' numbering and counts, the nodes done not taken
+        yet. *groups*: each node's group, for :meth:`run_to_group_end`."""
+        net, nodes = loop.net, loop.nodes
+        assert nodes is not None and not net.changed and not loop.joining
+        out = cls(net.fabric, loop.now, functions)
+        out.local, out.used = net.local.copy(), net.used.copy()
+        n_links = len(out.used)
+        out.lf, out.li = np.zeros((8, n_links)), np.zeros((6, n_links + 1), dtype=np.int64)
+        out.lf[k.CAP, :], out.lf[k.BUSY_SINCE, :], out.lf[k.BUSY, :], out.lf[k.BYTES, :] = (
+            net.capacity, net.busy_since, net.busy, net.link_bytes)
+        out.li[k.CLASS, :n_links], out.li[k.ON_LINK, :n_links] = net.link_class, net.on_link
+        out.s[k.N_LINKS] = n_links
+        n = len(loop)
+        out._append(nodes.link_ptr, nodes.link_idx, None, None,
+                    (nodes.latency_s, nodes.nbytes, nodes.release_s, net.remaining[:n]), nodes.protocol,
+                    loop.waiting, dependents=loop.dependents)  # fmt: skip
+        out.nf[k.START, :n], out.nf[k.FINISH, :n], out.nf[k.RATE, :n] = loop.start, loop.finish, net.rate[:n]
+        out._group(0, groups, None if groups is None else
+                   np.bincount(groups[np.isnan(loop.finish) & (groups >= 0)], minlength=int(groups.max(initial=-1)) + 1))
+        done = ~np.isnan(loop.finish)
+        out.s[k.INC_DONE] = int(np.diff(nodes.link_ptr)[done].sum())
+        out._room(n, int(nodes.link_ptr[n]), len(loop.dependents[1]))
+        active = len(net.active)
+        out.ni[k.ACTIVE, :active] = net.active
+        out.ni[k.FIRST, :active] = np.searchsorted(net.owner, np.arange(active))
+        out.inc[k.OWNER, :len(net.owner)], out.inc[k.LINK, :len(net.link)] = net.owner, net.link
+        out.incw[:len(net.link)] = net.inc_weight if net.inc_weight is not None else 1.0
+        out.s[k.N_ACTIVE], out.s[k.N_INC] = active, len(net.owner)
+        for t, seq, ids in loop.arrivals:  # a heap's list pushed in order stays where it was
+            out.s[k.N_SEQ] = seq - 1  # the push numbers it seq
+            out.fn["heap_push"](out.ht, out.hi, out.buf, out.s, float(t), ids, 0, len(ids))
+        out.s[k.N_SEQ], out.s[k.N_DONE], out.s[k.N_EVENTS] = loop.seq, loop.n_done, loop.n_events
+        taken = loop.take_done()
+        out.buf[k.DONE, :len(taken)] = taken
+        out.s[k.DONE_TOP] = len(taken)
+        return out
 
     # -- the reference loop's interface ------------------------------------------------------
     def __len__(self) -> int:

@@ -18,6 +18,7 @@ from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphBuilder
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.plain import run_plain
+from atpsim.engine.solvers import joint_loop
 from atpsim.engine.solvers.joint_loop import CompiledLoop
 from atpsim.topology.spec import load_topology
 
@@ -99,4 +100,18 @@ def test_dropping_the_loops_finished_nodes_changes_nothing(case, monkeypatch):
     assert any(keep is not None for keep in dropped)
     for got, want in ((compacted.start_s, reference.start_s), (compacted.finish_s, reference.finish_s),
                       (compacted.link_bytes, reference.link_bytes), (compacted.link_busy_s, reference.link_busy_s)):
+        assert np.array_equal(got, want)  # fmt: skip
+
+
+@pytest.mark.parametrize("busy_events", [0, 5, 40, 200])
+def test_going_over_to_compiled_loops_mid_run_changes_nothing(case, monkeypatch, busy_events):
+    """By default a run's live loops are the reference's until the run has made
+    joint_loop.BUSY_EVENTS rate solves, then compiled ones take them over where they stand
+    (and merge with any reference one left): the same run to the bit wherever that happens."""
+    graph, network = case
+    reference = run_graph(graph, network, links=True, compiled=False)
+    monkeypatch.setattr(joint_loop, "BUSY_EVENTS", busy_events)
+    busy = run_graph(graph, network, links=True)
+    for got, want in ((busy.start_s, reference.start_s), (busy.finish_s, reference.finish_s),
+                      (busy.link_bytes, reference.link_bytes), (busy.link_busy_s, reference.link_busy_s)):
         assert np.array_equal(got, want)  # fmt: skip

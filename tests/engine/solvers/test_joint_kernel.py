@@ -14,7 +14,15 @@ from atpsim.api import compile_joint_loop
 from atpsim.engine.solvers import event_loop, joint_kernel
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
-from atpsim.engine.solvers.joint_loop import CompiledLoop, compiled_loops, joint_loop
+from atpsim.engine.solvers.joint_loop import (
+    BUSY,
+    BUSY_EVENTS,
+    COMPILED,
+    CompiledLoop,
+    counted,
+    joint_loop,
+    loop_choice,
+)
 
 N_LINKS = 12
 
@@ -92,13 +100,60 @@ def test_the_compiled_kernel_is_the_reference_loop():
                           _history(lambda f: Loop(f, JOINT), fabric, seed))  # fmt: skip
 
 
-def test_joint_loop_is_compiled_where_asked_unless_the_reference_is(monkeypatch):
+def test_joint_loop_is_compiled_as_chosen_unless_the_reference_is_asked_for(monkeypatch):
     fabric = _fabric(1)
-    assert isinstance(joint_loop(fabric), Loop)  # outside compiled_loops: the reference
-    with compiled_loops(True):
-        assert isinstance(joint_loop(fabric), CompiledLoop if joint_kernel.compiled() else Loop)
+    compiled = CompiledLoop if joint_kernel.compiled() else Loop
+    assert isinstance(joint_loop(fabric), Loop)  # outside loop_choice: the reference
+    with loop_choice(COMPILED):
+        assert isinstance(joint_loop(fabric), compiled)
+    with loop_choice(BUSY):
+        assert isinstance(joint_loop(fabric), Loop)
+        counted(Loop(fabric, JOINT), -BUSY_EVENTS)  # as if a loop had made that many solves
+        assert isinstance(joint_loop(fabric), compiled)
         monkeypatch.setattr(event_loop, "use_kernel", False)
         assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
+
+
+@pytest.mark.parametrize("steps", [0, 3, 17, 40])
+def test_a_compiled_loop_takes_over_a_reference_loop_where_it_stands(steps):
+    """CompiledLoop.adopt between two steps of a reference loop (flows in flight, arrivals
+    queued, nodes done not taken yet), then the merge and the rest of the history: the same
+    as the reference loop all the way."""
+    functions = joint_kernel.compiled()
+    if functions is None:  # pragma: no cover - numba is a dependency
+        pytest.skip("numba is not installed")
+    for seed in range(12):
+        fabric = _fabric(seed)
+
+        def make(f: Fabric, steps: int = steps) -> Loop | CompiledLoop:
+            return _Adopting(f, functions, steps)
+
+        _assert_identical(_history(make, fabric, seed), _history(lambda f: Loop(f, JOINT), fabric, seed))
+
+
+class _Adopting:
+    """A reference loop that a compiled one takes over after *steps* steps of its first run."""
+
+    def __init__(self, fabric: Fabric, functions, steps: int):
+        self.loop: Loop | CompiledLoop = Loop(fabric, JOINT)
+        self.functions, self.steps = functions, steps
+
+    def __getattr__(self, name):
+        return getattr(self.loop, name)
+
+    def __len__(self) -> int:
+        return len(self.loop)
+
+    def run_until(self, t: float) -> None:
+        if isinstance(self.loop, Loop):
+            while self.steps and self.loop.n_done < len(self.loop) and self.loop.next_time() <= t:
+                self.loop.step()
+                self.steps -= 1
+            self.loop = CompiledLoop.adopt(self.loop, self.functions)
+        self.loop.run_until(t)
+
+    def absorb(self, other) -> int:
+        return self.loop.absorb(other.loop)
 
 
 def test_compile_joint_loop_runs_every_entry_point():
