@@ -267,9 +267,9 @@ class _Comm:
             episode = self.episodes[index]
             assert isinstance(episode, LiveEpisode)
             episode.loop = compiled_if_busy(episode.loop, episode.group_ids)
-            stop = min(limit, self._next_live(index))
-            if stop > t and isinstance(episode.loop, CompiledLoop):
-                episode.loop.run_to_group_end(stop)
+            stop = min(limit, self._next_live(index)) if isinstance(episode.loop, CompiledLoop) else t
+            if stop > t:
+                episode.loop.run_to_group_end(stop)  # type: ignore[union-attr]  # compiled
                 reached = episode.loop.now
             else:
                 before = episode.loop.n_events
