@@ -223,8 +223,10 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
+    parts = job_parts(topology, profile, config, perturb=perturb)
     for folded in FOLDS if fold and trace is None else (UNFOLDED,):
-        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded)
+        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded,
+                        parts=parts)  # fmt: skip
         try:
             run = run_graph(job.graph, job.machine, links=links or trace is not None)
             break
@@ -286,17 +288,27 @@ class JointJob:
     passes_as_delays: bool
 
 
-def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
-              perturb: Perturbation | None = None, granularity: str = "auto",
-              labelled: bool = False, fold: str = UNFOLDED) -> JointJob:
-    """The iteration of *config* as one task graph (:mod:`atpsim.engine.step.job_graph`).
-    *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
-    nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
-    ``passes`` where the traffic meets is a SimulationError). *fold* (:data:`FOLDS`): build
-    one replica and one TP rank for all (``replicas``) or one TP rank of each stage for all
-    (``ranks``) where the job is unperturbed and its passes' collectives stay inside a
-    replica (the folded graph: its run raises :class:`~atpsim.engine.joint.graph.NotUniform`
-    where the copies turn out not to be in step, and the caller folds less)."""
+@dataclass(frozen=True)
+class JobParts:
+    """What every graph of one job is built from, whatever it folds: the job's *config*
+    (its partition resolved), *programs*, *comm*, the *machine*, each stage's gradient calls
+    (*stages*), the *tied* embedding's sync, each op's *costs* and whether the passes are
+    single delays (*isolated*)."""
+
+    config: JobConfig
+    programs: JobPrograms
+    comm: JobComm
+    machine: JointNetwork
+    stages: tuple[StageCalls, ...]
+    tied: CallSpec | None
+    costs: Callable[[int, int], OpCosts]
+    isolated: bool
+
+
+def job_parts(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
+              perturb: Perturbation | None = None, granularity: str = "auto") -> JobParts:
+    """:class:`JobParts` of *config* (:func:`joint_job`'s *granularity* and *perturb*); built
+    once for every fold :func:`run_job` tries."""
     grain = _method("granularity", granularity)
     config = resolve_partition(config, profile)
     programs = JobPrograms(config)
@@ -314,6 +326,24 @@ def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *
     if grain.strict and not isolated:
         raise SimulationError("the passes' TP traffic meets other traffic; they cannot be single delays",
                               key="granularity")  # fmt: skip
+    return JobParts(config, programs, comm, machine, stages, tied, costs, isolated)
+
+
+def joint_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
+              perturb: Perturbation | None = None, granularity: str = "auto",
+              labelled: bool = False, fold: str = UNFOLDED, parts: JobParts | None = None) -> JointJob:
+    """The iteration of *config* as one task graph (:mod:`atpsim.engine.step.job_graph`).
+    *granularity*: ``auto`` (a pass is one delay where its TP traffic is proven to meet
+    nothing else, its own tasks otherwise), ``passes`` or ``tasks`` (forced; a forced
+    ``passes`` where the traffic meets is a SimulationError). *fold* (:data:`FOLDS`): build
+    one replica and one TP rank for all (``replicas``) or one TP rank of each stage for all
+    (``ranks``) where the job is unperturbed and its passes' collectives stay inside a
+    replica (the folded graph: its run raises :class:`~atpsim.engine.joint.graph.NotUniform`
+    where the copies turn out not to be in step, and the caller folds less). *parts*: the
+    job's :func:`job_parts` (built here where not given)."""
+    parts = parts or job_parts(topology, profile, config, perturb=perturb, granularity=granularity)
+    config, programs, comm, machine = parts.config, parts.programs, parts.comm, parts.machine
+    stages, tied, costs, isolated = parts.stages, parts.tied, parts.costs, parts.isolated
     spans = config.layout.ep > 1 or config.layout.cp > 1
     if fold not in FOLDS:
         raise SimulationError(f"fold {fold!r}: expected one of {', '.join(FOLDS)}")
