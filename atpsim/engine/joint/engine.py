@@ -70,6 +70,10 @@ class _Episode:
     def end_s(self) -> float:
         return max(self.member_end)
 
+    def meets(self, links: np.ndarray, now: float) -> bool:
+        """Whether a member still running *now* crosses any of *links* (sorted, unique)."""
+        return len(np.intersect1d(self.live_links(now), links, assume_unique=True)) > 0
+
     def live_links(self, now: float) -> np.ndarray:
         """The links of the members still running *now* (a newcomer meets only those: the
         others' flows are done)."""
@@ -296,7 +300,7 @@ class _Comm:
         for h in sorted(set(held[held >= 0].tolist())):
             episode = self.episodes[h]
             if episode.alive and episode.end_s > now \
-                    and len(np.intersect1d(episode.live_links(now), links, assume_unique=True)):
+                    and episode.meets(links, now):
                 met.append(episode)
         return met
 

@@ -85,9 +85,10 @@ class LiveEpisode:
     alive: bool = True
     #: Members whose end the last :meth:`live_links` did not find past (the engine's clock only
     #: grows, and a member's end, once known, stays): a giant episode's thousand finished
-    #: buckets are not looked at again. With the links they cross, for that list.
+    #: buckets are not looked at again. Per link, how many of them cross it, and those links.
     _open: list[int] = field(default_factory=list)
-    _open_links: tuple[tuple[int, ...], np.ndarray] | None = None
+    _crossing: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _open_links: np.ndarray | None = None
     #: Members still running (end inf), and the latest end of the others.
     _running: int = 0
     _ended_max: float = -np.inf
@@ -117,19 +118,45 @@ class LiveEpisode:
         return self.loop.n_done == len(self.loop)
 
     def live_links(self, now: float) -> np.ndarray:
-        """The links of the members still running *now* (never earlier than the last call's)."""
-        self._open = [h for h in self._open if self.member_end[h] > now]
-        key = tuple(self._open)
-        if self._open_links is None or self._open_links[0] != key:
-            parts = [self.member_links[h] for h in key]
-            self._open_links = (key, np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64))
-        return self._open_links[1]
+        """The links of the members still running *now* (never earlier than the last call's),
+        sorted."""
+        self._prune(now)
+        if self._open_links is None:
+            self._open_links = np.flatnonzero(self._crossing > 0)
+        return self._open_links
+
+    def meets(self, links: np.ndarray, now: float) -> bool:
+        """Whether a member still running *now* crosses any of *links*."""
+        self._prune(now)
+        inside = links[links < len(self._crossing)]
+        return bool(np.any(self._crossing[inside] > 0))
+
+    def _prune(self, now: float) -> None:
+        """Forget the open members that ended by *now*."""
+        kept = []
+        for h in self._open:
+            if self.member_end[h] > now:
+                kept.append(h)
+            else:
+                self._crossing[self.member_links[h]] -= 1
+                self._open_links = None
+        self._open = kept
+
+    def _open_member(self, h: int) -> None:
+        """Member *h* runs: count the links it crosses (each once: a call's links are unique)."""
+        links = self.member_links[h]
+        if len(links) and int(links.max()) >= len(self._crossing):
+            self._crossing = np.concatenate([self._crossing, np.zeros(int(links.max()) + 1 - len(self._crossing),
+                                                                      dtype=np.int64)])  # fmt: skip
+        self._crossing[links] += 1
+        self._open.append(h)
+        self._open_links = None
 
     def _set_end(self, h: int, end: float) -> None:
         """Member *h* ends at *end* (inf: still running; set once, or from inf once)."""
         if h == len(self.member_end):
             self.member_end.append(end)
-            self._open.append(h)
+            self._open_member(h)
         else:
             self._running -= 1
             self.member_end[h] = end
