@@ -366,11 +366,31 @@ def _max_min(owner: np.ndarray, link: np.ndarray, weight: np.ndarray, weighted: 
              lf: np.ndarray, li: np.ndarray) -> np.ndarray:
     """maxmin.max_min_rates (*weighted* False) or weighted_max_min_rates over the incidences
     (*owner*, *link*, *weight*), the same arithmetic on the links they cross (the others'
-    shares are infinite and their capacities unchanged there)."""
-    m = len(owner)
-    links_in = np.empty(m, dtype=np.int64)
+    shares are infinite and their capacities unchanged there): rounds of :func:`_level`,
+    :func:`_freeze` and :func:`_give_back` until every flow is frozen."""
+    links_in = _links_in(link, lf, li)
+    rate = np.zeros(n_flows)
+    frozen = np.zeros(n_flows, dtype=np.bool_)
+    fo, fl, fw = owner.copy(), link.copy(), weight.copy()
+    m = len(fo)
+    if not weighted:
+        for e in range(m):
+            lf[LOAD, fl[e]] += 1.0
+    while m > 0:
+        level = _level(fl[:m], fw[:m], weighted, links_in, lf)
+        _freeze(fo[:m], fl[:m], level, frozen, rate, lf)
+        m = _give_back(fo, fl, fw, m, weighted, level, frozen, links_in, lf)
+    for j in range(len(links_in)):
+        li[MARK, links_in[j]] = 0
+    return rate
+
+
+def _links_in(link: np.ndarray, lf: np.ndarray, li: np.ndarray) -> np.ndarray:
+    """The distinct links of *link* (marked in ``li[MARK]`` until the solve ends), each with
+    its working capacity set to its capacity and its load to 0."""
+    links_in = np.empty(len(link), dtype=np.int64)
     n_in = 0
-    for e in range(m):
+    for e in range(len(link)):
         k = link[e]
         if li[MARK, k] == 0:
             li[MARK, k] = 1
@@ -378,54 +398,63 @@ def _max_min(owner: np.ndarray, link: np.ndarray, weight: np.ndarray, weighted: 
             n_in += 1
             lf[WCAP, k] = lf[CAP, k]
             lf[LOAD, k] = 0.0
-    rate = np.zeros(n_flows)
-    frozen = np.zeros(n_flows, dtype=np.bool_)
-    fo, fl, fw = owner.copy(), link.copy(), weight.copy()
-    if not weighted:
-        for e in range(m):
-            lf[LOAD, fl[e]] += 1.0
-    while m > 0:
-        if weighted:
-            for j in range(n_in):
-                lf[LOAD, links_in[j]] = 0.0
-            for e in range(m):
-                lf[LOAD, fl[e]] += fw[e]
-        level = np.inf
-        for j in range(n_in):
-            k = links_in[j]
-            if lf[LOAD, k] > 0:
-                cap = lf[WCAP, k]
-                c = cap if cap > 0.0 else 0.0
-                if cap != cap:
-                    c = cap
-                lf[SHARE, k] = c / lf[LOAD, k]
-                if lf[SHARE, k] < level:
-                    level = lf[SHARE, k]
-            else:
-                lf[SHARE, k] = np.inf
-        limit = level * (1 + LEVEL_RTOL)
-        for e in range(m):
-            if lf[SHARE, fl[e]] <= limit and not frozen[fo[e]]:
-                frozen[fo[e]] = True
-                rate[fo[e]] = level
-        for j in range(n_in):
-            lf[GONE, links_in[j]] = 0.0
-        kept = 0
-        for e in range(m):
-            if frozen[fo[e]]:
-                lf[GONE, fl[e]] += fw[e] if weighted else 1.0
-            else:
-                fo[kept], fl[kept], fw[kept] = fo[e], fl[e], fw[e]
-                kept += 1
-        for j in range(n_in):
-            k = links_in[j]
-            lf[WCAP, k] = lf[WCAP, k] - level * lf[GONE, k]
-            if not weighted:
-                lf[LOAD, k] = lf[LOAD, k] - lf[GONE, k]
-        m = kept
-    for j in range(n_in):
-        li[MARK, links_in[j]] = 0
-    return rate
+    return links_in[:n_in]
+
+
+def _level(fl: np.ndarray, fw: np.ndarray, weighted: bool, links_in: np.ndarray, lf: np.ndarray) -> float:
+    """A round's fair share: every link's ``max(cap, 0) / load`` (the load summed again in
+    incidence order where weighted, numpy's bincount), the least of them."""
+    if weighted:
+        for j in range(len(links_in)):
+            lf[LOAD, links_in[j]] = 0.0
+        for e in range(len(fl)):
+            lf[LOAD, fl[e]] += fw[e]
+    level = np.inf
+    for j in range(len(links_in)):
+        k = links_in[j]
+        if lf[LOAD, k] > 0:
+            cap = lf[WCAP, k]
+            c = cap if cap > 0.0 else 0.0
+            if cap != cap:
+                c = cap
+            lf[SHARE, k] = c / lf[LOAD, k]
+            if lf[SHARE, k] < level:
+                level = lf[SHARE, k]
+        else:
+            lf[SHARE, k] = np.inf
+    return level
+
+
+def _freeze(fo: np.ndarray, fl: np.ndarray, level: float, frozen: np.ndarray, rate: np.ndarray,
+            lf: np.ndarray) -> None:
+    """Freeze at *level* every flow on a link whose share is within LEVEL_RTOL of it."""
+    limit = level * (1 + LEVEL_RTOL)
+    for e in range(len(fo)):
+        if lf[SHARE, fl[e]] <= limit and not frozen[fo[e]]:
+            frozen[fo[e]] = True
+            rate[fo[e]] = level
+
+
+def _give_back(fo: np.ndarray, fl: np.ndarray, fw: np.ndarray, m: int, weighted: bool, level: float,
+               frozen: np.ndarray, links_in: np.ndarray, lf: np.ndarray) -> int:
+    """Drop the frozen flows' incidences (the others kept in order): each link's capacity less
+    ``level`` times what left it (summed in incidence order), its count less what left where
+    unweighted. How many incidences are left."""
+    for j in range(len(links_in)):
+        lf[GONE, links_in[j]] = 0.0
+    kept = 0
+    for e in range(m):
+        if frozen[fo[e]]:
+            lf[GONE, fl[e]] += fw[e] if weighted else 1.0
+        else:
+            fo[kept], fl[kept], fw[kept] = fo[e], fl[e], fw[e]
+            kept += 1
+    for j in range(len(links_in)):
+        k = links_in[j]
+        lf[WCAP, k] = lf[WCAP, k] - level * lf[GONE, k]
+        if not weighted:
+            lf[LOAD, k] = lf[LOAD, k] - lf[GONE, k]
+    return kept
 
 
 def update_rates(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray,
@@ -542,8 +571,8 @@ def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.nda
 ENTRY = ("run", "release", "add_flows", "update_rates", "next_time", "heap_push")
 #: The helpers they call (compiled first, so the entries call them compiled).
 HELPERS = ("_before", "_sift_down", "_sift_up", "_heap_pop", "heap_push", "release", "_complete",
-           "add_flows", "_advance", "_to_next", "next_time", "_pop_completed", "_component", "_max_min",
-           "update_rates", "_join")
+           "add_flows", "_advance", "_to_next", "next_time", "_pop_completed", "_component", "_links_in",
+           "_level", "_freeze", "_give_back", "_max_min", "update_rates", "_join")
 
 
 @functools.cache
