@@ -262,7 +262,7 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
                    li: np.ndarray, s: np.ndarray, tol: float, now: float) -> np.ndarray:
     """FlowNetwork.pop_completed: remove the flows that finish within *tol* (in active
     order), count their bytes and their links' busy time, mark their links changed."""
-    n_active, n_inc = s[N_ACTIVE], s[N_INC]
+    n_active = s[N_ACTIVE]
     done_mask = np.zeros(n_active, dtype=np.bool_)
     n_done = 0
     for a in range(n_active):
@@ -272,7 +272,21 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
             n_done += 1
     if n_done == 0:
         return np.zeros(0, dtype=np.int64)
-    for a in range(n_active):  # the incidences that leave, in their order (numpy's add.at)
+    _count_leaving(nf, ni, inc, lf, li, s, done_mask, now)
+    done = _compact_active(ni, inc, incw, s, done_mask, n_done)
+    for j in range(n_done):
+        nf[RATE, done[j]] = 0.0
+    s[CHANGED] = 1
+    return done
+
+
+def _count_leaving(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, lf: np.ndarray, li: np.ndarray,
+                   s: np.ndarray, done_mask: np.ndarray, now: float) -> None:
+    """The flows of *done_mask* leave their links: each link's bytes (in incidence order,
+    numpy's add.at), flow count and changed mark, then the busy time of each link left empty
+    (once, however many left it)."""
+    n_active, n_inc = s[N_ACTIVE], s[N_INC]
+    for a in range(n_active):
         if done_mask[a]:
             size = nf[NBYTES, ni[ACTIVE, a]]
             for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
@@ -280,13 +294,20 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
                 lf[BYTES, link] += size
                 li[ON_LINK, link] -= 1
                 li[FLAG, link] = 1
-    for a in range(n_active):  # a link left empty stops being busy (once, however many left it)
+    for a in range(n_active):
         if done_mask[a]:
             for e in range(ni[FIRST, a], (ni[FIRST, a + 1] if a + 1 < n_active else n_inc)):
                 link = inc[LINK, e]
                 if li[ON_LINK, link] == 0 and lf[BUSY_SINCE, link] == lf[BUSY_SINCE, link]:
                     lf[BUSY, link] = lf[BUSY, link] + (now - lf[BUSY_SINCE, link])
                     lf[BUSY_SINCE, link] = np.nan  # counted: not again in this batch
+
+
+def _compact_active(ni: np.ndarray, inc: np.ndarray, incw: np.ndarray, s: np.ndarray, done_mask: np.ndarray,
+                    n_done: int) -> np.ndarray:
+    """Drop the flows of *done_mask* from the flows in flight and their incidences (the
+    others kept in order); the flows dropped, in active order."""
+    n_active, n_inc = s[N_ACTIVE], s[N_INC]
     done = np.empty(n_done, dtype=np.int64)
     kept, kept_inc, d = 0, 0, 0
     for a in range(n_active):
@@ -301,10 +322,22 @@ def _pop_completed(nf: np.ndarray, ni: np.ndarray, inc: np.ndarray, incw: np.nda
             kept_inc += 1
         kept += 1
     s[N_INC], s[N_ACTIVE] = kept_inc, kept
-    for j in range(n_done):
-        nf[RATE, done[j]] = 0.0
-    s[CHANGED] = 1
     return done
+
+
+def _by_link(inc: np.ndarray, li: np.ndarray, n_inc: int, n_links: int) -> None:
+    """The incidences grouped by link (``inc[BY_LINK]``, each link's in incidence order); link
+    ``j``'s run ends at ``li[PTR, j]`` and starts where link ``j - 1``'s ends (0 for link 0)."""
+    for j in range(n_links + 1):
+        li[PTR, j] = 0
+    for e in range(n_inc):
+        li[PTR, inc[LINK, e] + 1] += 1
+    for j in range(n_links):
+        li[PTR, j + 1] += li[PTR, j]
+    for e in range(n_inc):  # PTR moves from each link's start to its end
+        link = inc[LINK, e]
+        inc[BY_LINK, li[PTR, link]] = e
+        li[PTR, link] += 1
 
 
 def _component(ni: np.ndarray, inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -317,16 +350,7 @@ def _component(ni: np.ndarray, inc: np.ndarray, li: np.ndarray, s: np.ndarray) -
     links first marked in the round before (through the incidences grouped by link), so the
     rounds cost the component, not the flows in flight each: the same rounds, the same mask."""
     n_active, n_inc, n_links = s[N_ACTIVE], s[N_INC], s[N_LINKS]
-    for j in range(n_links + 1):
-        li[PTR, j] = 0
-    for e in range(n_inc):
-        li[PTR, inc[LINK, e] + 1] += 1
-    for j in range(n_links):
-        li[PTR, j + 1] += li[PTR, j]
-    for e in range(n_inc):  # by link, in incidence order: PTR moves to each link's end
-        link = inc[LINK, e]
-        inc[BY_LINK, li[PTR, link]] = e
-        li[PTR, link] += 1
+    _by_link(inc, li, n_inc, n_links)
     n_marked = 0
     for j in range(n_links):
         if li[FLAG, j] == 1:
@@ -516,6 +540,25 @@ def _join(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.n
         add_flows(nf, ni, link_ptr, node_links, inc, incw, lf, li, w, s, clock, moving[:n_moving])
 
 
+def _arrivals(ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, arrival: float) -> np.ndarray:
+    """Pop every queued entry that arrives at *arrival*: their nodes, entry after entry."""
+    total = 0
+    segments = np.empty((2, s[N_HEAP]), dtype=np.int64)
+    n_seg = 0
+    while s[N_HEAP] and ht[0] == arrival:
+        a, b = _heap_pop(ht, hi, s)
+        segments[0, n_seg], segments[1, n_seg] = a, b
+        n_seg += 1
+        total += b
+    ids = np.empty(total, dtype=np.int64)
+    c = 0
+    for j in range(n_seg):
+        for k in range(segments[0, j], segments[0, j] + segments[1, j]):
+            ids[c] = buf[IDS, k]
+            c += 1
+    return ids
+
+
 def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray, dptr: np.ndarray,
         didx: np.ndarray, inc: np.ndarray, incw: np.ndarray, lf: np.ndarray, li: np.ndarray, w: np.ndarray,
         ht: np.ndarray, hi: np.ndarray, buf: np.ndarray, s: np.ndarray, clock: np.ndarray,
@@ -538,20 +581,7 @@ def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.nda
         if arrival <= clock[NOW] + dt:
             _advance(nf, ni, s, arrival - clock[NOW])
             clock[NOW] = arrival
-            total = 0
-            segments = np.empty((2, s[N_HEAP]), dtype=np.int64)
-            n_seg = 0
-            while s[N_HEAP] and ht[0] == arrival:
-                a, b = _heap_pop(ht, hi, s)
-                segments[0, n_seg], segments[1, n_seg] = a, b
-                n_seg += 1
-                total += b
-            ids = np.empty(total, dtype=np.int64)
-            c = 0
-            for j in range(n_seg):
-                for k in range(segments[0, j], segments[0, j] + segments[1, j]):
-                    ids[c] = buf[IDS, k]
-                    c += 1
+            ids = _arrivals(ht, hi, buf, s, arrival)
             _join(nf, ni, link_ptr, node_links, dptr, didx, inc, incw, lf, li, w, ht, hi, buf, s, clock, ids)
         else:
             _advance(nf, ni, s, dt)
@@ -571,8 +601,9 @@ def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.nda
 ENTRY = ("run", "release", "add_flows", "update_rates", "next_time", "heap_push")
 #: The helpers they call (compiled first, so the entries call them compiled).
 HELPERS = ("_before", "_sift_down", "_sift_up", "_heap_pop", "heap_push", "release", "_complete",
-           "add_flows", "_advance", "_to_next", "next_time", "_pop_completed", "_component", "_links_in",
-           "_level", "_freeze", "_give_back", "_max_min", "update_rates", "_join")
+           "add_flows", "_advance", "_to_next", "next_time", "_count_leaving", "_compact_active",
+           "_pop_completed", "_by_link", "_component", "_links_in",
+           "_level", "_freeze", "_give_back", "_max_min", "update_rates", "_join", "_arrivals")
 
 
 @functools.cache
