@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from atpsim.engine.solvers import event_loop
-from atpsim.engine.solvers import joint_kernel as k
+from atpsim.engine.solvers import event_loop, joint_kernel
+from atpsim.engine.solvers import joint_layout as k
 from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, gather, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
@@ -74,7 +74,7 @@ def _functions() -> dict[str, Callable[..., Any]] | None:
     """The compiled functions, where the current choice wants them now and they exist."""
     choice = _choice()
     wanted = choice.mode == COMPILED or (choice.mode == BUSY and choice.events >= BUSY_EVENTS)
-    return k.compiled() if wanted and event_loop.use_kernel else None
+    return joint_kernel.compiled() if wanted and event_loop.use_kernel else None
 
 
 def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
@@ -133,7 +133,7 @@ class CompiledLoop:
 
     def __init__(self, fabric: Fabric, now: float = 0.0, functions: dict[str, Callable[..., Any]] | None = None):
         self.fabric = fabric
-        self.fn = functions if functions is not None else k.plain()
+        self.fn = functions if functions is not None else joint_kernel.plain()
         self.local = np.full(len(fabric.capacity_Bps), -1, dtype=np.int64)
         self.used = np.zeros(0, dtype=np.int64)
         self.s = np.zeros(15, dtype=np.int64)
@@ -414,7 +414,7 @@ def compile_joint_loop() -> bool:
     the package, so every later process loads it, 0.5-0.8 s, instead of compiling it, about
     15 s once after an install): every entry point run once on a few flows, with and without
     protocol weights. Whether numba is installed (False: nothing to compile)."""
-    functions = k.compiled()
+    functions = joint_kernel.compiled()
     if functions is None:  # pragma: no cover - numba is a dependency
         return False
     for weight in (None, np.array([[1.0, 2.0]])):
