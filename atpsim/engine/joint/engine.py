@@ -35,6 +35,7 @@ from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
 from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
 from atpsim.engine.solvers.flow_loop import reverse_csr
 from atpsim.engine.solvers.joint_loop import (
     BUSY,
@@ -405,23 +406,9 @@ class _Comm:
 
     def link_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time per link over every final episode (a call alone simulated once
-        per distinct call and groups, for its links' busy time). Each episode's counts are
-        added where they are not zero, in episode order (:func:`numpy.add.at` adds in the
-        order given, a batch of about :data:`_TOTALS_BATCH` entries at a time): the dense
-        sum's numbers, without a pass over every link per episode."""
-        n = self.network.n_links
-        totals = np.zeros(n), np.zeros(n)
-        batch: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        size = 0
-        for episode in self.episodes:
-            if episode.alive:
-                batch.append(self._counts(episode))
-                size += len(batch[-1][0])
-                if size >= _TOTALS_BATCH:
-                    _add_in_order(totals, batch)
-                    batch, size = [], 0
-        _add_in_order(totals, batch)
-        return totals
+        per distinct call and groups, for its links' busy time), added in episode order
+        (:func:`~atpsim.engine.joint.totals.sparse_totals`)."""
+        return sparse_totals((self._counts(e) for e in self.episodes if e.alive), self.network.n_links)
 
     def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
@@ -434,8 +421,7 @@ class _Comm:
         else:
             answer = episode.answer or self._solve(episode.members, episode.t0)
             counted = (answer.link_bytes, answer.link_busy_s)
-        links = np.flatnonzero((counted[0] != 0) | (counted[1] != 0))
-        out = (links, counted[0][links], counted[1][links])
+        out = nonzero_counts(*counted)
         if shape is not None:
             shape.counts = out
         return out
@@ -445,19 +431,6 @@ class _Comm:
         out = [(m.start_s, end, links) for e in self.episodes if e.alive
                for m, end, links in zip(e.members, e.member_end, e.member_links, strict=True)]  # fmt: skip
         return tuple(sorted(out, key=lambda c: c[0]))
-
-
-#: Link entries buffered before :meth:`_Comm.link_totals` adds them (bounds its memory).
-_TOTALS_BATCH = 1 << 18
-
-
-def _add_in_order(totals: tuple[np.ndarray, np.ndarray], batch: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-                  ) -> None:  # fmt: skip
-    """Add each (links, bytes, busy) of *batch* to *totals* (bytes, busy), in batch order."""
-    if batch:
-        links = np.concatenate([b[0] for b in batch])
-        np.add.at(totals[0], links, np.concatenate([b[1] for b in batch]))
-        np.add.at(totals[1], links, np.concatenate([b[2] for b in batch]))
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from atpsim.engine.joint import engine
+from atpsim.engine.joint import totals
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphBuilder
@@ -223,7 +223,7 @@ def test_link_totals_are_the_episodes_counts_added_in_order(cluster, monkeypatch
     then an all-reduce and an all-gather together (one episode): the links' bytes and busy
     time are the episodes' counts added in episode order, bit for bit (a link no episode loads
     stays 0), however many entries are buffered before they are added (*batch*)."""
-    monkeypatch.setattr(engine, "_TOTALS_BATCH", batch)
+    monkeypatch.setattr(totals, "_TOTALS_BATCH", batch)
     reduce = CallSpec("event", "all_reduce", "ring", ((0, 8),), 64e6)
     gather = CallSpec("event", "all_gather", "ring", ((0, 8),), 64e6)
     b = GraphBuilder()
