@@ -15,7 +15,8 @@ from atpsim.errors import AtpsimError
 
 def test_bundled_profiles_are_listed():
     assert profile_names() == [
-        "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "b200", "gb200", "h100-sxm"
+        "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-sxm4-80gb-paper-stack", "b200", "gb200", "h100-sxm",
+        "h200",
     ]
 
 
@@ -32,7 +33,7 @@ def test_vendor_numbers(name, peak, bandwidth):
     assert profile.memory_capacity_bytes == 80 * 2**30
 
 
-@pytest.mark.parametrize("name", ["a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm"])
+@pytest.mark.parametrize("name", ["a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm", "h200"])
 def test_every_number_has_a_source(name):
     sources = dict(load_profile(name).sources)
     for key in (
@@ -52,6 +53,17 @@ def test_a100_40gb_differs_from_80gb_in_memory_only():
     assert (small.memory_bandwidth_Bps, small.memory_capacity_bytes) == (1.555e12, 40 * 2**30)
     assert small.peak_flops_for("bf16") == large.peak_flops_for("bf16") == 312e12
     assert small.gemm == large.gemm
+
+
+def test_h200_is_the_h100_with_its_memory():
+    """The H200: the H100's GH100 die (same peaks and GEMM curve with its measured points), the
+    datasheet's 4.8 TB/s HBM3e and the capacity nvidia-smi reported (143,771 MiB)."""
+    h200, h100 = load_profile("h200"), load_profile("h100-sxm")
+    assert h200.memory_bandwidth_Bps == 4.8e12
+    assert h200.memory_capacity_bytes == 143_771 * 2**20
+    assert h200.peak_flops == h100.peak_flops
+    assert h200.gemm == h100.gemm
+    assert dict(h200.provenance)["status"] == "derived"
 
 
 def test_profile_is_hashable_and_frozen():

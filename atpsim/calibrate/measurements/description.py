@@ -33,7 +33,7 @@ CPU_MEMORY_BANDWIDTH_Bps = 25.6e9
 CPU_MEMORY_EFFICIENCY = 0.5
 #: Placeholder capacity when the description gives none (not used by the timing model).
 DEFAULT_CAPACITY_BYTES = 8 * 2**30
-_GPU_PROFILES = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm"}
+_GPU_PROFILES = {"a100": "a100-sxm4-80gb", "h100": "h100-sxm", "h200": "h200"}
 
 
 def describe(machine: dict[str, Any]) -> str:
@@ -83,9 +83,16 @@ def base_profile(name: str, machine: dict[str, Any], n_ranks: int) -> HardwarePr
     return replace(profile, sources=tuple(sorted(sources.items())))
 
 
+#: Keys of a machine description that name its device (a command or a path may name anything).
+DEVICE_KEYS = ("gpu_models", "gpu", "gpu_name", "device", "name")
+
+
 def _bundled_gpu(machine: dict[str, Any]) -> str | None:
     values = [
-        v for value in machine.values() for v in (value if isinstance(value, list) else [value])
+        v
+        for key in DEVICE_KEYS
+        for value in [machine.get(key)]
+        for v in (value if isinstance(value, list) else [value])
     ]
     text = " ".join(str(v) for v in values if isinstance(v, str)).lower()
     for key, profile in _GPU_PROFILES.items():
