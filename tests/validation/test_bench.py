@@ -65,6 +65,17 @@ def test_gemm_benchmark_writes_its_csv_and_machine(tmp_path: Path) -> None:
     )
 
 
+def test_gemm_benchmark_refuses_fp8_without_a_gpu(tmp_path: Path) -> None:
+    """FP8 GEMMs run on a GPU's FP8 tensor cores only: on a CPU, one line before any process
+    group is made (the option itself parses)."""
+    argv = ["--out", str(tmp_path), "--dtype", "fp8", "--world-size", "1", "--hidden", "32",
+            "--heads", "4", "--batch", "2", "--seq", "8", "--chunks", "1"]  # fmt: skip
+    assert gemm.parser().parse_args(argv).dtype == "fp8"
+    with pytest.raises(SystemExit, match="FP8 GEMMs need a GPU"):
+        gemm.main(argv)
+    assert not dist.is_initialized()
+
+
 def _worker(rank: int, store_path: str, out: str) -> None:
     store = dist.FileStore(store_path, WORLD)
     timeout = datetime.timedelta(seconds=60)

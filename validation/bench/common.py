@@ -72,13 +72,14 @@ def mesh_list(text: str) -> list[tuple[int, int]]:
     return meshes
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """Options every benchmark has: output folder, dtype, warm-up and repetitions."""
+def base_parser(description: str, dtypes: Sequence[str] = tuple(DTYPES)) -> argparse.ArgumentParser:
+    """Options every benchmark has: output folder, dtype (one of *dtypes*), warm-up and
+    repetitions."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--out", type=Path, required=True, help="folder for <name>.csv and <name>.machine.json"
     )
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    parser.add_argument("--dtype", choices=sorted(dtypes), default="fp32")
     parser.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions")
     parser.add_argument(

@@ -14,7 +14,7 @@
 # a failed step does not stop the others (its exit code is printed). Environment overrides as
 # run_all.sh: HIDDEN HEADS BATCH SEQ DTYPE CHUNKS DROPOUT FLUSH REPS WARMUP, and WORLDS, BIG
 # (the GPT-3 175B layer's --hidden/--heads/--batch/--seq), LAYER2 (the second layer's),
-# SQUARES, STEP_LIMIT (s).
+# SQUARES, STEP_LIMIT (s), FP8 (1: also time the linears' GEMMs in FP8 into OUT_DIR/fp8/).
 set -uo pipefail
 out=${1:?usage: one_gpu.sh OUT_DIR [--append]}
 extra=("${@:2}")
@@ -54,6 +54,22 @@ for world in ${WORLDS//,/ }; do
     "${timing[@]}" "${more[@]}" --world-size "$world" "${model[@]}" --flush "$FLUSH"
   first=0
 done
+# FP8 (Transformer Engine's linears): the same GEMMs of batch 1 in E4M3 into $out/fp8/, a
+# folder of its own since a fit takes one dtype; FP8=0 skips them (a GPU before sm_89)
+if [[ "${FP8:-1}" == 1 ]]; then
+  first=1
+  for world in ${WORLDS//,/ }; do
+    more=("${append[@]}"); (( first )) || more=(--append)
+    step "gemm fp8 world $world" python3 -m validation.bench.gemm --out "$out/fp8" \
+      --dtype fp8 --reps "$REPS" --warmup "$WARMUP" "${more[@]}" --world-size "$world" \
+      "${model[@]}" --flush "$FLUSH"
+    first=0
+  done
+  # shellcheck disable=SC2086
+  step "gemm fp8 gpt3-175b on 8" python3 -m validation.bench.gemm --out "$out/fp8" --dtype fp8 \
+    --reps "$REPS" --warmup "$WARMUP" --append --world-size 8 $BIG --chunks 1 \
+    --dropout "$DROPOUT" --flush "$FLUSH" --shapes "$SQUARES"
+fi
 # shellcheck disable=SC2086  # BIG is a list of options
 step "gemm gpt3-175b on 8" python3 -m validation.bench.gemm --out "$out" "${timing[@]}" --append \
   --world-size 8 $BIG --chunks 1 --dropout "$DROPOUT" --flush "$FLUSH" --shapes "$SQUARES"
