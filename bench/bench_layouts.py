@@ -112,11 +112,28 @@ def _compile_package() -> None:
                    check=True, env=_env())  # fmt: skip
 
 
+def api_topology(entry: dict) -> dict:
+    """A scenario's topology entry as the API takes it: no ``label``, unit suffixes on the
+    builder's parameter names and the values in bytes/s (``nic_bandwidth: 100 Gb/s`` is
+    ``nic_bandwidth_Bps: 12.5e9``)."""
+    from atpsim.units import parse_bandwidth
+
+    out = {}
+    for key, value in entry.items():
+        if key == "label":
+            continue
+        if key.endswith("bandwidth"):
+            key, value = f"{key}_Bps", parse_bandwidth(value)
+        out[key] = value
+    return out
+
+
 def plain_one(name: str) -> None:
     """The job case *name* unfolded through the API; prints its iteration time as JSON."""
     from atpsim.api import simulate_job
 
     topology, hardware, p = JOBS[name]
+    topology = api_topology(topology)
     devices = p.get("devices") or 960
     tp = tuple(p["tp"][0])
     dp = p["dp"] if p["dp"] != "auto" else devices // (tp[0] * tp[1] * p["pp"])
