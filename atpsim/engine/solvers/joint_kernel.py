@@ -428,7 +428,7 @@ ENTRY = ("run", "release", "add_flows", "update_rates", "next_time", "heap_push"
 #: The loop's functions (the rate solve's are :mod:`~atpsim.engine.solvers.joint_rates`').
 HELPERS = ("_before", "_sift_down", "_sift_up", "_heap_pop", "heap_push", "release", "_complete",
            "add_flows", "_advance", "_to_next", "next_time", "_count_leaving", "_compact_active",
-           "_pop_completed", "_join", "_arrivals")
+           "_pop_completed", "_join", "_arrivals", "run")
 
 
 @functools.cache
