@@ -51,7 +51,7 @@ from atpsim.engine.solvers.joint_loop import (
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Episode:
     """Members (cohorts) simulated together, the tasks each member ends, the links each
     crosses and when each ends (s), when the last ends, and the joint answer (None: one

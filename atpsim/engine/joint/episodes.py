@@ -40,7 +40,7 @@ from atpsim.engine.reductions.symmetry import Symmetry, find_symmetry
 from atpsim.engine.routes import route_pairs
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Cohort:
     """Groups *groups* (indices into the call's groups, sorted) of call *plan*, started at
     *start_s*."""
