@@ -5,6 +5,7 @@ command, one process each.
     python bench/bench_layouts.py tp4-pp8x12-512-h100 # some cases by name
     python bench/bench_layouts.py --plain             # each job also unfolded, compared
     python bench/bench_layouts.py --timeout 300       # give up on a command after 300 s
+    python bench/bench_layouts.py --repeat 3          # three rounds; each case's least CPU s
 
 Each command runs with bytecode caching on and the package compiled first, as an installed
 package imports. A job case is ``atpsim run CASE.yaml -o DIR --no-progress`` on a one-point scenario written
@@ -151,6 +152,8 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", help=f"of {', '.join([*JOBS, 'plan'])} (default: all)")
     parser.add_argument("--plain", action="store_true", help="also run each job unfolded and compare")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a command may take")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds over the cases; then each case's least CPU s and every round's")
     parser.add_argument("--plain-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_one:
@@ -159,27 +162,45 @@ def main() -> None:
     names = args.cases or [*JOBS, "plan"]
     _compile_package()
     print(f"{'case':<22} {'CPU s':>8} {'peak MB':>8} {'exit':>4}  result")
+    runs: dict[str, list[tuple[float, float, str]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            if name == "plan":
-                print("  $ " + " ".join(PLAN))
-                cpu, rss, code, last = measured(PLAN, args.timeout)
-                print(f"{name:<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  {last[:60]}")
-                continue
-            path = Path(tmp) / f"{name}.yaml"
-            path.write_text(yaml.safe_dump(scenario(name), sort_keys=False))
-            command = ["atpsim", "run", str(path), "-o", str(Path(tmp) / name), "--no-progress"]
-            print(f"  $ atpsim run {name}.yaml -o {name} --no-progress   # {json.dumps(JOBS[name][2])}")
-            cpu, rss, code, _ = measured(command, args.timeout)
-            result = _iteration(Path(tmp) / name / "results.csv")
-            print(f"{name:<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  iteration {result} s")
-            if args.plain:
-                plain = [sys.executable, __file__, "--plain-one", name]
-                cpu, rss, code, last = measured(plain, args.timeout)
-                unfolded = json.loads(last)["iteration_s"] if code == 0 else float("nan")
-                diff = abs(unfolded - float(result)) / unfolded if code == 0 else float("nan")
-                print(f"{'  unfolded (API)':<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  iteration "
-                      f"{unfolded!r} s; relative difference {diff:.1e} (results.csv keeps 10 digits)")  # fmt: skip
+        for _ in range(max(args.repeat, 1)):
+            for name in names:
+                cpu, rss, code, result = run_case(name, Path(tmp), args.timeout)
+                print(f"{name:<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  {result}")
+                runs[name].append((cpu, rss, result))
+                if args.plain and name != "plan":
+                    plain_case(name, result, args.timeout)
+    if args.repeat > 1:
+        print(f"\nleast CPU s of {args.repeat} rounds (every round's in order), largest peak RSS:")
+        for name, rows in runs.items():
+            cpus = ", ".join(f"{cpu:.1f}" for cpu, _, _ in rows)
+            print(f"{name:<22} {min(c for c, _, _ in rows):>8.1f} {max(r for _, r, _ in rows):>8.0f}  ({cpus})")
+
+
+def run_case(name: str, tmp: Path, timeout: float) -> tuple[float, float, int, str]:
+    """Case *name* once, as a user runs it: (CPU s, peak RSS MB, exit status, its result)."""
+    if name == "plan":
+        print("  $ " + " ".join(PLAN))
+        cpu, rss, code, last = measured(PLAN, timeout)
+        return cpu, rss, code, last[:60]
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(scenario(name), sort_keys=False))
+    command = ["atpsim", "run", str(path), "-o", str(tmp / name), "--no-progress"]
+    print(f"  $ atpsim run {name}.yaml -o {name} --no-progress   # {json.dumps(JOBS[name][2])}")
+    cpu, rss, code, _ = measured(command, timeout)
+    return cpu, rss, code, f"iteration {_iteration(tmp / name / 'results.csv')} s"
+
+
+def plain_case(name: str, result: str, timeout: float) -> None:
+    """Job *name* unfolded through the API, its iteration against the command's *result*."""
+    plain = [sys.executable, __file__, "--plain-one", name]
+    cpu, rss, code, last = measured(plain, timeout)
+    folded = float(result.split()[1]) if result.startswith("iteration ") else float("nan")
+    unfolded = json.loads(last)["iteration_s"] if code == 0 else float("nan")
+    diff = abs(unfolded - folded) / unfolded if code == 0 else float("nan")
+    print(f"{'  unfolded (API)':<22} {cpu:>8.1f} {rss:>8.0f} {code:>4}  iteration "
+          f"{unfolded!r} s; relative difference {diff:.1e} (results.csv keeps 10 digits)")  # fmt: skip
 
 
 def _iteration(results: Path) -> str:
