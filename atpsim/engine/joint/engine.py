@@ -482,9 +482,11 @@ def _run_graph(graph: TaskGraph, network: JointNetwork, comm: _Comm, links: bool
                 if t is not None:
                     push(max(t, now), task)
 
-    while heap or pending or comm.peek() < math.inf:
+    while True:
+        t_live = comm.peek()  # once a turn: a live episode's next event, inf for none
+        if not heap and not pending and t_live == math.inf:
+            break
         t_task = heap[0][0] if heap else math.inf
-        t_live = comm.peek()
         if pending and min(t_task, t_live) > now:
             handle(comm.submit(now, pending))
             pending = []
