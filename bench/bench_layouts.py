@@ -117,7 +117,7 @@ def api_topology(entry: dict) -> dict:
     """A scenario's topology entry as the API takes it: no ``label``, unit suffixes on the
     builder's parameter names and the values in bytes/s (``nic_bandwidth: 100 Gb/s`` is
     ``nic_bandwidth_Bps: 12.5e9``)."""
-    from atpsim.units import parse_bandwidth
+    from atpsim.api import parse_bandwidth
 
     out = {}
     for key, value in entry.items():

@@ -101,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "presets": "topology",
     "draw_topology": "topology",
     "format_bandwidth": "topology",
+    "parse_bandwidth": "topology",
     "format_time": "topology",
     # calibration against measurements
     "validate": "calibrate",
@@ -205,6 +206,7 @@ __all__ = [
     "fit_folder",
     "fit_nccl_log",
     "format_bandwidth",
+    "parse_bandwidth",
     "format_hcm",
     "format_time",
     "hardware_profile",
@@ -346,6 +348,7 @@ if TYPE_CHECKING:
         hcm,
         hcm_as_dict,
         load_topology,
+        parse_bandwidth,
         presets,
         route,
         topology_summary,

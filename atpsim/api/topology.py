@@ -22,11 +22,11 @@ from atpsim.topology.presets import preset_info, preset_names
 from atpsim.topology.registry import Builder, builder_info, builder_names
 from atpsim.topology.spec import load_topology as load_spec
 from atpsim.topology.summary import RouteSummary, TopologySummary, describe_route, summarize
-from atpsim.units import format_bandwidth, format_time
+from atpsim.units import format_bandwidth, format_time, parse_bandwidth
 
 TopologySpec = str | Mapping[str, Any]
 
-__all__ = ["Builder", "Topology", "builders", "draw_topology", "format_hcm", "hcm", "hcm_as_dict", "load_topology",
+__all__ = ["Builder", "parse_bandwidth", "Topology", "builders", "draw_topology", "format_hcm", "hcm", "hcm_as_dict", "load_topology",
            "format_bandwidth", "format_time", "presets", "route", "topology_summary"]
 
 
