@@ -29,14 +29,11 @@ from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, gather, reve
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
 #: Rate solves the reference loops of a run make before its loops are compiled (mode
-#: ``busy``, :func:`loop_choice`). Every job that got past 3,000 (the SageMaker, 512-H100 and
-#: 16,384-A100 rows of bench/bench_layouts.py) had by then spent 0.75-0.85 s (the first two)
-#: and ~5 s (the last: its reference loops' extends of thousands of flows) on reference loops,
-#: more than loading numba and the compiled functions costs a process (0.6-1.2 s; compiling
-#: them once after an install 10-20 s: numba caches the machine code on disk). At 1,000 the
-#: 16,384-A100 job runs 7-14% faster in process (the other two within the noise), and a run
-#: whose episodes do little still never loads them (the 1024-A100 row: 845 solves).
-BUSY_EVENTS = 1_000
+#: ``busy``, :func:`loop_choice`): about 0.5-1 s of the reference loop's work (150-300 us a
+#: solve with hundreds of flows in flight), what loading numba and the compiled functions
+#: costs a process (0.9-1.2 s; compiling them once after an install about 15 s: numba caches
+#: the machine code on disk). A run whose episodes do less never loads them.
+BUSY_EVENTS = 3_000
 
 REFERENCE, COMPILED, BUSY = "reference", "compiled", "busy"
 
