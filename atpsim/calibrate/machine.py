@@ -110,9 +110,19 @@ def fit_folder(folder: str | Path) -> FolderFit:
     return result
 
 
-def _fit_profile(measurements: Measurements) -> ProfileFit:
-    name = f"fitted-{measurements.folder.resolve().name}"
-    base = base_profile(name, measurements.machine, measurements.n_ranks)
+def _fit_profile(measurements: Measurements, bandwidth_Bps: float | None = None) -> ProfileFit:
+    """The GEMM fit from the folder's base profile (:func:`base_profile`), its memory bandwidth
+    *bandwidth_Bps* at full efficiency where given (the GEMM curve's roofline)."""
+    base = base_profile(f"fitted-{measurements.folder.resolve().name}", measurements.machine,
+                        measurements.n_ranks)  # fmt: skip
+    if bandwidth_Bps is not None:
+        sources = dict(base.sources)
+        sources["memory_bandwidth_Bps"] = (
+            "the fastest memory-bound op class measured in this folder (calibrate.fit.memory): "
+            "the description names no bundled GPU"
+        )
+        base = replace(base, memory_bandwidth_Bps=bandwidth_Bps, memory_efficiency=1.0,
+                       sources=tuple(sorted(sources.items())))  # fmt: skip
     return fit_profile(measurements.gemms, base)
 
 
@@ -122,21 +132,17 @@ def _refit_under_measured_bandwidth(
     """*fit* again with its base's memory bandwidth raised to the fastest memory-bound op
     measured, where one ran faster than the base assumes: a GPU with no bundled profile starts
     from the CPU's assumed DDR4 channel (:func:`base_profile`), whose roofline makes every
-    GEMM memory-bound (an H200 fitted so before it had a profile: GEMM RMS error 4,600%). The
+    GEMM memory-bound (an H200 fitted so before it had a profile: GEMM RMS error 4,629%). The
     bundled GPUs and the CPU folders, whose ops stay under their base's figure, fit once."""
-    fastest = max(memory.bandwidth_Bps, *(b for _, b in memory.class_bandwidth_Bps))
+    fastest = _fastest_Bps(memory)
     if fastest <= fit.profile.memory_bandwidth_Bps:
         return fit
-    name = f"fitted-{measurements.folder.resolve().name}"
-    base = base_profile(name, measurements.machine, measurements.n_ranks)
-    sources = dict(base.sources)
-    sources["memory_bandwidth_Bps"] = (
-        "the fastest memory-bound op class measured in this folder (calibrate.fit.memory): the "
-        "description names no bundled GPU"
-    )
-    base = replace(base, memory_bandwidth_Bps=float(f"{fastest:.6g}"), memory_efficiency=1.0,
-                   sources=tuple(sorted(sources.items())))  # fmt: skip
-    return fit_profile(measurements.gemms, base)
+    return _fit_profile(measurements, float(f"{fastest:.6g}"))
+
+
+def _fastest_Bps(memory: MemoryFit) -> float:
+    """The fastest fitted bandwidth (B/s): all ops' or one class's."""
+    return max(memory.bandwidth_Bps, *(b for _, b in memory.class_bandwidth_Bps))
 
 
 def profile_with_memory_fit(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
@@ -145,8 +151,7 @@ def profile_with_memory_fit(fit: ProfileFit, memory: MemoryFit) -> ProfileFit:
     exceeds it), ``memory_efficiency`` becomes all ops' fitted share of it and
     ``memory_efficiency_by_class`` each class's."""
     profile = fit.profile
-    fitted = [memory.bandwidth_Bps, *(b for _, b in memory.class_bandwidth_Bps)]
-    bandwidth = float(f"{max(profile.memory_bandwidth_Bps, *fitted):.6g}")
+    bandwidth = float(f"{max(profile.memory_bandwidth_Bps, _fastest_Bps(memory)):.6g}")
     sources = dict(profile.sources)
     sources["memory_efficiency"] = (
         "fitted to this folder's memory-bound ops, per op class (calibrate.fit.memory): effective "
