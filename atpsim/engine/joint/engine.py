@@ -32,11 +32,11 @@ import numpy as np
 
 from atpsim.engine.joint.calls import CallPlan
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.graph import COMM, DELAY, GraphTimeline, NotUniform, TaskGraph, uniform_end
+from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.joint.tasks import TaskClock
 from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
-from atpsim.engine.solvers.flow_loop import reverse_csr
 from atpsim.engine.solvers.joint_loop import (
     BUSY,
     COMPILED,
@@ -446,63 +446,22 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
 
 
 def _run_graph(graph: TaskGraph, network: JointNetwork, comm: _Comm, links: bool) -> GraphTimeline:
-    """:func:`run_graph` with the episodes' shortcuts in *comm*."""
-    n = len(graph)
-    waiting = np.diff(graph.dep_ptr).tolist()
-    dep_ptr, dep_idx = (a.tolist() for a in reverse_csr(graph.dep_ptr, graph.dep_idx, n))
-    kind, seconds, fraction = graph.kind.tolist(), graph.seconds.tolist(), graph.fraction.tolist()
-    start, finish = [math.nan] * n, [math.nan] * n
-    version = [0] * n
-    heap: list[tuple[float, int, int, int]] = []
-    pending: list[int] = []
-    seq = 0
-
-    def push(t: float, task: int) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(heap, (t, seq, task, version[task]))
-
-    def ready(task: int, t: float) -> None:
-        start[task] = t
-        if kind[task] == DELAY:
-            push(t + seconds[task], task)
-        elif kind[task] == COMM:
-            pending.append(task)
-        else:
-            push(t + fraction[task] * ((t + seconds[task]) - t), task)
-
-    for task in range(n):
-        if waiting[task] == 0:
-            ready(task, 0.0)
-    now = 0.0
-    def handle(ends: Ends) -> None:
-        for task, t in ends:
-            if math.isnan(finish[task]):
-                version[task] += 1
-                if t is not None:
-                    push(max(t, now), task)
-
+    """:func:`run_graph` with the episodes' shortcuts in *comm*: each turn, the comm tasks
+    that became ready start together once nothing else happens at this instant, else the
+    next live-episode event or the next task end, whichever is first."""
+    tasks = TaskClock(graph)
     while True:
         t_live = comm.peek()  # once a turn: a live episode's next event, inf for none
-        if not heap and not pending and t_live == math.inf:
+        if not tasks.heap and not tasks.pending and t_live == math.inf:
             break
-        t_task = heap[0][0] if heap else math.inf
-        if pending and min(t_task, t_live) > now:
-            handle(comm.submit(now, pending))
-            pending = []
-            continue
-        if t_live <= t_task:
-            ends, now = comm.advance(t_live, now if pending else t_task)
-            handle(ends)
-            continue
-        t, _, task, v = heapq.heappop(heap)
-        if v != version[task] or not math.isnan(finish[task]):
-            continue
-        now = finish[task] = t
-        for child in dep_idx[dep_ptr[task]:dep_ptr[task + 1]]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                ready(child, t)
+        t_task = tasks.heap[0][0] if tasks.heap else math.inf
+        if tasks.pending and min(t_task, t_live) > tasks.now:
+            tasks.handle(comm.submit(tasks.now, tasks.take_pending()))
+        elif t_live <= t_task:
+            ends, tasks.now = comm.advance(t_live, tasks.now if tasks.pending else t_task)
+            tasks.handle(ends)
+        else:
+            tasks.end_next()
     link_bytes, link_busy = comm.link_totals() if links else (None, None)
-    return GraphTimeline(graph, np.array(start), np.array(finish), link_bytes, link_busy,
+    return GraphTimeline(graph, np.array(tasks.start), np.array(tasks.finish), link_bytes, link_busy,
                          comm.stats.as_dict(), comm.calls() if links else None)  # fmt: skip
