@@ -39,7 +39,9 @@ COMMAND_MODULES = {
 #: simulation allocates millions of objects that live to its end (tasks, events, episodes)
 #: and makes few reference cycles; at the default the collector made 10 full passes over
 #: them in one 512-GPU job, 0.7-0.9 s of its 7.5 s, for no memory back (bench/README.md,
-#: "the cyclic collector"). Every cycle is still collected, in passes ~14x fewer.
+#: "the cyclic collector"). Every cycle is still collected, in passes ~14x fewer. A joint
+#: run now pauses the collector itself (:mod:`atpsim.engine.joint.collector`); the threshold
+#: still serves the rest (a command's imports, an isolated network's sweep, the report).
 GC_YOUNG_THRESHOLD = 10_000
 
 

@@ -41,6 +41,7 @@ from atpsim.compute.hardware import HardwareProfile, hardware_profile, topology_
 from atpsim.compute.models import ModelConfig
 from atpsim.compute.timing import compute_time_s
 from atpsim.engine.joint.calls import CallSpec
+from atpsim.engine.joint.collector import paused_collector
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph
 from atpsim.engine.joint.network import JointNetwork
@@ -223,6 +224,13 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
+    with paused_collector():  # millions of objects, almost no cycles; freed before it resumes
+        return _joint_run(topology, profile, config, perturb, links, trace, fold)
+
+
+def _joint_run(topology: Topology, profile: HardwareProfile, config: JobConfig, perturb: Perturbation | None,
+               links: bool, trace: TraceWriter | None, fold: bool) -> JobPrediction:
+    """:func:`run_job` on the joint network: the graph folded as far as it is exact."""
     parts = job_parts(topology, profile, config, perturb=perturb)
     for folded in FOLDS if fold and trace is None else (UNFOLDED,):
         job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded,

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from atpsim.engine.solvers.numba_target import load_cpu_target
+
 # Fields and rows of the kernel's state arrays (see :func:`_state`). A flow's record (one row
 # per flow, so an event touches a cache line or two per flow), floats, integers and flags:
 REMAINING, DELIVERED, RATE, NEW_RATE, LAST = range(5)
@@ -624,6 +626,7 @@ def compiled_kernel() -> Callable[..., Any] | None:
         import numba  # noqa: F401
     except ImportError:  # pragma: no cover
         return None
+    load_cpu_target()
     inline = _jit(inline="always")
     for name in HELPERS:  # _loop calls them compiled and inlined
         globals()[name] = inline(globals()[name])

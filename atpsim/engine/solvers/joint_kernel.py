@@ -74,6 +74,7 @@ from atpsim.engine.solvers.joint_layout import (
     WEIGHTED,
 )
 from atpsim.engine.solvers.joint_rates import update_rates
+from atpsim.engine.solvers.numba_target import load_cpu_target
 
 
 def _before(t: float, seq: int, u: float, useq: int) -> bool:
@@ -440,6 +441,7 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
         from numba import njit
     except ImportError:  # pragma: no cover
         return None
+    load_cpu_target()
     entry, inlined = njit(cache=True, error_model="numpy"), njit(cache=True, error_model="numpy", inline="always")
     for module, helpers, entries in ((vars(joint_rates), joint_rates.HELPERS, joint_rates.ENTRY),
                                      (globals(), HELPERS, ENTRY)):  # fmt: skip
