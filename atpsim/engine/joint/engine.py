@@ -217,14 +217,15 @@ class _Comm:
         joint.live`): a live one brought to now, the others replayed up to now."""
         out: Ends = []
         live = [e for e in met if isinstance(e, LiveEpisode)]
-        base = live[0] if live else LiveEpisode(joint_loop(self.network.fabric, now), self.graph.uniform)
-        if live:  # first: an episode replayed to now may come before it in *met*
+        base = live[0] if live else None
+        if base is not None:  # first: an episode replayed to now may come before it in *met*
             base.loop.run_until(now)
             out += base.harvest()
         for episode in met:
             if episode is base:
                 continue
             if isinstance(episode, LiveEpisode):
+                assert base is not None  # a live one met is the base or comes after it
                 episode.loop.run_until(now)
                 out += episode.harvest()
                 base.take(self.network, episode)
@@ -233,13 +234,30 @@ class _Comm:
             replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now,
                                     self.graph.uniform)  # fmt: skip
             out += ends
-            base.take(self.network, replayed)
+            base = self._took(base, replayed, now)
             episode.alive = False
             self.stats.replays += 1
+        assert base is not None
         base.alive = True
         out += base.add(self.network, cohort, owned, links)
         self.stats.largest = max(self.stats.largest, len(base.members))
         return base, out
+
+    def _took(self, base: LiveEpisode | None, replayed: LiveEpisode, now: float) -> LiveEpisode:
+        """*base* (a new empty one at *now* where None) having taken over *replayed*. The
+        first replayed episode of a compiled run becomes the base itself, its loop put in the
+        state an empty one reaches by absorbing it (:meth:`~atpsim.engine.solvers.
+        joint_loop.CompiledLoop.as_absorbed`): the same numbers, without copying it (the
+        empty base would be compiled too: :func:`~atpsim.engine.solvers.joint_loop.joint_loop`
+        made the replayed loop just now, and a replay counts no rate solve towards the switch)."""
+        if base is None:
+            loop = replayed.loop
+            if isinstance(loop, CompiledLoop) and not loop.compacted:
+                loop.as_absorbed()
+                return replayed
+            base = LiveEpisode(joint_loop(self.network.fabric, now), self.graph.uniform)
+        base.take(self.network, replayed)
+        return base
 
     def _schedule(self, index: int) -> None:
         episode = self.episodes[index]

@@ -148,6 +148,8 @@ class CompiledLoop:
         self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
         self.buf = np.zeros((3, 0), dtype=np.int64)
         self._harvested = 0
+        #: Whether :meth:`compact` dropped nodes (links may be left that no node crosses).
+        self.compacted = False
 
     @classmethod
     def adopt(cls, loop: Loop, functions: dict[str, Callable[..., Any]],
@@ -282,6 +284,7 @@ class CompiledLoop:
         self._compact_arrivals(remap)
         self.s[k.N_NODES], self.s[k.N_DONE], self.s[k.INC_DONE], self.s[k.DONE_TOP] = m, 0, 0, 0
         self._harvested = 0
+        self.compacted = True
         return keep
 
     def _compact_arrivals(self, remap: np.ndarray) -> None:
@@ -324,6 +327,51 @@ class CompiledLoop:
             self.s[k.N_EVENTS] += self.fn["update_rates"](self.nf, self.ni, self.inc, self.incw, self.lf, self.li,
                                                           self.s)  # fmt: skip
         return offset
+
+    def as_absorbed(self) -> None:
+        """Put this loop, in place, in the state a fresh loop at its time would be in after
+        :meth:`absorb` of it (a live episode made of one replayed episode: the same loop,
+        without copying every node into an empty one): its links numbered ascending, the
+        queued arrivals numbered 1, 2, ... in their storage order, each link's busy time so
+        far folded in (``busy + (now - since)``, what absorb adds), its nodes done forgotten
+        as taken, its rates solved again over every flow in flight, one rate solve counted.
+        ``tests/engine/solvers/test_joint_kernel.py`` holds every array to absorb's."""
+        assert self._harvested == int(self.s[k.DONE_TOP]), "take the nodes done first"
+        assert not self.compacted, "absorb numbers only the links that nodes cross"
+        self._renumber_links()
+        n_links, n_inc, n_active = int(self.s[k.N_LINKS]), int(self.s[k.N_INC]), int(self.s[k.N_ACTIVE])
+        link_bytes, busy = self.link_counts()
+        self.lf[k.BYTES, :n_links], self.lf[k.BUSY, :n_links] = link_bytes[self.used], busy[self.used]
+        on = self.li[k.ON_LINK, :n_links] > 0
+        self.lf[k.BUSY_SINCE, :n_links] = np.where(on, self.now, 0.0)
+        heap = int(self.s[k.N_HEAP])
+        self._compact_arrivals(np.arange(len(self), dtype=np.int64))
+        self.hi[k.SEQ, :heap] = np.arange(1, heap + 1)
+        self.s[k.N_SEQ], self.s[k.DONE_TOP], self.s[k.N_EVENTS] = heap, 0, 0
+        self._harvested = 0
+        if n_active:
+            self.nf[k.RATE, self.ni[k.ACTIVE, :n_active]] = 0.0
+            self.li[k.FLAG, self.inc[k.LINK, :n_inc]] = 1
+            self.s[k.CHANGED] = int(n_inc > 0)
+            self.s[k.N_EVENTS] = self.fn["update_rates"](self.nf, self.ni, self.inc, self.incw, self.lf, self.li,
+                                                         self.s)  # fmt: skip
+
+    def _renumber_links(self) -> None:
+        """Number the links in use ascending by fabric id (as :meth:`_add_links` numbers a
+        batch), every reference to them renumbered."""
+        n_links = int(self.s[k.N_LINKS])
+        order = np.argsort(self.used, kind="stable")
+        if np.array_equal(order, np.arange(n_links)):
+            return
+        new_of_old = np.empty(n_links, dtype=np.int64)
+        new_of_old[order] = np.arange(n_links)
+        m, n_inc = int(self.link_ptr[len(self)]), int(self.s[k.N_INC])
+        self.node_links[:m] = new_of_old[self.node_links[:m]]
+        self.inc[k.LINK, :n_inc] = new_of_old[self.inc[k.LINK, :n_inc]]
+        self.lf[:, :n_links] = self.lf[:, order]
+        self.li[:, :n_links] = self.li[:, order]
+        self.used = self.used[order]
+        self.local[self.used] = np.arange(n_links)
 
     def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time (so far) per directed link of the fabric."""

@@ -27,14 +27,15 @@ from atpsim.engine.solvers.joint_loop import (
 N_LINKS = 12
 
 
-def _nodes(rng: np.random.Generator, n: int, release_s: float) -> Nodes:
-    """*n* random nodes: 0-3 links each (0: a delay of its latency), latencies that tie,
-    sizes that tie, two protocols, release times from *release_s*, dependencies on earlier
-    nodes."""
-    lens = rng.integers(0, 4, n)
+def _nodes(rng: np.random.Generator, n: int, release_s: float, links: np.ndarray | None = None) -> Nodes:
+    """*n* random nodes: 0-3 links each (0: a delay of its latency; of *links*, default every
+    link), latencies that tie, sizes that tie, two protocols, release times from
+    *release_s*, dependencies on earlier nodes."""
+    links = np.arange(N_LINKS) if links is None else links
+    lens = rng.integers(0, min(4, len(links) + 1), n)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    idx = np.concatenate([rng.choice(N_LINKS, k, replace=False) for k in lens]).astype(np.int64)
+    idx = np.concatenate([rng.choice(links, k, replace=False) for k in lens]).astype(np.int64)
     deps = [sorted(set(rng.choice(i, min(i, int(rng.integers(0, 3))), replace=False).tolist())) if i else []
             for i in range(n)]  # fmt: skip
     dep_ptr = np.zeros(n + 1, dtype=np.int64)
