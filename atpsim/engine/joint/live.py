@@ -23,7 +23,7 @@ from atpsim.engine.joint.flows import FlowSet, nodes_of
 from atpsim.engine.joint.graph import uniform_end
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.routes import route_pairs
-from atpsim.engine.solvers.flow_loop import Loop
+from atpsim.engine.solvers.flow_loop import Loop, NodeShape
 from atpsim.engine.solvers.flow_network import Nodes
 from atpsim.engine.solvers.growing import Column
 from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
@@ -35,22 +35,24 @@ COMPACT_NODES = 65_536
 Ends = list[tuple[int, float | None]]
 
 
-def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray]:
+def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray, NodeShape]:
     """The nodes of *cohort*'s flows (released at its start plus its fixed latency, with its
-    call's rendezvous dependencies) and the position of each one's group in the cohort (both
-    read-only: a call's groups give the same nodes whenever they start, so they are built once
-    and only the release times are new)."""
+    call's rendezvous dependencies), the position of each one's group in the cohort and the
+    nodes' shape (read-only: a call's groups give the same nodes whenever they start, so they
+    are built once and only the release times are new)."""
     plan = cohort.plan
     key = (id(plan), cohort.groups)  # the network keeps its plans for the run: ids stay theirs
     if key not in network.member_parts:
         network.member_parts[key] = _member_parts(network, plan, cohort.groups)
-    nodes, group = network.member_parts[key]
-    return replace(nodes, release_s=np.full(len(nodes), cohort.start_s + plan.fixed_s)), group
+    nodes, group, shape = network.member_parts[key]
+    return replace(nodes, release_s=np.full(len(nodes), cohort.start_s + plan.fixed_s)), group, shape
 
 
-def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]) -> tuple[Nodes, np.ndarray]:
+def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]
+                  ) -> tuple[Nodes, np.ndarray, NodeShape]:
     """What :func:`member_nodes` builds from a call's groups alone, whenever they start: the
-    nodes of its flows over their routes (released at 0) and each one's group position."""
+    nodes of its flows over their routes (released at 0), each one's group position and their
+    :class:`~atpsim.engine.solvers.flow_loop.NodeShape`."""
     schedule = plan.schedule(groups)
     n = network.topology.n_gpus
     routes = route_pairs(network.topology, np.unique(schedule.src * n + schedule.dst))
@@ -60,10 +62,10 @@ def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]
                     schedule.dependencies())  # fmt: skip
     nodes = nodes_of(routes, flows)
     group = np.concatenate([s.group for s in schedule.steps]) if len(schedule.steps) else np.zeros(0, np.int64)
-    parts = (nodes, group.astype(np.int64))
-    for array in (*(getattr(nodes, f.name) for f in fields(nodes)), parts[1]):
+    group = group.astype(np.int64)
+    for array in (*(getattr(nodes, f.name) for f in fields(nodes)), group):
         array.flags.writeable = False
-    return parts
+    return nodes, group, NodeShape.of(nodes)
 
 
 @dataclass(eq=False)
@@ -176,8 +178,8 @@ class LiveEpisode:
         ends = cohort.start_s + np.asarray(alone, dtype=np.float64)
         left = np.zeros(len(cohort.groups), dtype=np.int64)
         if cohort.plan.moves_bytes:
-            nodes, group = member_nodes(network, cohort)
-            self.loop.extend(nodes, group)
+            nodes, group, shape = member_nodes(network, cohort)
+            self.loop.extend(nodes, group, shape)
             self.owners[0].extend(np.full(len(nodes), h, dtype=np.int64))
             self.owners[1].extend(group)
             left = np.bincount(group, minlength=len(cohort.groups)).astype(np.int64)

@@ -72,6 +72,29 @@ def reverse_csr(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.nda
     return ptr, owners[order]
 
 
+@dataclass(frozen=True, eq=False)
+class NodeShape:
+    """What a loop derives from nodes' structure alone, not their times, for nodes added
+    again and again (a call's groups each time they start:
+    :func:`~atpsim.engine.joint.live.member_nodes`): each node's dependency count
+    (*waiting*), those with none (*roots*), the dependents (*dependents*: the dependencies'
+    CSR reversed) and the links crossed (*links*: sorted, unique). Read-only."""
+
+    waiting: np.ndarray
+    roots: np.ndarray
+    dependents: tuple[np.ndarray, np.ndarray]
+    links: np.ndarray
+
+    @classmethod
+    def of(cls, nodes: Nodes) -> NodeShape:
+        waiting = np.diff(nodes.dep_ptr)
+        shape = cls(waiting, np.flatnonzero(waiting == 0), reverse_csr(nodes.dep_ptr, nodes.dep_idx, len(nodes)),
+                    np.unique(nodes.link_idx))  # fmt: skip
+        for array in (shape.waiting, shape.roots, *shape.dependents, shape.links):
+            array.flags.writeable = False
+        return shape
+
+
 def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The entries of CSR rows *rows*, concatenated."""
     lens = ptr[rows + 1] - ptr[rows]
@@ -123,18 +146,20 @@ class Loop:
     def __len__(self) -> int:
         return len(self.waiting)
 
-    def extend(self, nodes: Nodes, groups: np.ndarray | None = None) -> int:
+    def extend(self, nodes: Nodes, groups: np.ndarray | None = None, shape: NodeShape | None = None) -> int:
         """Add *nodes* now (their dependencies among themselves); those with none are
         released at their release time. Returns the index of the first. (*groups*: what the
         compiled loop stops at, :meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.
-        run_to_group_end`; this loop has no such stop.)"""
+        run_to_group_end`; this loop has no such stop. *shape*: their :class:`NodeShape`
+        where the caller keeps it, else derived here.)"""
         first = len(self)
+        waiting = shape.waiting if shape is not None else np.diff(nodes.dep_ptr)
         self.nodes = self._nodes.append(nodes)
         self.net.extend(self.nodes)
         unknown = np.full(len(nodes), np.nan)
-        self._grow(np.diff(nodes.dep_ptr), unknown, unknown)
+        self._grow(waiting, unknown, unknown)
         self.dependents = self._dependents.append(nodes, first)
-        self.release(first + np.flatnonzero(np.diff(nodes.dep_ptr) == 0))
+        self.release(first + (shape.roots if shape is not None else np.flatnonzero(waiting == 0)))
         if self.joining:
             self._settle()
         return first

@@ -25,7 +25,7 @@ import numpy as np
 
 from atpsim.engine.solvers import event_loop, joint_kernel
 from atpsim.engine.solvers import joint_layout as k
-from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, gather, reverse_csr
+from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, NodeShape, gather, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
 
 #: Rate solves the reference loops of a run make before its loops are compiled (mode
@@ -218,17 +218,19 @@ class CompiledLoop:
     def finish(self) -> np.ndarray:
         return self.nf[k.FINISH, :len(self)]
 
-    def extend(self, nodes: Nodes, groups: np.ndarray | None = None) -> int:
+    def extend(self, nodes: Nodes, groups: np.ndarray | None = None, shape: NodeShape | None = None) -> int:
         """Add *nodes* now (:meth:`Loop.extend`); the index of the first. *groups*: each
         node's group (0, 1, ...: new groups of this loop), whose ends
-        :meth:`run_to_group_end` stops at."""
+        :meth:`run_to_group_end` stops at. *shape*: their :class:`~atpsim.engine.solvers.
+        flow_loop.NodeShape` where the caller keeps it (nodes added again and again), else
+        derived here."""
         first = len(self)
-        waiting = np.diff(nodes.dep_ptr)
-        self._append(nodes.link_ptr, nodes.link_idx, nodes.dep_ptr, nodes.dep_idx,
-                     (nodes.latency_s, nodes.nbytes, nodes.release_s, nodes.nbytes), nodes.protocol, waiting)
+        shape = shape or NodeShape.of(nodes)
+        self._append(nodes.link_ptr, nodes.link_idx, None, None,
+                     (nodes.latency_s, nodes.nbytes, nodes.release_s, nodes.nbytes), nodes.protocol, shape.waiting,
+                     dependents=shape.dependents, crossed=shape.links)  # fmt: skip
         self._group(first, groups, None)
-        self.fn["release"](self.nf, self.ht, self.hi, self.buf, self.s, self.clock,
-                           first + np.flatnonzero(waiting == 0))  # fmt: skip
+        self.fn["release"](self.nf, self.ht, self.hi, self.buf, self.s, self.clock, first + shape.roots)
         return first
 
     def run_until(self, t: float) -> None:
@@ -405,12 +407,14 @@ class CompiledLoop:
 
     def _append(self, link_ptr: np.ndarray, links: np.ndarray, dep_ptr: np.ndarray | None,
                 dep_idx: np.ndarray | None, floats: tuple[np.ndarray, ...], protocol: np.ndarray,
-                waiting: np.ndarray, dependents: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                waiting: np.ndarray, dependents: tuple[np.ndarray, np.ndarray] | None = None,
+                crossed: np.ndarray | None = None) -> None:
         """Append nodes: their links' CSR (*link_ptr* from 0, fabric link ids *links*), their
         dependencies (CSR; or their *dependents*, already reversed), (latency, bytes, release,
-        remaining) *floats*, *protocol* and *waiting* counts; start and finish unknown."""
+        remaining) *floats*, *protocol* and *waiting* counts; start and finish unknown.
+        *crossed*: the links they cross (sorted, unique), where the caller has them."""
         first, count = len(self), len(protocol)
-        self._add_links(links)
+        self._add_links(np.unique(links) if crossed is None else crossed)
         if dependents is None:
             assert dep_ptr is not None and dep_idx is not None
             dependents = reverse_csr(dep_ptr, dep_idx, count)
@@ -430,9 +434,9 @@ class CompiledLoop:
         self.s[k.N_NODES] = end
 
     def _add_links(self, links: np.ndarray) -> None:
-        """Number the fabric links among *links* not in use yet (ascending, as the reference
-        network does) and give them their capacity and class."""
-        fresh = np.unique(links[self.local[links] < 0])
+        """Number the fabric links among *links* (sorted, unique) not in use yet (ascending, as
+        the reference network does) and give them their capacity and class."""
+        fresh = links[self.local[links] < 0]
         if not len(fresh):
             return
         n = int(self.s[k.N_LINKS])
@@ -449,11 +453,15 @@ class CompiledLoop:
         """Room for *nodes* nodes, *incidences* node-link incidences and *edges* dependents;
         the flows in flight cross at most the incidences of the nodes not done yet (a live
         episode's loop keeps millions of finished nodes: 21 M incidences on the SageMaker job)."""
+        in_flight = incidences - int(self.s[k.INC_DONE])
+        if (nodes <= min(self.nf.shape[1], self.ni.shape[1], self.ht.shape[0], self.hi.shape[1], self.buf.shape[1])
+                and nodes < min(self.link_ptr.shape[0], self.dptr.shape[0]) and incidences <= self.node_links.shape[0]
+                and edges <= self.didx.shape[0] and in_flight <= min(self.inc.shape[1], self.incw.shape[0])):
+            return  # the common case once a loop has grown: every array has room (one test, not ten)
         self.nf, self.ni = _grown(self.nf, nodes), _grown(self.ni, nodes)
         self.ht, self.hi, self.buf = _grown(self.ht, nodes), _grown(self.hi, nodes), _grown(self.buf, nodes)
         self.link_ptr, self.dptr = _grown(self.link_ptr, nodes + 1), _grown(self.dptr, nodes + 1)
         self.node_links, self.didx = _grown(self.node_links, incidences), _grown(self.didx, edges)
-        in_flight = incidences - int(self.s[k.INC_DONE])
         self.inc, self.incw = _grown(self.inc, in_flight), _grown(self.incw, in_flight)
 
 
