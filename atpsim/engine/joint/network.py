@@ -30,6 +30,10 @@ class JointNetwork:
         #: A live episode's member's start-independent parts per (id(plan), groups)
         #: (:func:`atpsim.engine.joint.live.member_nodes`).
         self.member_parts: dict[tuple[int, tuple[int, ...]], tuple] = {}
+        #: An episode's start-independent parts (its union of transfers, the symmetry found
+        #: and the quotient) per its members' (id(plan), groups) in order
+        #: (:func:`atpsim.engine.joint.episodes.solve_episode`).
+        self.episode_parts: dict[tuple, tuple] = {}
 
     @cached_property
     def fabric(self) -> Fabric:

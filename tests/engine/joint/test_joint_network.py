@@ -260,3 +260,26 @@ def test_a_calls_lower_bound_is_its_busiest_ports_least_time_and_below_its_time(
     assert plan.lower_bound_s == pytest.approx(plan.fixed_s + 64e6 / IB_BPS, rel=1e-12)
     assert 0.98 * float(plan.alone_s.max()) < plan.lower_bound_s < float(plan.alone_s.max())
     assert cluster.plan(CallSpec("event", "all_reduce", "ring", ((0,), (8,)), 64e6)).lower_bound_s == 0.0
+
+
+@pytest.mark.parametrize("symmetry", [True, False])
+def test_an_episode_met_again_at_other_starts_reuses_its_parts_and_gives_what_a_fresh_network_does(symmetry):
+    """solve_episode keeps an episode's start-independent parts (union, symmetry, quotient)
+    per its members' calls and groups: the same members at other offsets reuse them, and
+    every answer is the one a network that never saw them gives, bit for bit."""
+    from atpsim.engine.joint.episodes import Cohort, solve_episode
+
+    topology = load_topology("ib-cluster:4x8")
+    reduce = CallSpec("nccl", "all_reduce", "ring", ((0, 8, 16, 24), (1, 9, 17, 25)), 25 * 2**20)
+    send = CallSpec("event", "broadcast", "binomial", ((8, 16), (9, 17)), 50e6, 1e-5)
+    warm = JointNetwork(topology)
+    for start, offset in ((0.0, 4e-4), (1.5e-3, 2e-4), (7.25e-3, 4e-4)):
+        members = [Cohort(warm.plan(reduce), (0, 1), start), Cohort(warm.plan(send), (0, 1), start + offset)]
+        got = solve_episode(warm, members, symmetry=symmetry)
+        fresh = JointNetwork(topology)
+        want = solve_episode(fresh, [Cohort(fresh.plan(reduce), (0, 1), start),
+                                     Cohort(fresh.plan(send), (0, 1), start + offset)], symmetry=symmetry)
+        assert got.path == want.path and got.rate_solves == want.rate_solves
+        assert all(np.array_equal(a, b) for a, b in zip(got.finish_s, want.finish_s, strict=True))
+        assert np.array_equal(got.link_bytes, want.link_bytes) and np.array_equal(got.link_busy_s, want.link_busy_s)
+    assert len(warm.episode_parts) == 1  # one kind of episode, met three times
