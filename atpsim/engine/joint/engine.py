@@ -138,6 +138,7 @@ class _Comm:
         self.episodes: list[_Episode | LiveEpisode] = []
         self.live_heap: list[tuple[float, int, int]] = []
         self._seq = 0
+        self._latest: dict[int, int] = {}  # live episode -> the sequence number of its valid entry
         self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
         self.stats = _Stats()
         self._shapes: dict[tuple[int, tuple[int, ...]], _Shape] = {}
@@ -260,18 +261,22 @@ class _Comm:
         return base
 
     def _schedule(self, index: int) -> None:
+        """Queue episode *index*'s next event (a live one not done), after every change to it:
+        only its latest entry is valid (:meth:`peek`)."""
         episode = self.episodes[index]
+        self._seq += 1
         if isinstance(episode, LiveEpisode) and not episode.done:
-            self._seq += 1
+            self._latest[index] = self._seq
             heapq.heappush(self.live_heap, (episode.loop.next_time(), self._seq, index))
+        else:
+            self._latest.pop(index, None)
 
     def peek(self) -> float:
-        """When the next event of a live episode happens (inf: none)."""
+        """When the next event of a live episode happens (inf: none): the first entry that is
+        its episode's latest (every change to an episode queues it again) while it is alive."""
         while self.live_heap:
-            t, _, index = self.live_heap[0]
-            episode = self.episodes[index]
-            if isinstance(episode, LiveEpisode) and episode.alive and not episode.done \
-                    and episode.loop.next_time() == t:
+            t, seq, index = self.live_heap[0]
+            if self._latest.get(index) == seq and self.episodes[index].alive:
                 return t
             heapq.heappop(self.live_heap)
         return float("inf")
