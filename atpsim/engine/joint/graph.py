@@ -29,6 +29,7 @@ fails; the caller then builds the graph unfolded.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -97,7 +98,10 @@ class GraphBuilder:
         self._fraction: list[float] = []
         self._call: list[int] = []
         self._groups: list[tuple[int, ...]] = []
-        self._deps: list[Sequence[int]] = []
+        #: Each task's dependencies; None for a spliced task, whose are its template's
+        #: (:attr:`_splices`: first task, base, start and template of each splice, in order).
+        self._deps: list[Sequence[int] | None] = []
+        self._splices: list[tuple[int, int, int, Template]] = []
         self._calls: dict[CallSpec, int] = {}
         self._by_id: dict[int, int] = {}
         self._kept: list[CallSpec] = []  # keeps the ids above valid
@@ -113,7 +117,11 @@ class GraphBuilder:
 
     def deps_of(self, task: int) -> tuple[int, ...]:
         """What task *task* waits for."""
-        return tuple(self._deps[task])
+        listed = self._deps[task]
+        if listed is not None:
+            return tuple(listed)
+        first, base, start, template = self._splices[bisect.bisect_right(self._splices, task, key=lambda s: s[0]) - 1]
+        return tuple(start if d == 0 else base + d for d in template.deps[task - first])
 
     def call(self, spec: CallSpec) -> int:
         """The index of *spec* among the graph's calls (added once; the same object is looked
@@ -172,16 +180,16 @@ class GraphBuilder:
         self._fraction += template.fraction
         self._call += [calls[k] if k >= 0 else -1 for k in template.slots]
         self._groups += template.groups
-        self._deps += [tuple(start if d == 0 else base + d for d in deps) for deps in template.deps]
+        self._splices.append((base + 1, base, start, template))
+        self._deps += [None] * len(template.kind)  # built at once in build(): numpy, not tuples
         for offset, block in template.uniform:
             self._uniform[base + offset] = block
         return base + len(template.kind)
 
     def build(self) -> TaskGraph:
-        lens = np.fromiter((len(d) for d in self._deps), dtype=np.int64, count=len(self._deps))
+        lens, idx = self._dependencies()
         ptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
-        idx = np.fromiter((d for deps in self._deps for d in deps), dtype=np.int64, count=int(ptr[-1]))
         calls = tuple(sorted(self._calls, key=self._calls.__getitem__))
         uniform = None
         if self._uniform:
@@ -191,6 +199,28 @@ class GraphBuilder:
                          np.array(self._fraction), np.array(self._call, dtype=np.int64),
                          tuple(self._groups), ptr, idx, calls,
                          None if self._labels is None else tuple(self._labels), uniform)  # fmt: skip
+
+
+    def _dependencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every task's dependency count and the dependencies in task order: the tasks added
+        one by one from their tuples, each splice's from its template's arrays."""
+        lens: list[np.ndarray] = []
+        idx: list[np.ndarray] = []
+        done = 0
+        for first, base, start, template in self._splices:
+            self._listed(done, first, lens, idx)
+            flat = template.dep_flat
+            lens.append(template.dep_lens)
+            idx.append(np.where(flat == 0, start, flat + base))
+            done = first + len(template.kind)
+        self._listed(done, len(self._deps), lens, idx)
+        return np.concatenate(lens), np.concatenate(idx)
+
+    def _listed(self, begin: int, end: int, lens: list[np.ndarray], idx: list[np.ndarray]) -> None:
+        """The dependencies of tasks *begin* to *end* (added one by one) onto *lens* and *idx*."""
+        listed = self._deps[begin:end]
+        lens.append(np.fromiter((len(d) for d in listed), dtype=np.int64, count=end - begin))  # type: ignore[arg-type]
+        idx.append(np.fromiter((d for deps in listed for d in deps), dtype=np.int64))  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,14 +240,19 @@ class Template:
     groups: list[tuple[int, ...]]
     deps: list[tuple[int, ...]]
     uniform: tuple[tuple[int, int], ...]
+    #: *deps* as arrays: each task's count, and the offsets one after another.
+    dep_lens: np.ndarray
+    dep_flat: np.ndarray
 
     @classmethod
     def record(cls, builder: GraphBuilder) -> Template:
         """The tasks *builder* holds after its first (which they may depend on)."""
         specs = tuple(sorted(builder._calls, key=builder._calls.__getitem__))
+        deps = [builder.deps_of(task) for task in range(1, len(builder))]
         return cls(builder._kind[1:], builder._seconds[1:], builder._fraction[1:], builder._call[1:], specs,
-                   builder._groups[1:], [tuple(d) for d in builder._deps[1:]],
-                   tuple(builder._uniform.items()))  # fmt: skip
+                   builder._groups[1:], deps, tuple(builder._uniform.items()),
+                   np.array([len(d) for d in deps], dtype=np.int64),
+                   np.array([d for row in deps for d in row], dtype=np.int64))  # fmt: skip
 
 
 def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:
