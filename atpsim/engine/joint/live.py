@@ -150,8 +150,8 @@ class LiveEpisode:
         """Member *h* runs: count the links it crosses (each once: a call's links are unique)."""
         links = self.member_links[h]
         top = int(links.max()) if len(links) else -1
-        if top >= len(self._crossing):  # grown by doubling: an episode's members keep coming
-            grown = np.zeros(max(top + 1, 2 * len(self._crossing)), dtype=np.int64)
+        if top >= len(self._crossing):  # to the last link crossed: a finished episode keeps it
+            grown = np.zeros(top + 1, dtype=np.int64)
             grown[:len(self._crossing)] = self._crossing
             self._crossing = grown
         self._crossing[links] += 1
