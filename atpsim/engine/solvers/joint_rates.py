@@ -100,11 +100,12 @@ def _max_min(owner: np.ndarray, link: np.ndarray, weight: np.ndarray, weighted: 
     """maxmin.max_min_rates (*weighted* False) or weighted_max_min_rates over the incidences
     (*owner*, *link*, *weight*), the same arithmetic on the links they cross (the others'
     shares are infinite and their capacities unchanged there): rounds of :func:`_level`,
-    :func:`_freeze` and :func:`_give_back` until every flow is frozen."""
+    :func:`_freeze` and :func:`_give_back` until every flow is frozen. The incidences are
+    the caller's scratch: the rounds compact them in place."""
     links_in = _links_in(link, lf, li)
     rate = np.zeros(n_flows)
     frozen = np.zeros(n_flows, dtype=np.bool_)
-    fo, fl, fw = owner.copy(), link.copy(), weight.copy()
+    fo, fl, fw = owner, link, weight
     m = len(fo)
     if not weighted:
         for e in range(m):
