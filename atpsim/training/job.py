@@ -224,17 +224,16 @@ def run_job(topology: Topology, profile: HardwareProfile, config: JobConfig, *,
         if trace is not None:
             raise SimulationError("a trace of the iteration needs the joint network", key="trace")
         return _isolated(topology, profile, config, perturb, orders)
-    with paused_collector():  # millions of objects, almost no cycles; freed before it resumes
-        return _joint_run(topology, profile, config, perturb, links, trace, fold)
+    return _joint_run(topology, profile, config, perturb, links, trace, fold)
 
 
+@paused_collector()  # millions of objects, almost no cycles; its frame is gone before it resumes
 def _joint_run(topology: Topology, profile: HardwareProfile, config: JobConfig, perturb: Perturbation | None,
                links: bool, trace: TraceWriter | None, fold: bool) -> JobPrediction:
     """:func:`run_job` on the joint network: the graph folded as far as it is exact."""
     parts = job_parts(topology, profile, config, perturb=perturb)
     for folded in FOLDS if fold and trace is None else (UNFOLDED,):
-        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded,
-                        parts=parts)  # fmt: skip
+        job = joint_job(topology, profile, config, perturb=perturb, labelled=trace is not None, fold=folded, parts=parts)
         try:
             run = run_graph(job.graph, job.machine, links=links or trace is not None)
             break

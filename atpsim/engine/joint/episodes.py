@@ -88,8 +88,8 @@ def solve_episode(network: JointNetwork, members: list[Cohort], *, symmetry: boo
                   run.n_events, path, (parts, distinct))  # fmt: skip
 
 
-def _parts(network: JointNetwork, moving: list[Cohort], symmetry: bool) -> tuple[list, Problem, Symmetry | None,
-                                                                                Problem]:
+def _parts(network: JointNetwork, moving: list[Cohort], symmetry: bool
+           ) -> tuple[list, Problem, Symmetry | None, Problem]:
     """What :func:`solve_episode` derives from its moving members' calls and groups alone,
     whatever their starts (the same members meet again at other offsets: the 512-H100 job
     solves 368 episodes of far fewer kinds): their schedules, the union of their transfers

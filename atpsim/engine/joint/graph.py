@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -200,7 +201,6 @@ class GraphBuilder:
                          tuple(self._groups), ptr, idx, calls,
                          None if self._labels is None else tuple(self._labels), uniform)  # fmt: skip
 
-
     def _dependencies(self) -> tuple[np.ndarray, np.ndarray]:
         """Every task's dependency count and the dependencies in task order: the tasks added
         one by one from their tuples, each splice's from its template's arrays."""
@@ -218,9 +218,10 @@ class GraphBuilder:
 
     def _listed(self, begin: int, end: int, lens: list[np.ndarray], idx: list[np.ndarray]) -> None:
         """The dependencies of tasks *begin* to *end* (added one by one) onto *lens* and *idx*."""
-        listed = self._deps[begin:end]
-        lens.append(np.fromiter((len(d) for d in listed), dtype=np.int64, count=end - begin))  # type: ignore[arg-type]
-        idx.append(np.fromiter((d for deps in listed for d in deps), dtype=np.int64))  # type: ignore[union-attr]
+        listed = [deps for deps in self._deps[begin:end] if deps is not None]
+        assert len(listed) == end - begin, "spliced tasks are laid out from their template"
+        lens.append(np.fromiter((len(d) for d in listed), dtype=np.int64, count=end - begin))
+        idx.append(np.fromiter((d for deps in listed for d in deps), dtype=np.int64))
 
 
 @dataclass(frozen=True, eq=False)
@@ -240,19 +241,24 @@ class Template:
     groups: list[tuple[int, ...]]
     deps: list[tuple[int, ...]]
     uniform: tuple[tuple[int, int], ...]
-    #: *deps* as arrays: each task's count, and the offsets one after another.
-    dep_lens: np.ndarray
-    dep_flat: np.ndarray
+
+    @cached_property
+    def dep_lens(self) -> np.ndarray:
+        """*deps* as an array: each task's count."""
+        return np.array([len(d) for d in self.deps], dtype=np.int64)
+
+    @cached_property
+    def dep_flat(self) -> np.ndarray:
+        """*deps* as an array: the offsets one task after another."""
+        return np.array([d for row in self.deps for d in row], dtype=np.int64)
 
     @classmethod
     def record(cls, builder: GraphBuilder) -> Template:
         """The tasks *builder* holds after its first (which they may depend on)."""
         specs = tuple(sorted(builder._calls, key=builder._calls.__getitem__))
-        deps = [builder.deps_of(task) for task in range(1, len(builder))]
         return cls(builder._kind[1:], builder._seconds[1:], builder._fraction[1:], builder._call[1:], specs,
-                   builder._groups[1:], deps, tuple(builder._uniform.items()),
-                   np.array([len(d) for d in deps], dtype=np.int64),
-                   np.array([d for row in deps for d in row], dtype=np.int64))  # fmt: skip
+                   builder._groups[1:], [builder.deps_of(task) for task in range(1, len(builder))],
+                   tuple(builder._uniform.items()))  # fmt: skip
 
 
 def merge_graphs(graphs: Sequence[TaskGraph]) -> tuple[TaskGraph, list[int]]:

@@ -337,7 +337,7 @@ class CompiledLoop:
         queued arrivals numbered 1, 2, ... in their storage order, each link's busy time so
         far folded in (``busy + (now - since)``, what absorb adds), its nodes done forgotten
         as taken, its rates solved again over every flow in flight, one rate solve counted.
-        ``tests/engine/solvers/test_joint_kernel.py`` holds every array to absorb's."""
+        ``tests/engine/solvers/test_as_absorbed.py`` holds every array to absorb's."""
         assert self._harvested == int(self.s[k.DONE_TOP]), "take the nodes done first"
         assert not self.compacted, "absorb numbers only the links that nodes cross"
         self._renumber_links()
@@ -351,10 +351,9 @@ class CompiledLoop:
         self.hi[k.SEQ, :heap] = np.arange(1, heap + 1)
         self.s[k.N_SEQ], self.s[k.DONE_TOP], self.s[k.N_EVENTS] = heap, 0, 0
         self._harvested = 0
-        if n_active:
-            self.nf[k.RATE, self.ni[k.ACTIVE, :n_active]] = 0.0
+        if n_active:  # every flow in flight solved again (its rate overwritten), as absorb's add does
             self.li[k.FLAG, self.inc[k.LINK, :n_inc]] = 1
-            self.s[k.CHANGED] = int(n_inc > 0)
+            self.s[k.CHANGED] = 1
             self.s[k.N_EVENTS] = self.fn["update_rates"](self.nf, self.ni, self.inc, self.incw, self.lf, self.li,
                                                          self.s)  # fmt: skip
 
