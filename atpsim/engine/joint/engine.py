@@ -464,15 +464,15 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
     per link; *compiled*: the episodes' event loops compiled (True), the reference's (False)
     or the reference's until the run is busy (None: :func:`~atpsim.engine.solvers.joint_loop.
     loop_choice`), the same numbers every way."""
-    with loop_choice(BUSY if compiled is None else COMPILED if compiled else REFERENCE):
-        return _run_graph(graph, network, _Comm(graph, network, memo, symmetry, split, live), links)
+    tasks = TaskClock(graph)
+    with loop_choice(BUSY if compiled is None else COMPILED if compiled else REFERENCE, tasks.progress):
+        return _run_graph(tasks, _Comm(graph, network, memo, symmetry, split, live), links)
 
 
-def _run_graph(graph: TaskGraph, network: JointNetwork, comm: _Comm, links: bool) -> GraphTimeline:
+def _run_graph(tasks: TaskClock, comm: _Comm, links: bool) -> GraphTimeline:
     """:func:`run_graph` with the episodes' shortcuts in *comm*: each turn, the comm tasks
     that became ready start together once nothing else happens at this instant, else the
     next live-episode event or the next task end, whichever is first."""
-    tasks = TaskClock(graph)
     while True:
         t_live = comm.peek()  # once a turn: a live episode's next event, inf for none
         if not tasks.heap and not tasks.pending and t_live == math.inf:
@@ -486,5 +486,5 @@ def _run_graph(graph: TaskGraph, network: JointNetwork, comm: _Comm, links: bool
         else:
             tasks.end_next()
     link_bytes, link_busy = comm.link_totals() if links else (None, None)
-    return GraphTimeline(graph, np.array(tasks.start), np.array(tasks.finish), link_bytes, link_busy,
+    return GraphTimeline(comm.graph, np.array(tasks.start), np.array(tasks.finish), link_bytes, link_busy,
                          comm.stats.as_dict(), comm.calls() if links else None)  # fmt: skip

@@ -31,9 +31,14 @@ class TaskClock:
         self.heap: list[tuple[float, int, int, int]] = []
         self.pending: list[int] = []
         self.seq, self.now = 0, 0.0
+        self.ended = 0
         for task in range(n):
             if self.waiting[task] == 0:
                 self.ready(task, 0.0)
+
+    def progress(self) -> tuple[int, int]:
+        """(tasks ended, tasks in all)."""
+        return self.ended, len(self.finish)
 
     def push(self, t: float, task: int) -> None:
         self.seq += 1
@@ -69,6 +74,7 @@ class TaskClock:
         if v != self.version[task] or not math.isnan(self.finish[task]):
             return
         self.now = self.finish[task] = t
+        self.ended += 1
         waiting = self.waiting
         for child in self.dep_idx[self.dep_ptr[task]:self.dep_ptr[task + 1]]:
             waiting[child] -= 1

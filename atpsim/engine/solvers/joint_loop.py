@@ -9,8 +9,8 @@ it while it runs with :meth:`~CompiledLoop.extend`, advance it with a task graph
 read its nodes' times and its links' counts); its state is arrays that grow by doubling, so
 an event allocates only its own scratch, and it can take over a reference loop between two
 steps (:meth:`~CompiledLoop.adopt`). The joint engine starts each run on reference loops and
-goes over to compiled ones once the run has made :data:`BUSY_EVENTS` rate solves
-(:func:`loop_choice`): a run whose episodes do little never loads numba.
+goes over to compiled ones once the run has made :data:`BUSY_EVENTS` rate solves, or is on
+course to (:func:`loop_choice`): a run whose episodes do little never loads numba.
 """
 
 from __future__ import annotations
@@ -35,16 +35,45 @@ from atpsim.engine.solvers.flow_network import Fabric, Nodes
 #: the machine code on disk). A run whose episodes do less never loads them.
 BUSY_EVENTS = 3_000
 
+#: Rate solves after which a run that tells its progress (:func:`loop_choice`) is judged by
+#: its course: busy where its solves per task ended since its first solve, over the tasks
+#: left, bring it to :data:`BUSY_EVENTS`. The 512-H100 interleaved job is on course to 15 k
+#: solves after its first 200 (at 6 % of its tasks); the 1024-A100 job, whose few hundred
+#: solves come in one burst, to 213.
+PREDICT_AFTER = 200
+
 REFERENCE, COMPILED, BUSY = "reference", "compiled", "busy"
 
 
 @dataclass
 class _Choice:
-    """Which loops :func:`joint_loop` makes (*mode*) and the rate solves the reference loops
-    of the run made so far (*events*)."""
+    """Which loops :func:`joint_loop` makes (*mode*), the rate solves the reference loops
+    of the run made so far (*events*), the run's (tasks ended, tasks in all) where it tells
+    them (*progress*), the tasks ended at its first solve, and whether the run was judged
+    busy (it stays so)."""
 
     mode: str
     events: int = 0
+    progress: Callable[[], tuple[int, int]] | None = None
+    first_ended: int | None = None
+    busy: bool = False
+
+    def is_busy(self) -> bool:
+        """Whether the run has made :data:`BUSY_EVENTS` rate solves or, past
+        :data:`PREDICT_AFTER`, is on course to (once busy, always)."""
+        if not self.busy:
+            self.busy = self.events >= BUSY_EVENTS or (self.events >= PREDICT_AFTER
+                                                      and self._course() >= BUSY_EVENTS)  # fmt: skip
+        return self.busy
+
+    def _course(self) -> float:
+        """The rate solves the run will have made at its end at its pace since its first
+        (inf where no task ended since; 0 where it tells no progress)."""
+        if self.progress is None or self.first_ended is None:
+            return 0.0
+        ended, total = self.progress()
+        since = ended - self.first_ended
+        return self.events + self.events * (total - ended) / since if since > 0 else float("inf")
 
 
 _CHOICE: ContextVar[_Choice | None] = ContextVar("atpsim_joint_loops", default=None)
@@ -56,14 +85,15 @@ def _choice() -> _Choice:
 
 
 @contextmanager
-def loop_choice(mode: str) -> Iterator[None]:
+def loop_choice(mode: str, progress: Callable[[], tuple[int, int]] | None = None) -> Iterator[None]:
     """Within it, :func:`joint_loop` makes reference loops (``reference``, also the default
     outside), compiled ones (``compiled``, where numba is installed and ``ATPSIM_EVENT_LOOP``
-    is not ``reference``) or reference ones until the run's reference loops have made
-    :data:`BUSY_EVENTS` rate solves and compiled ones after, a busy loop taken over by a
-    compiled one where its owner asks (``busy``: :func:`compiled_if_busy`). The same numbers
-    every way."""
-    token = _CHOICE.set(_Choice(mode))
+    is not ``reference``) or reference ones until the run is busy and compiled ones after, a
+    busy loop taken over by a compiled one where its owner asks (``busy``:
+    :func:`compiled_if_busy`). Busy: its reference loops have made :data:`BUSY_EVENTS` rate
+    solves, or are on course to (*progress*: gives the run's tasks ended and in all;
+    :data:`PREDICT_AFTER`). The same numbers every way."""
+    token = _CHOICE.set(_Choice(mode, progress=progress))
     try:
         yield
     finally:
@@ -73,7 +103,7 @@ def loop_choice(mode: str) -> Iterator[None]:
 def _functions() -> dict[str, Callable[..., Any]] | None:
     """The compiled functions, where the current choice wants them now and they exist."""
     choice = _choice()
-    wanted = choice.mode == COMPILED or (choice.mode == BUSY and choice.events >= BUSY_EVENTS)
+    wanted = choice.mode == COMPILED or (choice.mode == BUSY and choice.is_busy())
     return joint_kernel.compiled() if wanted and event_loop.use_kernel else None
 
 
@@ -86,8 +116,11 @@ def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
 
 def counted(loop: Loop | CompiledLoop, before: int) -> None:
     """Count the rate solves a reference *loop* made since it had made *before*."""
-    if isinstance(loop, Loop):
-        _choice().events += loop.n_events - before
+    if isinstance(loop, Loop) and loop.n_events > before:
+        choice = _choice()
+        if choice.first_ended is None and choice.progress is not None:
+            choice.first_ended = choice.progress()[0]
+        choice.events += loop.n_events - before
 
 
 def compiled_if_busy(loop: Loop | CompiledLoop,
@@ -110,7 +143,7 @@ def run_to_end(loop: Loop | CompiledLoop) -> tuple[Loop | CompiledLoop, bool]:
         if not loop.step():
             return loop, False
         counted(loop, before)
-        if choice.mode == BUSY and choice.events >= BUSY_EVENTS:
+        if choice.mode == BUSY and choice.is_busy():
             loop = compiled_if_busy(loop)
     return loop, loop.n_done == len(loop) or loop.run()
 

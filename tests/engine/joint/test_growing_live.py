@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from atpsim.engine.joint import live
+from atpsim.engine.joint import live, tasks
 from atpsim.engine.joint.calls import CallSpec
 from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphBuilder
@@ -112,6 +112,31 @@ def test_going_over_to_compiled_loops_mid_run_changes_nothing(case, monkeypatch,
     reference = run_graph(graph, network, links=True, compiled=False)
     monkeypatch.setattr(joint_loop, "BUSY_EVENTS", busy_events)
     busy = run_graph(graph, network, links=True)
+    for got, want in ((busy.start_s, reference.start_s), (busy.finish_s, reference.finish_s),
+                      (busy.link_bytes, reference.link_bytes), (busy.link_busy_s, reference.link_busy_s)):
+        assert np.array_equal(got, want)  # fmt: skip
+
+
+@pytest.mark.parametrize("predict_after", [1, 7, 30])
+def test_going_compiled_on_course_mid_run_changes_nothing(case, monkeypatch, predict_after):
+    """A run judged busy by its course (joint_loop.PREDICT_AFTER solves, then the pace over
+    the tasks left: here a graph told to be vast, so the first judgement goes compiled)
+    goes over where it stands: the same run to the bit."""
+    graph, network = case
+    reference = run_graph(graph, network, links=True, compiled=False)
+    went = []
+    is_busy = joint_loop._Choice.is_busy
+
+    def spied(choice: joint_loop._Choice) -> bool:
+        went.append(is_busy(choice))
+        return went[-1]
+
+    monkeypatch.setattr(joint_loop, "BUSY_EVENTS", 10**6)
+    monkeypatch.setattr(joint_loop, "PREDICT_AFTER", predict_after)
+    monkeypatch.setattr(joint_loop._Choice, "is_busy", spied)
+    monkeypatch.setattr(tasks.TaskClock, "progress", lambda clock: (clock.ended, 10**12))
+    busy = run_graph(graph, network, links=True)
+    assert went and not went[0] and went[-1]  # reference loops first, compiled from mid-run
     for got, want in ((busy.start_s, reference.start_s), (busy.finish_s, reference.finish_s),
                       (busy.link_bytes, reference.link_bytes), (busy.link_busy_s, reference.link_busy_s)):
         assert np.array_equal(got, want)  # fmt: skip

@@ -18,6 +18,7 @@ from atpsim.engine.solvers.joint_loop import (
     BUSY,
     BUSY_EVENTS,
     COMPILED,
+    PREDICT_AFTER,
     CompiledLoop,
     counted,
     joint_loop,
@@ -126,6 +127,41 @@ def test_joint_loop_is_compiled_as_chosen_unless_the_reference_is_asked_for(monk
         assert isinstance(joint_loop(fabric), compiled)
         monkeypatch.setattr(event_loop, "use_kernel", False)
         assert isinstance(joint_loop(fabric, 2.0), Loop) and joint_loop(fabric, 2.0).now == 2.0
+
+
+class _Solves(Loop):
+    """A reference loop that claims *n* rate solves (to count them as a run would)."""
+
+    def __init__(self, fabric: Fabric, n: int):
+        super().__init__(fabric, JOINT)
+        self.n_events = n
+
+
+def test_a_run_on_course_to_busy_goes_compiled_early_and_stays(monkeypatch):
+    """With the run's progress told, the busy choice goes compiled after PREDICT_AFTER rate
+    solves where the pace since the first (solves per task ended) over the tasks left comes
+    to BUSY_EVENTS; a run whose solves came in one burst stays on the reference's, and once
+    compiled the choice holds whatever the pace does after."""
+    monkeypatch.setattr(event_loop, "use_kernel", True)
+    fabric = _fabric(1)
+    compiled = CompiledLoop if joint_kernel.compiled() else Loop
+    progress = {"ended": 1_000, "total": 100_000}
+    with loop_choice(BUSY, lambda: (progress["ended"], progress["total"])):
+        counted(_Solves(fabric, 1), 0)  # the first solve, at 1,000 tasks ended
+        progress["ended"] = 1_000 + 50_000  # half the tasks since: on course to ~2 x these solves
+        counted(_Solves(fabric, PREDICT_AFTER - 2), 0)
+        assert isinstance(joint_loop(fabric), Loop)  # PREDICT_AFTER - 1 solves: not judged yet
+        counted(_Solves(fabric, 1), 0)
+        assert isinstance(joint_loop(fabric), Loop)  # on course to ~2 x 200, far from BUSY_EVENTS
+        progress["ended"] = 1_000 + 100  # the same solves over 100 tasks: on course to ~200,000
+        assert isinstance(joint_loop(fabric), compiled)
+        progress["ended"] = 99_999  # the pace falls: once busy, busy
+        assert isinstance(joint_loop(fabric), compiled)
+    with loop_choice(BUSY):  # no progress told: only BUSY_EVENTS solves make it busy
+        counted(_Solves(fabric, BUSY_EVENTS - 1), 0)
+        assert isinstance(joint_loop(fabric), Loop)
+        counted(_Solves(fabric, 1), 0)
+        assert isinstance(joint_loop(fabric), compiled)
 
 
 @pytest.mark.parametrize("steps", [0, 3, 17, 40])
