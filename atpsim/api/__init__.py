@@ -16,7 +16,7 @@ returns a typed result:
 - :func:`rebuild_report` a report from a saved results table
 - :func:`load_topology`, :func:`topology_summary`, :func:`route`, :func:`hcm` the link graph
 - :func:`validate` / :func:`fit_nccl_log` calibrate against measurements
-- :func:`compile_joint_loop` compile the joint network's event loop now (cached on disk)
+- :func:`compile_joint_loop` compile the joint run's event loop and task clock now (cached on disk)
 - :func:`machine_provenance` the machine a run ran as (hardware, NCCL, NIC, PCIe), each part
   measured, fitted, derived, spec or given -> :class:`MachineProvenance` (``.line()``)
 
@@ -51,7 +51,7 @@ _EXPORTS: dict[str, str] = {
     "simulate_job_point": "job_point",
     "plan_job": "training.layouts",
     "simulate_jobs": "training.fabric",
-    "compile_joint_loop": "engine.solvers.joint_loop",
+    "compile_joint_loop": "engine.joint.engine",
     "compare_plain": "training.plain",
     "SharedFabric": "training.fabric",
     "Perturbation": "training.perturb",
@@ -354,7 +354,7 @@ if TYPE_CHECKING:
         topology_summary,
     )
     from atpsim.calibrate.provenance import MachinePart, MachineProvenance, machine_provenance
-    from atpsim.engine.solvers.joint_loop import compile_joint_loop
+    from atpsim.engine.joint.engine import compile_joint_loop
     from atpsim.training.config import JobConfig
     from atpsim.training.defaults import JOB_DEFAULTS, job_default, preset_vocab
     from atpsim.training.fabric import SharedFabric, simulate_jobs

@@ -30,13 +30,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from atpsim.engine.joint import clock_kernel
 from atpsim.engine.joint.calls import CallPlan
+from atpsim.engine.joint.clock_kernel import ADVANCE, ALONE, DONE, N_EP, SUBMIT
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph, uniform_end
+from atpsim.engine.joint.graph import COMM, GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.network import JointNetwork
-from atpsim.engine.joint.tasks import TaskClock
+from atpsim.engine.joint.tasks import CompiledClock, TaskClock
 from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
+from atpsim.engine.solvers import event_loop
 from atpsim.engine.solvers.joint_loop import (
     BUSY,
     COMPILED,
@@ -47,8 +50,15 @@ from atpsim.engine.solvers.joint_loop import (
     joint_loop,
     loop_choice,
 )
+from atpsim.engine.solvers.joint_loop import compile_joint_loop as compile_episode_loops
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
+
+#: Graphs of this many tasks run on the compiled clock (:mod:`~atpsim.engine.joint.
+#: clock_kernel`) where numba is installed: loading it costs a process about 0.5 s, what the
+#: Python clock spends on about 100,000 tasks and their calls alone (3-5 us each, measured on
+#: the 512-H100 job's 308,537 tasks).
+CLOCK_TASKS = 100_000
 
 
 @dataclass(eq=False, slots=True)
@@ -116,6 +126,8 @@ class _Shape:
     _last: dict[int, float] = field(default_factory=dict)
     #: The links it loads alone and their bytes and busy seconds (:meth:`_Comm.link_totals`).
     counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: Its number in the compiled clock's table (:class:`_FastTable`), None: not there.
+    index: int | None = None
 
     def last(self, comm: _Comm, task: int) -> float:
         """When task *task*, holding every group, ends (relative; :meth:`_Comm._last`)."""
@@ -124,6 +136,59 @@ class _Shape:
         if block not in self._last:
             self._last[block] = comm._last(task, self.alone)
         return self._last[block]
+
+
+class _FastTable:
+    """The kinds of lone call the compiled clock runs itself (:func:`~atpsim.engine.joint.
+    clock_kernel.lone_calls`) and the episodes it numbered so: a kind is a comm task's (call,
+    groups, uniform block), known once :meth:`_Comm._alone_fast` has timed one alone (its
+    shape's links and time alone, the task's end after its start); each episode the clock
+    ran is its task and start."""
+
+    def __init__(self, graph: TaskGraph, holder: np.ndarray, busy_until: np.ndarray):
+        calls, groups = graph.call.tolist(), graph.groups
+        blocks = graph.uniform.tolist() if graph.uniform is not None else [0] * len(graph)
+        kinds: dict[tuple[int, int, int], int] = {}
+        self.key_of = np.full(len(graph), -1, dtype=np.int64)
+        for task in np.flatnonzero(graph.kind == COMM).tolist():  # groups by identity: built once a template
+            self.key_of[task] = kinds.setdefault((calls[task], id(groups[task]), blocks[task]), len(kinds))
+        self.call_of = np.maximum(graph.call, 0).astype(np.int64)
+        self.key_shape, self.key_rel = np.full(len(kinds), -1, dtype=np.int64), np.zeros(len(kinds))
+        self.shapes: list[_Shape] = []
+        self.sh_ptr, self.sh_links, self.sh_max = np.zeros(1, dtype=np.int64), _NO_LINKS, np.zeros(0)
+        self.holder, self.busy_until = holder, busy_until
+        self.ep_task, self.ep_start = np.full(1024, -1, dtype=np.int64), np.zeros(1024)
+        self.mark = np.zeros(max(len(graph.calls), 1), dtype=np.int64)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The arrays :func:`~atpsim.engine.joint.clock_kernel.run` takes, in its order."""
+        return (self.key_of, self.call_of, self.key_shape, self.key_rel, self.sh_ptr, self.sh_links, self.sh_max,
+                self.holder, self.busy_until, self.ep_task, self.ep_start, self.mark)  # fmt: skip
+
+    def learn(self, task: int, shape: _Shape, rel: float) -> None:
+        """Task *task*'s kind, timed alone: *shape*, ending *rel* s after its start."""
+        key = int(self.key_of[task])
+        if self.key_shape[key] >= 0:
+            return
+        if shape.index is None:
+            shape.index = len(self.shapes)
+            self.shapes.append(shape)
+            self.sh_links = np.concatenate([self.sh_links, shape.links])
+            self.sh_ptr = np.append(self.sh_ptr, len(self.sh_links))
+            self.sh_max = np.append(self.sh_max, shape.alone_max if len(shape.alone) else 0.0)
+        self.key_shape[key], self.key_rel[key] = shape.index, rel
+
+    def shape_of(self, index: int) -> tuple[_Shape, int, float]:
+        """Episode *index*'s shape, task and start (one the clock numbered)."""
+        task = int(self.ep_task[index])
+        return self.shapes[int(self.key_shape[self.key_of[task]])], task, float(self.ep_start[index])
+
+    def room(self, episodes: int) -> None:
+        """Room for *episodes* episodes."""
+        if episodes > len(self.ep_task):
+            size = max(episodes, 2 * len(self.ep_task))
+            self.ep_task = np.concatenate([self.ep_task, np.full(size - len(self.ep_task), -1, dtype=np.int64)])
+            self.ep_start = np.concatenate([self.ep_start, np.zeros(size - len(self.ep_start))])
 
 
 class _Comm:
@@ -135,7 +200,8 @@ class _Comm:
         self.memo: dict[tuple, Answer] | None = {} if memo else None
         self.symmetry, self.split = symmetry, split
         self.holder = np.full(network.n_links, -1, dtype=np.int64)
-        self.episodes: list[_Episode | LiveEpisode] = []
+        #: Every episode by number; None: one the compiled clock ran alone (:meth:`_episode`).
+        self.episodes: list[_Episode | LiveEpisode | None] = []
         self.live_heap: list[tuple[float, int, int]] = []
         self._seq = 0
         self._latest: dict[int, int] = {}  # live episode -> the sequence number of its valid entry
@@ -146,6 +212,42 @@ class _Comm:
         # Per link, an upper bound on the end of the episode claiming it (-inf: none): a
         # cohort whose links all read <= now meets nothing (:meth:`_free`).
         self.busy_until = np.full(network.n_links, -math.inf)
+        self.clock: CompiledClock | None = None
+        self.table: _FastTable | None = None
+
+    def attach(self, clock: CompiledClock) -> None:
+        """Run lone calls of known kinds on *clock* (:class:`_FastTable`)."""
+        self.clock, self.table = clock, _FastTable(self.graph, self.holder, self.busy_until)
+
+    def sync(self) -> None:
+        """Take in the episodes and lone calls the compiled clock numbered and ran."""
+        assert self.clock is not None
+        iv = self.clock.iv
+        self.episodes += [None] * (int(iv[N_EP]) - len(self.episodes))
+        self.stats.alone += int(iv[ALONE])
+        iv[ALONE] = 0
+
+    def _numbered(self, episode: _Episode | LiveEpisode) -> int:
+        """Number *episode* next (the compiled clock numbers its own after it)."""
+        index = self._index[id(episode)] = len(self.episodes)
+        self.episodes.append(episode)  # kept: its id is never reused for the index
+        if self.clock is not None:
+            self.clock.iv[N_EP] = index + 1
+        return index
+
+    def _episode(self, index: int) -> _Episode | LiveEpisode:
+        """Episode *index*, made where the compiled clock ran it (what :meth:`_alone_fast`
+        makes of its cohort)."""
+        episode = self.episodes[index]
+        if episode is None:
+            assert self.table is not None
+            shape, task, start = self.table.shape_of(index)
+            groups = self.graph.groups[task]
+            end = start + shape.alone_max if len(shape.alone) else start
+            episode = self.episodes[index] = _Episode([Cohort(shape.plan, groups, start)],
+                                                      [[(task, self._positions(len(groups)))]], [shape.links],
+                                                      [end], None, start, shape=shape)  # fmt: skip
+        return episode
 
     def submit(self, now: float, tasks: list[int]) -> Ends:
         """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
@@ -172,8 +274,7 @@ class _Comm:
                     out += self._ends(episode, h)
             index = self._index.get(id(episode))
             if index is None:
-                index = self._index[id(episode)] = len(self.episodes)
-                self.episodes.append(episode)
+                index = self._numbered(episode)
             self._claim(episode.live_links(now), index, episode.end_s)
             self._schedule(index)
         return out
@@ -196,9 +297,7 @@ class _Comm:
         end = now + shape.alone_max if len(shape.alone) else now
         episode = _Episode([Cohort(shape.plan, groups, now)], [owned], [shape.links], [end], None, now,
                            shape=shape)  # fmt: skip
-        index = len(self.episodes)
-        self.episodes.append(episode)  # kept: its id is never reused for the index below
-        self._index[id(episode)] = index
+        index = self._numbered(episode)
         if end > now:
             self._claim(shape.links, index, end)
         full = self._positions(len(groups))
@@ -210,6 +309,9 @@ class _Comm:
                 out.append((task, now + shape.last(self, task)))
             else:
                 out.append((task, now + self._last(task, shape.alone[where])))
+        if self.table is not None and len(owned) == 1:  # a lone task's kind: the clock runs it next time
+            task, where = owned[0]
+            self.table.learn(task, shape, shape.last(self, task) if len(where) else 0.0)
         return out
 
     def _go_live(self, met: list, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
@@ -233,7 +335,7 @@ class _Comm:
                 continue
             out += [(task, None) for owned_tasks in episode.tasks for task, _ in owned_tasks]
             replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now,
-                                    self.graph.uniform)  # fmt: skip
+                                    self.graph.uniform, cohort if base is None else None)  # fmt: skip
             out += ends
             base = self._took(base, replayed, now)
             episode.alive = False
@@ -263,7 +365,7 @@ class _Comm:
     def _schedule(self, index: int) -> None:
         """Queue episode *index*'s next event (a live one not done), after every change to it:
         only its latest entry is valid (:meth:`peek`)."""
-        episode = self.episodes[index]
+        episode = self._episode(index)
         self._seq += 1
         if isinstance(episode, LiveEpisode) and not episode.done:
             self._latest[index] = self._seq
@@ -276,7 +378,7 @@ class _Comm:
         its episode's latest (every change to an episode queues it again) while it is alive."""
         while self.live_heap:
             t, seq, index = self.live_heap[0]
-            if self._latest.get(index) == seq and self.episodes[index].alive:
+            if self._latest.get(index) == seq and self._episode(index).alive:
                 return t
             heapq.heappop(self.live_heap)
         return float("inf")
@@ -292,7 +394,7 @@ class _Comm:
         reached = t
         while self.peek() == t:
             _, _, index = heapq.heappop(self.live_heap)
-            episode = self.episodes[index]
+            episode = self._episode(index)
             assert isinstance(episode, LiveEpisode)
             episode.loop = compiled_if_busy(episode.loop, episode.group_ids)
             stop = min(limit, self._next_live(index)) if isinstance(episode.loop, CompiledLoop) else t
@@ -310,7 +412,7 @@ class _Comm:
     def _next_live(self, index: int) -> float:
         """The next event of any live episode but *index* (inf: none)."""
         others = {i for _, _, i in self.live_heap if i != index}
-        times = [e.loop.next_time() for e in (self.episodes[i] for i in others)
+        times = [e.loop.next_time() for e in (self._episode(i) for i in others)
                  if isinstance(e, LiveEpisode) and e.alive and not e.done]  # fmt: skip
         return min(times, default=math.inf)
 
@@ -322,7 +424,7 @@ class _Comm:
         met: list[_Episode | LiveEpisode] = []
         held = self.holder[links]
         for h in sorted(set(held[held >= 0].tolist())):
-            episode = self.episodes[h]
+            episode = self._episode(h)
             if episode.alive and episode.end_s > now \
                     and episode.meets(links, now):
                 met.append(episode)
@@ -431,7 +533,17 @@ class _Comm:
         """Bytes and busy time per link over every final episode (a call alone simulated once
         per distinct call and groups, for its links' busy time), added in episode order
         (:func:`~atpsim.engine.joint.totals.sparse_totals`)."""
-        return sparse_totals((self._counts(e) for e in self.episodes if e.alive), self.network.n_links)
+        return sparse_totals((self._counts_at(i) for i, e in enumerate(self.episodes) if e is None or e.alive),
+                             self.network.n_links)  # fmt: skip
+
+    def _counts_at(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_counts` of episode *index* (one the clock ran alone: its shape's, once made)."""
+        if self.episodes[index] is None:
+            assert self.table is not None
+            counts = self.table.shape_of(index)[0].counts
+            if counts is not None:
+                return counts
+        return self._counts(self._episode(index))
 
     def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
@@ -451,25 +563,69 @@ class _Comm:
 
     def calls(self) -> tuple[tuple[float, float, np.ndarray], ...]:
         """(start, end, links crossed) of every cohort of the run, in start order."""
-        out = [(m.start_s, end, links) for e in self.episodes if e.alive
+        out = [(m.start_s, end, links) for e in map(self._episode, range(len(self.episodes))) if e.alive
                for m, end, links in zip(e.members, e.member_end, e.member_links, strict=True)]  # fmt: skip
         return tuple(sorted(out, key=lambda c: c[0]))
 
 
 def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, symmetry: bool = True,
               split: bool = True, live: bool = True, links: bool = False,
-              compiled: bool | None = None) -> GraphTimeline:
+              compiled: bool | None = None, clock: bool | None = None) -> GraphTimeline:
     """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
     those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
     per link; *compiled*: the episodes' event loops compiled (True), the reference's (False)
     or the reference's until the run is busy (None: :func:`~atpsim.engine.solvers.joint_loop.
-    loop_choice`), the same numbers every way."""
-    tasks = TaskClock(graph)
+    loop_choice`); *clock*: the task clock and lone calls compiled (True), Python's (False) or
+    by the graph's size (None: :func:`_clock`); the same numbers every way."""
+    tasks = _clock(graph, clock)
     with loop_choice(BUSY if compiled is None else COMPILED if compiled else REFERENCE, tasks.progress):
-        return _run_graph(tasks, _Comm(graph, network, memo, symmetry, split, live), links)
+        comm = _Comm(graph, network, memo, symmetry, split, live)
+        if isinstance(tasks, CompiledClock):
+            comm.attach(tasks)
+            _run_compiled(tasks, comm)
+        else:
+            _run_graph(tasks, comm)
+    link_bytes, link_busy = comm.link_totals() if links else (None, None)
+    return GraphTimeline(graph, np.asarray(tasks.start, dtype=np.float64), np.asarray(tasks.finish, dtype=np.float64),
+                         link_bytes, link_busy, comm.stats.as_dict(), comm.calls() if links else None)  # fmt: skip
 
 
-def _run_graph(tasks: TaskClock, comm: _Comm, links: bool) -> GraphTimeline:
+def compile_joint_loop() -> bool:
+    """Compile what a large joint run loads now (numba caches the machine code on disk beside
+    the package; the first large job after an install would compile it): the episodes' event
+    loop (:func:`~atpsim.engine.solvers.joint_loop.compile_joint_loop`) and the task clock
+    (:func:`~atpsim.engine.joint.clock_kernel.compile_clock`). Whether numba is installed."""
+    return compile_episode_loops() and clock_kernel.compile_clock()
+
+
+def _clock(graph: TaskGraph, clock: bool | None) -> TaskClock | CompiledClock:
+    """The compiled clock where asked (*clock* True) or, by default, for a graph of
+    :data:`CLOCK_TASKS` tasks or more, where numba is installed; else the Python one."""
+    if clock or (clock is None and len(graph) >= CLOCK_TASKS and event_loop.use_kernel):
+        functions = clock_kernel.compiled()
+        if functions is not None:
+            return CompiledClock(graph, functions)
+    return TaskClock(graph)
+
+
+def _run_compiled(tasks: CompiledClock, comm: _Comm) -> None:
+    """:func:`_run_graph` on the compiled clock, which runs the task ends and the lone calls
+    of known kinds itself and returns where *comm* has the next turn."""
+    while True:
+        t_live = comm.peek()
+        status = tasks.run(t_live, comm.table)
+        comm.sync()
+        if status == DONE:
+            return
+        if status == SUBMIT:
+            tasks.handle(comm.submit(tasks.now, tasks.take_pending()))
+        else:
+            assert status == ADVANCE
+            ends, tasks.now = comm.advance(t_live, tasks.now if tasks.pending else tasks.next_end)
+            tasks.handle(ends)
+
+
+def _run_graph(tasks: TaskClock, comm: _Comm) -> None:
     """:func:`run_graph` with the episodes' shortcuts in *comm*: each turn, the comm tasks
     that became ready start together once nothing else happens at this instant, else the
     next live-episode event or the next task end, whichever is first."""
@@ -485,6 +641,3 @@ def _run_graph(tasks: TaskClock, comm: _Comm, links: bool) -> GraphTimeline:
             tasks.handle(ends)
         else:
             tasks.end_next()
-    link_bytes, link_busy = comm.link_totals() if links else (None, None)
-    return GraphTimeline(comm.graph, np.array(tasks.start), np.array(tasks.finish), link_bytes, link_busy,
-                         comm.stats.as_dict(), comm.calls() if links else None)  # fmt: skip

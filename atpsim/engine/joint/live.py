@@ -40,14 +40,27 @@ def member_nodes(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarr
     call's rendezvous dependencies), the position of each one's group in the cohort and the
     nodes' shape (read-only: a call's groups give the same nodes whenever they start, so they
     are built once and only the release times are new)."""
-    plan = cohort.plan
-    key = (id(plan), cohort.groups)  # the network keeps its plans for the run: ids stay theirs
-    if key not in network.member_parts:
-        network.member_parts[key] = _member_parts(network, plan, cohort.groups)
-    nodes, group, shape = network.member_parts[key]
-    release = np.full(len(nodes), cohort.start_s + plan.fixed_s)
+    nodes, group, shape = _parts(network, cohort)
+    release = np.full(len(nodes), cohort.start_s + cohort.plan.fixed_s)
     return Nodes(nodes.link_ptr, nodes.link_idx, nodes.latency_s, nodes.nbytes, nodes.protocol, release,
                  nodes.dep_ptr, nodes.dep_idx), group, shape  # dataclasses.replace costs 4x this
+
+
+def _parts(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray, NodeShape]:
+    """:func:`_member_parts` of *cohort*'s call and groups, built once per run."""
+    key = (id(cohort.plan), cohort.groups)  # the network keeps its plans for the run: ids stay theirs
+    if key not in network.member_parts:
+        network.member_parts[key] = _member_parts(network, cohort.plan, cohort.groups)
+    return network.member_parts[key]
+
+
+def _reserve(loop: Loop | CompiledLoop, network: JointNetwork, cohorts: list[Cohort]) -> None:
+    """Room in a compiled *loop* for the nodes of *cohorts* (:meth:`~atpsim.engine.solvers.
+    joint_loop.CompiledLoop.reserve`)."""
+    if isinstance(loop, CompiledLoop):
+        parts = [_parts(network, c) for c in cohorts if c.plan.moves_bytes]
+        loop.reserve(sum(len(n) for n, _, _ in parts), sum(int(n.link_ptr[-1]) for n, _, _ in parts),
+                     sum(len(s.dependents[1]) for _, _, s in parts), sum(len(s.links) for _, _, s in parts))  # fmt: skip
 
 
 def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]
@@ -259,12 +272,14 @@ class LiveEpisode:
 
 
 def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[int, np.ndarray]]],
-           member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None
-           ) -> tuple[LiveEpisode, Ends]:
+           member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None,
+           joining: Cohort | None = None) -> tuple[LiveEpisode, Ends]:
     """A live episode of *members* simulated together from the first one's start up to
-    *now* (their history), and the ends of tasks that ended by then."""
+    *now* (their history), and the ends of tasks that ended by then; its loop with room for
+    *joining* too (a cohort to be added next)."""
     t0 = min(m.start_s for m in members)
     episode = LiveEpisode(joint_loop(network.fabric, t0), uniform)
+    _reserve(episode.loop, network, members + ([joining] if joining is not None else []))
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from atpsim.engine.joint.clock_kernel import ENDED, GROW, HEAP_N, N_EP, PEND_N, empty_heap
 from atpsim.engine.joint.graph import COMM, DELAY, TaskGraph
 from atpsim.engine.joint.live import Ends
 from atpsim.engine.solvers.flow_loop import reverse_csr
@@ -80,3 +83,80 @@ class TaskClock:
             waiting[child] -= 1
             if waiting[child] == 0:
                 self.ready(child, t)
+
+
+class CompiledClock:
+    """:class:`TaskClock` as arrays stepped by compiled functions
+    (:mod:`~atpsim.engine.joint.clock_kernel`), with the engine's lone calls of known kinds
+    (:class:`~atpsim.engine.joint.engine._FastTable`) run there too: the same interface where
+    the engine's loop uses it, the same numbers."""
+
+    def __init__(self, graph: TaskGraph, functions: dict[str, Callable[..., Any]]):
+        n = len(graph)
+        self.fn = functions
+        self.kind, self.seconds, self.fraction = graph.kind.astype(np.int64), graph.seconds, graph.fraction
+        self.waiting = np.diff(graph.dep_ptr).astype(np.int64)
+        self.rptr, self.ridx = reverse_csr(graph.dep_ptr, graph.dep_idx, n)
+        self.max_out = int(np.diff(self.rptr).max(initial=0))
+        self.start, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.pending_ids = np.empty(n, dtype=np.int64)
+        self.heap = empty_heap(max(1024, n // 4 + self.max_out + 1))
+        self.iv, self.fv = np.zeros(6, dtype=np.int64), np.zeros(1)
+        self.fn["start_roots"](self.waiting, self.kind, self.seconds, self.fraction, self.start, self.version,
+                               self.pending_ids, *self.heap, self.iv)  # fmt: skip
+
+    @property
+    def now(self) -> float:
+        return float(self.fv[0])
+
+    @now.setter
+    def now(self, t: float) -> None:
+        self.fv[0] = t
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.iv[PEND_N])
+
+    @property
+    def next_end(self) -> float:
+        """The first end queued (inf: none)."""
+        return float(self.heap[0][0]) if self.iv[HEAP_N] else math.inf
+
+    def progress(self) -> tuple[int, int]:
+        """(tasks ended, tasks in all)."""
+        return int(self.iv[ENDED]), len(self.finish)
+
+    def take_pending(self) -> list[int]:
+        pending = self.pending_ids[:int(self.iv[PEND_N])].tolist()
+        self.iv[PEND_N] = 0
+        return pending
+
+    def handle(self, ends: Ends) -> None:
+        """New or moved ends of comm tasks not finished yet (None: the end is not known)."""
+        if not ends:
+            return
+        self._room(len(ends))
+        tasks = np.array([task for task, _ in ends], dtype=np.int64)
+        times = np.array([math.nan if t is None else t for _, t in ends])
+        self.fn["handle"](tasks, times, ~np.isnan(times), self.finish, self.version, *self.heap, self.iv, self.fv)
+
+    def run(self, t_live: float, table: Any) -> int:
+        """Run until the engine is needed (:func:`~atpsim.engine.joint.clock_kernel.run`):
+        DONE, SUBMIT or ADVANCE; lone calls of *table*'s known kinds run here."""
+        while True:
+            status = self.fn["run"](t_live, self.kind, self.seconds, self.fraction, self.rptr, self.ridx, self.waiting,
+                                    self.start, self.finish, self.version, self.pending_ids, *self.heap, self.iv,
+                                    self.fv, *table.arrays(), self.max_out)  # fmt: skip
+            if status != GROW:
+                return int(status)
+            self._room(max(self.max_out, int(self.iv[PEND_N])))
+            table.room(int(self.iv[N_EP]) + int(self.iv[PEND_N]) + 1)
+
+    def _room(self, more: int) -> None:
+        """Room on the heap for *more* entries."""
+        need = int(self.iv[HEAP_N]) + more + 1
+        if need > len(self.heap[0]):
+            size = max(need, 2 * len(self.heap[0]))
+            t, seq, task, version = (np.concatenate([a, np.empty(size - len(a), dtype=a.dtype)]) for a in self.heap)
+            self.heap = t, seq, task, version
