@@ -335,7 +335,7 @@ class _Comm:
                 continue
             out += [(task, None) for owned_tasks in episode.tasks for task, _ in owned_tasks]
             replayed, ends = replay(self.network, episode.members, episode.tasks, episode.member_links, now,
-                                    self.graph.uniform, cohort if base is None else None)  # fmt: skip
+                                    self.graph.uniform)  # fmt: skip
             out += ends
             base = self._took(base, replayed, now)
             episode.alive = False

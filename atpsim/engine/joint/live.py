@@ -54,15 +54,6 @@ def _parts(network: JointNetwork, cohort: Cohort) -> tuple[Nodes, np.ndarray, No
     return network.member_parts[key]
 
 
-def _reserve(loop: Loop | CompiledLoop, network: JointNetwork, cohorts: list[Cohort]) -> None:
-    """Room in a compiled *loop* for the nodes of *cohorts* (:meth:`~atpsim.engine.solvers.
-    joint_loop.CompiledLoop.reserve`)."""
-    if isinstance(loop, CompiledLoop):
-        parts = [_parts(network, c) for c in cohorts if c.plan.moves_bytes]
-        loop.reserve(sum(len(n) for n, _, _ in parts), sum(int(n.link_ptr[-1]) for n, _, _ in parts),
-                     sum(len(s.dependents[1]) for _, _, s in parts), sum(len(s.links) for _, _, s in parts))  # fmt: skip
-
-
 def _member_parts(network: JointNetwork, plan: CallPlan, groups: tuple[int, ...]
                   ) -> tuple[Nodes, np.ndarray, NodeShape]:
     """What :func:`member_nodes` builds from a call's groups alone, whenever they start: the
@@ -272,14 +263,12 @@ class LiveEpisode:
 
 
 def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[int, np.ndarray]]],
-           member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None,
-           joining: Cohort | None = None) -> tuple[LiveEpisode, Ends]:
+           member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None
+           ) -> tuple[LiveEpisode, Ends]:
     """A live episode of *members* simulated together from the first one's start up to
-    *now* (their history), and the ends of tasks that ended by then; its loop with room for
-    *joining* too (a cohort to be added next)."""
+    *now* (their history), and the ends of tasks that ended by then."""
     t0 = min(m.start_s for m in members)
     episode = LiveEpisode(joint_loop(network.fabric, t0), uniform)
-    _reserve(episode.loop, network, members + ([joining] if joining is not None else []))
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

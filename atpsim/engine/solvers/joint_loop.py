@@ -266,15 +266,6 @@ class CompiledLoop:
         self.fn["release"](self.nf, self.ht, self.hi, self.buf, self.s, self.clock, first + shape.roots)
         return first
 
-    def reserve(self, nodes: int, incidences: int, edges: int, links: int) -> None:
-        """Room for *nodes* more nodes with *incidences* node-link incidences, *edges*
-        dependents and up to *links* links not in use yet: a loop made for a few calls grows
-        its arrays once, not call by call (the same numbers: room only)."""
-        n = len(self)
-        self._room(n + nodes, int(self.link_ptr[n]) + incidences, int(self.dptr[n]) + edges)
-        n_links = int(self.s[k.N_LINKS])
-        self.lf, self.li = _grown(self.lf, n_links + links), _grown(self.li, n_links + links + 1)
-
     def run_until(self, t: float) -> None:
         """Handle every event at or before *t*, then move the clock to *t*."""
         self._run(t, False)
