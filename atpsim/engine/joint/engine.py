@@ -81,9 +81,10 @@ class _Episode:
     def end_s(self) -> float:
         return max(self.member_end)
 
-    def meets(self, links: np.ndarray, now: float) -> bool:
-        """Whether a member still running *now* crosses any of *links* (sorted, unique)."""
-        return len(np.intersect1d(self.live_links(now), links, assume_unique=True)) > 0
+    def meets(self, marked: np.ndarray, now: float) -> bool:
+        """Whether a member still running *now* crosses a link *marked* (True per link)."""
+        return any(end > now and marked[links].any() for links, end in zip(self.member_links, self.member_end,
+                                                                          strict=True))  # fmt: skip
 
     def live_links(self, now: float) -> np.ndarray:
         """The links of the members still running *now* (a newcomer meets only those: the
@@ -212,6 +213,7 @@ class _Comm:
         # Per link, an upper bound on the end of the episode claiming it (-inf: none): a
         # cohort whose links all read <= now meets nothing (:meth:`_free`).
         self.busy_until = np.full(network.n_links, -math.inf)
+        self._marked = np.zeros(network.n_links, dtype=bool)  # scratch of _met: False between calls
         self.clock: CompiledClock | None = None
         self.table: _FastTable | None = None
 
@@ -423,11 +425,22 @@ class _Comm:
         and a second runner on the link would have merged with the first)."""
         met: list[_Episode | LiveEpisode] = []
         held = self.holder[links]
-        for h in sorted(set(held[held >= 0].tolist())):
+        marked = None
+        for h in np.unique(held[held >= 0]).tolist():
             episode = self._episode(h)
-            if episode.alive and episode.end_s > now \
-                    and episode.meets(links, now):
+            if not (episode.alive and episode.end_s > now):
+                continue
+            if isinstance(episode, LiveEpisode):
+                meets = episode.meets(links, now)
+            else:
+                if marked is None:
+                    marked = self._marked
+                    marked[links] = True
+                meets = episode.meets(marked, now)
+            if meets:
                 met.append(episode)
+        if marked is not None:
+            marked[links] = False
         return met
 
     def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:

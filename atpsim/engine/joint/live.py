@@ -206,10 +206,13 @@ class LiveEpisode:
         out: Ends = []
         for h in np.unique(owner).tolist():
             mine = owner == h
-            np.subtract.at(self.group_left[h], group[mine], 1)
-            now_done = self.group_left[h][group[mine]] == 0
+            left = self.group_left[h]
+            np.subtract.at(left, group[mine], 1)
+            now_done = left[group[mine]] == 0
+            if not now_done.any():  # no group of its ended: no task of its can have
+                continue
             self.group_end[h][group[mine][now_done]] = self.loop.finish[done[mine]][now_done]
-            if not self.group_left[h].any():
+            if not left.any():
                 self._set_end(h, float(np.max(self.group_end[h])))
             out += self._finished(h)
         if isinstance(self.loop, CompiledLoop) and self.loop.n_done > max(COMPACT_NODES, len(self.loop) // 2):

@@ -330,12 +330,13 @@ class CompiledLoop:
         self.compacted = True
         return keep
 
-    def _compact_arrivals(self, remap: np.ndarray) -> None:
-        """The queued arrivals' nodes renumbered by *remap*, their segments packed."""
+    def _compact_arrivals(self, remap: np.ndarray | None) -> None:
+        """The queued arrivals' nodes renumbered by *remap* (None: kept), their segments packed."""
         heap = int(self.s[k.N_HEAP])
         starts, lens = self.hi[k.SEG_START, :heap], self.hi[k.SEG_LEN, :heap]
-        ids = (remap[np.concatenate([self.buf[k.IDS, a:a + b] for a, b in zip(starts, lens, strict=True)])]
+        ids = (np.concatenate([self.buf[k.IDS, a:a + b] for a, b in zip(starts, lens, strict=True)])
                if heap else np.zeros(0, dtype=np.int64))
+        ids = remap[ids] if remap is not None else ids
         self.buf[k.IDS, :len(ids)] = ids
         self.hi[k.SEG_START, :heap] = np.concatenate([[0], np.cumsum(lens)[:-1]]) if heap else starts
         self.s[k.IDS_TOP] = len(ids)
@@ -383,12 +384,11 @@ class CompiledLoop:
         assert not self.compacted, "absorb numbers only the links that nodes cross"
         self._renumber_links()
         n_links, n_inc, n_active = int(self.s[k.N_LINKS]), int(self.s[k.N_INC]), int(self.s[k.N_ACTIVE])
-        link_bytes, busy = self.link_counts()
-        self.lf[k.BYTES, :n_links], self.lf[k.BUSY, :n_links] = link_bytes[self.used], busy[self.used]
-        on = self.li[k.ON_LINK, :n_links] > 0
+        on = self.li[k.ON_LINK, :n_links] > 0  # the bytes stay; the busy time is link_counts()'
+        self.lf[k.BUSY, :n_links] = self.lf[k.BUSY, :n_links] + np.where(on, self.now - self.lf[k.BUSY_SINCE, :n_links], 0.0)
         self.lf[k.BUSY_SINCE, :n_links] = np.where(on, self.now, 0.0)
         heap = int(self.s[k.N_HEAP])
-        self._compact_arrivals(np.arange(len(self), dtype=np.int64))
+        self._compact_arrivals(None)
         self.hi[k.SEQ, :heap] = np.arange(1, heap + 1)
         self.s[k.N_SEQ], self.s[k.DONE_TOP], self.s[k.N_EVENTS] = heap, 0, 0
         self._harvested = 0
