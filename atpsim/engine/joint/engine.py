@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,7 +75,7 @@ class _Episode:
     answer: Answer | None = None
     t0: float = 0.0
     alive: bool = True
-    #: The shape of a lone cohort that met nothing (:meth:`_Comm._alone_fast`), else None.
+    #: The shape of a lone cohort that met nothing (:meth:`_Comm._alone_fast`, :meth:`_Comm._alone`), else None.
     shape: _Shape | None = None
 
     @property
@@ -179,6 +180,10 @@ class _FastTable:
             self.sh_max = np.append(self.sh_max, shape.alone_max if len(shape.alone) else 0.0)
         self.key_shape[key], self.key_rel[key] = shape.index, rel
 
+    def lone_kinds(self, n: int) -> list[int]:
+        """Per episode of the first *n*, its shape's number where the clock numbered it."""
+        return self.key_shape[self.key_of[np.maximum(self.ep_task[:n], 0)]].tolist()
+
     def shape_of(self, index: int) -> tuple[_Shape, int, float]:
         """Episode *index*'s shape, task and start (one the clock numbered)."""
         task = int(self.ep_task[index])
@@ -214,6 +219,7 @@ class _Comm:
         # cohort whose links all read <= now meets nothing (:meth:`_free`).
         self.busy_until = np.full(network.n_links, -math.inf)
         self._marked = np.zeros(network.n_links, dtype=bool)  # scratch of _met: False between calls
+        self._answer_counts: dict[int, tuple[Answer, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.clock: CompiledClock | None = None
         self.table: _FastTable | None = None
 
@@ -265,7 +271,7 @@ class _Comm:
             met = self._met(links, now)
             episode: _Episode | LiveEpisode
             if not met:
-                episode = self._alone(cohort, owned, links)
+                episode = self._alone(shape, cohort, owned)
             elif not self.live or all(isinstance(e, _Episode) and e.answer is None for e in met):
                 episode = self._merge([e for e in met if isinstance(e, _Episode)], cohort, owned, links, now)
             else:
@@ -491,11 +497,11 @@ class _Comm:
                                                float(alone.max()) if len(alone) else 0.0)  # fmt: skip
         return shape
 
-    def _alone(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]], links: np.ndarray) -> _Episode:
+    def _alone(self, shape: _Shape, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> _Episode:
+        """*cohort* of *shape*, which met no running member, timed alone."""
         self.stats.alone += 1
-        alone = cohort.plan.alone(cohort.groups)
-        end = cohort.start_s + float(alone.max()) if len(alone) else cohort.start_s
-        return _Episode([cohort], [owned], [links], [end], None, cohort.start_s)
+        end = cohort.start_s + shape.alone_max if len(shape.alone) else cohort.start_s
+        return _Episode([cohort], [owned], [shape.links], [end], None, cohort.start_s, shape=shape)
 
     def _merge(self, met: list[_Episode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
                links: np.ndarray, now: float) -> _Episode:
@@ -546,17 +552,18 @@ class _Comm:
         """Bytes and busy time per link over every final episode (a call alone simulated once
         per distinct call and groups, for its links' busy time), added in episode order
         (:func:`~atpsim.engine.joint.totals.sparse_totals`)."""
-        return sparse_totals((self._counts_at(i) for i, e in enumerate(self.episodes) if e is None or e.alive),
-                             self.network.n_links)  # fmt: skip
+        return sparse_totals(self._final_counts(), self.network.n_links)
 
-    def _counts_at(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_counts` of episode *index* (one the clock ran alone: its shape's, once made)."""
-        if self.episodes[index] is None:
-            assert self.table is not None
-            counts = self.table.shape_of(index)[0].counts
-            if counts is not None:
-                return counts
-        return self._counts(self._episode(index))
+    def _final_counts(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`_counts` of every final episode in order (one the clock ran alone: its
+        shape's, made once)."""
+        kinds = self.table.lone_kinds(len(self.episodes)) if self.table is not None else []
+        for index, episode in enumerate(self.episodes):
+            if episode is None:
+                counts = self.table.shapes[kinds[index]].counts  # type: ignore[union-attr]  # a table numbered it
+                yield counts if counts is not None else self._counts(self._episode(index))
+            elif episode.alive:
+                yield self._counts(episode)
 
     def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
@@ -565,19 +572,25 @@ class _Comm:
         if shape is not None and shape.counts is not None:
             return shape.counts
         if isinstance(episode, LiveEpisode):
-            counted = episode.loop.link_counts()
-        else:
-            answer = episode.answer or self._solve(episode.members, episode.t0)
-            counted = (answer.link_bytes, answer.link_busy_s)
-        out = nonzero_counts(*counted)
+            loop = episode.loop
+            return loop.sparse_link_counts() if isinstance(loop, CompiledLoop) else nonzero_counts(*loop.link_counts())
+        answer = episode.answer or self._solve(episode.members, episode.t0)
+        known = self._answer_counts.get(id(answer))  # a memo's answer serves many episodes
+        if known is None or known[0] is not answer:
+            known = self._answer_counts[id(answer)] = answer, nonzero_counts(answer.link_bytes, answer.link_busy_s)
         if shape is not None:
-            shape.counts = out
-        return out
+            shape.counts = known[1]
+        return known[1]
 
     def calls(self) -> tuple[tuple[float, float, np.ndarray], ...]:
         """(start, end, links crossed) of every cohort of the run, in start order."""
-        out = [(m.start_s, end, links) for e in map(self._episode, range(len(self.episodes))) if e.alive
-               for m, end, links in zip(e.members, e.member_end, e.member_links, strict=True)]  # fmt: skip
+        out = []
+        for index, e in enumerate(self.episodes):
+            if e is None:  # one the clock ran alone
+                shape, _, start = self.table.shape_of(index)  # type: ignore[union-attr]  # a table numbered it
+                out.append((start, start + shape.alone_max if len(shape.alone) else start, shape.links))
+            elif e.alive:
+                out += zip((m.start_s for m in e.members), e.member_end, e.member_links, strict=True)
         return tuple(sorted(out, key=lambda c: c[0]))
 
 

@@ -23,16 +23,39 @@ Counts = tuple[np.ndarray, np.ndarray, np.ndarray]
 def sparse_totals(counts: Iterable[Counts], n_links: int) -> tuple[np.ndarray, np.ndarray]:
     """Bytes and busy seconds per link of *n_links*: each (links, bytes, busy) of *counts*
     added in order."""
-    totals = np.zeros(n_links), np.zeros(n_links)
-    batch: list[Counts] = []
-    size = 0
+    distinct: list[Counts] = []
+    where: dict[int, int] = {}  # id of a counts tuple -> its place in distinct (each kept alive there)
+    order = []
     for entry in counts:
-        batch.append(entry)
-        size += len(entry[0])
-        if size >= _TOTALS_BATCH:
-            _add_in_order(totals, batch)
-            batch, size = [], 0
-    _add_in_order(totals, batch)
+        j = where.get(id(entry))
+        if j is None:
+            j = where[id(entry)] = len(distinct)
+            distinct.append(entry)
+        order.append(j)
+    return ordered_totals(np.array(order, dtype=np.int64), distinct, n_links)
+
+
+def ordered_totals(order: np.ndarray, distinct: list[Counts], n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sparse_totals` of the counts ``distinct[j]`` for each *j* of *order*: the
+    entries gathered a batch of about :data:`_TOTALS_BATCH` at a time from one copy of each
+    distinct counts (the calls alone of one kind share theirs: 72,392 on the 512-H100 job, of
+    a few dozen kinds), added in order."""
+    totals = np.zeros(n_links), np.zeros(n_links)
+    if not len(order):
+        return totals
+    lens = np.array([len(c[0]) for c in distinct], dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum(lens)])
+    links, nbytes, busy = (np.concatenate([c[i] for c in distinct]) for i in range(3))
+    sizes = lens[order]
+    ends = np.cumsum(sizes)
+    first = 0
+    while first < len(order):
+        last = max(int(np.searchsorted(ends, ends[first] - sizes[first] + _TOTALS_BATCH, side="right")), first + 1)
+        chunk, size = order[first:last], sizes[first:last]
+        at = np.repeat(ptr[chunk] - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))
+        np.add.at(totals[0], links[at], nbytes[at])
+        np.add.at(totals[1], links[at], busy[at])
+        first = last
     return totals
 
 
@@ -40,11 +63,3 @@ def nonzero_counts(link_bytes: np.ndarray, link_busy: np.ndarray) -> Counts:
     """(links, bytes, busy) of the links with bytes or busy time."""
     links = np.flatnonzero((link_bytes != 0) | (link_busy != 0))
     return links, link_bytes[links], link_busy[links]
-
-
-def _add_in_order(totals: tuple[np.ndarray, np.ndarray], batch: list[Counts]) -> None:
-    """Add each (links, bytes, busy) of *batch* to *totals* (bytes, busy), in batch order."""
-    if batch:
-        links = np.concatenate([b[0] for b in batch])
-        np.add.at(totals[0], links, np.concatenate([b[1] for b in batch]))
-        np.add.at(totals[1], links, np.concatenate([b[2] for b in batch]))

@@ -417,12 +417,26 @@ class CompiledLoop:
 
     def link_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and busy time (so far) per directed link of the fabric."""
-        n, links = len(self.fabric.capacity_Bps), int(self.s[k.N_LINKS])
+        n = len(self.fabric.capacity_Bps)
         link_bytes, busy = np.zeros(n), np.zeros(n)
-        link_bytes[self.used] = self.lf[k.BYTES, :links]
-        on = self.li[k.ON_LINK, :links] > 0
-        busy[self.used] = self.lf[k.BUSY, :links] + np.where(on, self.now - self.lf[k.BUSY_SINCE, :links], 0.0)
+        _, link_bytes[self.used], busy[self.used] = self._counts_in_use()
         return link_bytes, busy
+
+    def sparse_link_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links with bytes or busy time so far (ascending) and those: :meth:`link_counts`'
+        non-zero entries, without a pass over the fabric."""
+        used, link_bytes, busy = self._counts_in_use()
+        keep = np.flatnonzero((link_bytes != 0) | (busy != 0))
+        keep = keep[np.argsort(used[keep], kind="stable")]
+        return used[keep], link_bytes[keep], busy[keep]
+
+    def _counts_in_use(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links in use and their bytes and busy time so far (``busy + (now - since)``
+        where one is on)."""
+        links = int(self.s[k.N_LINKS])
+        on = self.li[k.ON_LINK, :links] > 0
+        return self.used, self.lf[k.BYTES, :links], self.lf[k.BUSY, :links] + np.where(
+            on, self.now - self.lf[k.BUSY_SINCE, :links], 0.0)
 
     # -- state ---------------------------------------------------------------------------------
     def _run(self, until: float, to_end: bool, group_stop: bool = False) -> bool:
