@@ -18,7 +18,7 @@ sequence)`` keys, stale entries skipped by version), the same arithmetic for an 
 ``_alone_fast`` does: the call is free where no link of its shape is busy past now, its
 episode (numbered where the engine would number it) claims its links until ``now + alone``,
 and its task ends ``now + last``. A kind of lone call (call, groups, block) is known once the
-engine has timed one alone (:meth:`~atpsim.engine.joint.engine._FastTable.learn`).
+engine has timed one alone (:meth:`~atpsim.engine.joint.lone_kinds.LoneKinds.learn`).
 ``tests/engine/joint/test_compiled_clock.py`` holds the two to equality on job graphs.
 
 The functions are plain Python (run as such without numba, slowly) and compiled by

@@ -35,8 +35,9 @@ from atpsim.engine.joint import clock_kernel
 from atpsim.engine.joint.calls import CallPlan
 from atpsim.engine.joint.clock_kernel import ADVANCE, ALONE, DONE, N_EP, SUBMIT
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.graph import COMM, GraphTimeline, NotUniform, TaskGraph, uniform_end
+from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
+from atpsim.engine.joint.lone_kinds import LoneKinds
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.tasks import CompiledClock, TaskClock
 from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
@@ -128,7 +129,7 @@ class _Shape:
     _last: dict[int, float] = field(default_factory=dict)
     #: The links it loads alone and their bytes and busy seconds (:meth:`_Comm.link_totals`).
     counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    #: Its number in the compiled clock's table (:class:`_FastTable`), None: not there.
+    #: Its number in the compiled clock's table (:class:`LoneKinds`), None: not there.
     index: int | None = None
 
     def last(self, comm: _Comm, task: int) -> float:
@@ -138,63 +139,6 @@ class _Shape:
         if block not in self._last:
             self._last[block] = comm._last(task, self.alone)
         return self._last[block]
-
-
-class _FastTable:
-    """The kinds of lone call the compiled clock runs itself (:func:`~atpsim.engine.joint.
-    clock_kernel.lone_calls`) and the episodes it numbered so: a kind is a comm task's (call,
-    groups, uniform block), known once :meth:`_Comm._alone_fast` has timed one alone (its
-    shape's links and time alone, the task's end after its start); each episode the clock
-    ran is its task and start."""
-
-    def __init__(self, graph: TaskGraph, holder: np.ndarray, busy_until: np.ndarray):
-        calls, groups = graph.call.tolist(), graph.groups
-        blocks = graph.uniform.tolist() if graph.uniform is not None else [0] * len(graph)
-        kinds: dict[tuple[int, int, int], int] = {}
-        self.key_of = np.full(len(graph), -1, dtype=np.int64)
-        for task in np.flatnonzero(graph.kind == COMM).tolist():  # groups by identity: built once a template
-            self.key_of[task] = kinds.setdefault((calls[task], id(groups[task]), blocks[task]), len(kinds))
-        self.call_of = np.maximum(graph.call, 0).astype(np.int64)
-        self.key_shape, self.key_rel = np.full(len(kinds), -1, dtype=np.int64), np.zeros(len(kinds))
-        self.shapes: list[_Shape] = []
-        self.sh_ptr, self.sh_links, self.sh_max = np.zeros(1, dtype=np.int64), _NO_LINKS, np.zeros(0)
-        self.holder, self.busy_until = holder, busy_until
-        self.ep_task, self.ep_start = np.full(1024, -1, dtype=np.int64), np.zeros(1024)
-        self.mark = np.zeros(max(len(graph.calls), 1), dtype=np.int64)
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        """The arrays :func:`~atpsim.engine.joint.clock_kernel.run` takes, in its order."""
-        return (self.key_of, self.call_of, self.key_shape, self.key_rel, self.sh_ptr, self.sh_links, self.sh_max,
-                self.holder, self.busy_until, self.ep_task, self.ep_start, self.mark)  # fmt: skip
-
-    def learn(self, task: int, shape: _Shape, rel: float) -> None:
-        """Task *task*'s kind, timed alone: *shape*, ending *rel* s after its start."""
-        key = int(self.key_of[task])
-        if self.key_shape[key] >= 0:
-            return
-        if shape.index is None:
-            shape.index = len(self.shapes)
-            self.shapes.append(shape)
-            self.sh_links = np.concatenate([self.sh_links, shape.links])
-            self.sh_ptr = np.append(self.sh_ptr, len(self.sh_links))
-            self.sh_max = np.append(self.sh_max, shape.alone_max if len(shape.alone) else 0.0)
-        self.key_shape[key], self.key_rel[key] = shape.index, rel
-
-    def lone_kinds(self, n: int) -> list[int]:
-        """Per episode of the first *n*, its shape's number where the clock numbered it."""
-        return self.key_shape[self.key_of[np.maximum(self.ep_task[:n], 0)]].tolist()
-
-    def shape_of(self, index: int) -> tuple[_Shape, int, float]:
-        """Episode *index*'s shape, task and start (one the clock numbered)."""
-        task = int(self.ep_task[index])
-        return self.shapes[int(self.key_shape[self.key_of[task]])], task, float(self.ep_start[index])
-
-    def room(self, episodes: int) -> None:
-        """Room for *episodes* episodes."""
-        if episodes > len(self.ep_task):
-            size = max(episodes, 2 * len(self.ep_task))
-            self.ep_task = np.concatenate([self.ep_task, np.full(size - len(self.ep_task), -1, dtype=np.int64)])
-            self.ep_start = np.concatenate([self.ep_start, np.zeros(size - len(self.ep_start))])
 
 
 class _Comm:
@@ -221,11 +165,11 @@ class _Comm:
         self._marked = np.zeros(network.n_links, dtype=bool)  # scratch of _met: False between calls
         self._answer_counts: dict[int, tuple[Answer, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.clock: CompiledClock | None = None
-        self.table: _FastTable | None = None
+        self.table: LoneKinds | None = None
 
     def attach(self, clock: CompiledClock) -> None:
-        """Run lone calls of known kinds on *clock* (:class:`_FastTable`)."""
-        self.clock, self.table = clock, _FastTable(self.graph, self.holder, self.busy_until)
+        """Run lone calls of known kinds on *clock* (:class:`LoneKinds`)."""
+        self.clock, self.table = clock, LoneKinds(self.graph, self.holder, self.busy_until)
 
     def sync(self) -> None:
         """Take in the episodes and lone calls the compiled clock numbered and ran."""

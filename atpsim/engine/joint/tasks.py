@@ -88,7 +88,7 @@ class TaskClock:
 class CompiledClock:
     """:class:`TaskClock` as arrays stepped by compiled functions
     (:mod:`~atpsim.engine.joint.clock_kernel`), with the engine's lone calls of known kinds
-    (:class:`~atpsim.engine.joint.engine._FastTable`) run there too: the same interface where
+    (:class:`~atpsim.engine.joint.lone_kinds.LoneKinds`) run there too: the same interface where
     the engine's loop uses it, the same numbers."""
 
     def __init__(self, graph: TaskGraph, functions: dict[str, Callable[..., Any]]):
