@@ -179,18 +179,20 @@ class CompiledLoop:
         self.s[k.WEIGHTED] = fabric.weight is not None
         self.w = np.asarray(fabric.weight, dtype=np.float64) if fabric.weight is not None else np.ones((1, 1))
         self.clock = np.array([float(now)])
-        self.nf, self.ni = np.zeros((7, 0)), np.zeros((5, 0), dtype=np.int64)
-        self.link_ptr, self.dptr = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-        self.node_links, self.didx = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        self.inc, self.incw = np.zeros((3, 0), dtype=np.int64), np.zeros(0)
-        self.lf, self.li = np.zeros((8, 0)), np.zeros((6, 0), dtype=np.int64)
-        self.ht, self.hi = np.zeros(0), np.zeros((3, 0), dtype=np.int64)
-        self.buf = np.zeros((3, 0), dtype=np.int64)
+        # room for INITIAL_NODES nodes, twice as many incidences, dependents and flow-link
+        # incidences in flight, INITIAL_LINKS links (what _room and _add_links would grow them
+        # to; every entry past the counts in s is written before it is read)
+        nodes, twice, i64 = INITIAL_NODES, 2 * INITIAL_NODES, np.int64
+        self.nf, self.ni = np.empty((7, nodes)), np.empty((5, nodes), dtype=i64)
+        self.link_ptr, self.dptr = np.zeros(nodes + 1, dtype=i64), np.zeros(nodes + 1, dtype=i64)
+        self.node_links, self.didx = np.empty(twice, dtype=i64), np.empty(twice, dtype=i64)
+        self.inc, self.incw = np.empty((3, twice), dtype=i64), np.empty(twice)
+        self.lf, self.li = np.empty((8, INITIAL_LINKS)), np.empty((6, INITIAL_LINKS + 1), dtype=i64)
+        self.ht, self.hi = np.empty(nodes), np.empty((3, nodes), dtype=i64)
+        self.buf = np.empty((3, nodes), dtype=i64)
         self._harvested = 0
         #: Whether :meth:`compact` dropped nodes (links may be left that no node crosses).
         self.compacted = False
-        self._room(INITIAL_NODES, 2 * INITIAL_NODES, 2 * INITIAL_NODES)
-        self.lf, self.li = _grown(self.lf, INITIAL_LINKS), _grown(self.li, INITIAL_LINKS + 1)
 
     @classmethod
     def adopt(cls, loop: Loop, functions: dict[str, Callable[..., Any]],
