@@ -132,6 +132,15 @@ class _Shape:
     #: Its number in the compiled clock's table (:class:`LoneKinds`), None: not there.
     index: int | None = None
 
+    def end(self, start: float) -> float:
+        """When the cohort ends, started at *start* (s): its slowest group's time alone after."""
+        return start + self.alone_max if len(self.alone) else start
+
+    def episode(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> _Episode:
+        """The episode of *cohort* (of this shape) alone, with its tasks *owned*."""
+        return _Episode([cohort], [owned], [self.links], [self.end(cohort.start_s)], None, cohort.start_s,
+                        shape=self)  # fmt: skip
+
     def last(self, comm: _Comm, task: int) -> float:
         """When task *task*, holding every group, ends (relative; :meth:`_Comm._last`)."""
         uniform = comm.graph.uniform
@@ -195,10 +204,8 @@ class _Comm:
             assert self.table is not None
             shape, task, start = self.table.shape_of(index)
             groups = self.graph.groups[task]
-            end = start + shape.alone_max if len(shape.alone) else start
-            episode = self.episodes[index] = _Episode([Cohort(shape.plan, groups, start)],
-                                                      [[(task, self._positions(len(groups)))]], [shape.links],
-                                                      [end], None, start, shape=shape)  # fmt: skip
+            episode = self.episodes[index] = shape.episode(Cohort(shape.plan, groups, start),
+                                                           [(task, self._positions(len(groups)))])  # fmt: skip
         return episode
 
     def submit(self, now: float, tasks: list[int]) -> Ends:
@@ -246,10 +253,9 @@ class _Comm:
         """:meth:`_alone` and :meth:`_ends` for a cohort that meets nothing (:meth:`_free`),
         the same numbers from its shape's cached times."""
         self.stats.alone += 1
-        end = now + shape.alone_max if len(shape.alone) else now
-        episode = _Episode([Cohort(shape.plan, groups, now)], [owned], [shape.links], [end], None, now,
-                           shape=shape)  # fmt: skip
+        episode = shape.episode(Cohort(shape.plan, groups, now), owned)
         index = self._numbered(episode)
+        end = episode.member_end[0]
         if end > now:
             self._claim(shape.links, index, end)
         full = self._positions(len(groups))
@@ -444,8 +450,7 @@ class _Comm:
     def _alone(self, shape: _Shape, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> _Episode:
         """*cohort* of *shape*, which met no running member, timed alone."""
         self.stats.alone += 1
-        end = cohort.start_s + shape.alone_max if len(shape.alone) else cohort.start_s
-        return _Episode([cohort], [owned], [shape.links], [end], None, cohort.start_s, shape=shape)
+        return shape.episode(cohort, owned)
 
     def _merge(self, met: list[_Episode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
                links: np.ndarray, now: float) -> _Episode:
@@ -532,7 +537,7 @@ class _Comm:
         for index, e in enumerate(self.episodes):
             if e is None:  # one the clock ran alone
                 shape, _, start = self.table.shape_of(index)  # type: ignore[union-attr]  # a table numbered it
-                out.append((start, start + shape.alone_max if len(shape.alone) else start, shape.links))
+                out.append((start, shape.end(start), shape.links))
             elif e.alive:
                 out += zip((m.start_s for m in e.members), e.member_end, e.member_links, strict=True)
         return tuple(sorted(out, key=lambda c: c[0]))
@@ -581,6 +586,7 @@ def _clock(graph: TaskGraph, clock: bool | None) -> TaskClock | CompiledClock:
 def _run_compiled(tasks: CompiledClock, comm: _Comm) -> None:
     """:func:`_run_graph` on the compiled clock, which runs the task ends and the lone calls
     of known kinds itself and returns where *comm* has the next turn."""
+    assert comm.table is not None, "attach the clock first"
     while True:
         t_live = comm.peek()
         status = tasks.run(t_live, comm.table)

@@ -15,6 +15,7 @@ import numpy as np
 from atpsim.engine.joint.clock_kernel import ENDED, GROW, HEAP_N, N_EP, PEND_N, empty_heap
 from atpsim.engine.joint.graph import COMM, DELAY, TaskGraph
 from atpsim.engine.joint.live import Ends
+from atpsim.engine.joint.lone_kinds import LoneKinds
 from atpsim.engine.solvers.flow_loop import reverse_csr
 
 
@@ -141,7 +142,7 @@ class CompiledClock:
         times = np.array([math.nan if t is None else t for _, t in ends])
         self.fn["handle"](tasks, times, ~np.isnan(times), self.finish, self.version, *self.heap, self.iv, self.fv)
 
-    def run(self, t_live: float, table: Any) -> int:
+    def run(self, t_live: float, table: LoneKinds) -> int:
         """Run until the engine is needed (:func:`~atpsim.engine.joint.clock_kernel.run`):
         DONE, SUBMIT or ADVANCE; lone calls of *table*'s known kinds run here."""
         while True:

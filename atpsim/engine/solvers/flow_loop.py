@@ -97,9 +97,14 @@ class NodeShape:
 
 def gather(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The entries of CSR rows *rows*, concatenated."""
+    return idx[positions(ptr, rows)]
+
+
+def positions(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Where the entries of CSR rows *rows* (a row may come again) are, row after row."""
     lens = ptr[rows + 1] - ptr[rows]
     offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-    return idx[np.repeat(ptr[rows], lens) + offsets]
+    return np.repeat(ptr[rows], lens) + offsets
 
 
 class _Dependents:
