@@ -42,17 +42,9 @@ from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.tasks import CompiledClock, TaskClock
 from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
 from atpsim.engine.solvers import event_loop
-from atpsim.engine.solvers.joint_loop import (
-    BUSY,
-    COMPILED,
-    REFERENCE,
-    CompiledLoop,
-    compiled_if_busy,
-    counted,
-    joint_loop,
-    loop_choice,
-)
+from atpsim.engine.solvers.joint_loop import CompiledLoop, compiled_if_busy, joint_loop
 from atpsim.engine.solvers.joint_loop import compile_joint_loop as compile_episode_loops
+from atpsim.engine.solvers.loop_choice import BUSY, COMPILED, REFERENCE, counted, loop_choice
 
 _NO_LINKS = np.zeros(0, dtype=np.int64)
 
@@ -549,7 +541,7 @@ def run_graph(graph: TaskGraph, network: JointNetwork, *, memo: bool = True, sym
     """Run *graph* on *network* (module docstring); *memo*, *symmetry* and *split* switch
     those shortcuts of the episodes (for the tests); *links*: also count bytes and busy time
     per link; *compiled*: the episodes' event loops compiled (True), the reference's (False)
-    or the reference's until the run is busy (None: :func:`~atpsim.engine.solvers.joint_loop.
+    or the reference's until the run is busy (None: :func:`~atpsim.engine.solvers.loop_choice.
     loop_choice`); *clock*: the task clock and lone calls compiled (True), Python's (False) or
     by the graph's size (None: :func:`_clock`); the same numbers every way."""
     tasks = _clock(graph, clock)

@@ -9,40 +9,22 @@ it while it runs with :meth:`~CompiledLoop.extend`, advance it with a task graph
 read its nodes' times and its links' counts); its state is arrays that grow by doubling, so
 an event allocates only its own scratch, and it can take over a reference loop between two
 steps (:meth:`~CompiledLoop.adopt`). The joint engine starts each run on reference loops and
-goes over to compiled ones once the run has made :data:`BUSY_EVENTS` rate solves, or is on
-course to (:func:`loop_choice`): a run whose episodes do little never loads numba.
+goes over to compiled ones once the run is busy (:mod:`~atpsim.engine.solvers.loop_choice`): a
+run whose episodes do little never loads numba.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from atpsim.engine.solvers import event_loop, joint_kernel
+from atpsim.engine.solvers import joint_kernel
 from atpsim.engine.solvers import joint_layout as k
 from atpsim.engine.solvers.flow_loop import JOINT, TIME_RTOL, Loop, NodeShape, gather, reverse_csr
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
-
-#: Rate solves the reference loops of a run make before its loops are compiled (mode
-#: ``busy``, :func:`loop_choice`): about 0.5-1 s of the reference loop's work (150-300 us a
-#: solve with hundreds of flows in flight), what loading numba and the compiled functions
-#: costs a process (0.9-1.2 s; compiling them once after an install about 15 s: numba caches
-#: the machine code on disk). A run whose episodes do less never loads them.
-BUSY_EVENTS = 3_000
-
-#: Rate solves after which a run that tells its progress (:func:`loop_choice`) is judged by
-#: its course: busy where its solves per task ended since its first solve, over the tasks
-#: left, bring it to :data:`BUSY_EVENTS`. The 512-H100 interleaved job is on course to 15 k
-#: solves after its first 200 (at 6 % of its tasks); the 1024-A100 job, whose few hundred
-#: solves come in one burst, to 213.
-PREDICT_AFTER = 200
-
-REFERENCE, COMPILED, BUSY = "reference", "compiled", "busy"
+from atpsim.engine.solvers.loop_choice import BUSY, compiled_functions, counted, current
 
 #: A new compiled loop's room: nodes (twice as many incidences and dependents) and links. A
 #: live episode of the 512-H100 interleaved job holds three calls: 448 nodes, 896 incidences,
@@ -51,90 +33,19 @@ REFERENCE, COMPILED, BUSY = "reference", "compiled", "busy"
 INITIAL_NODES, INITIAL_LINKS = 512, 256
 
 
-@dataclass
-class _Choice:
-    """Which loops :func:`joint_loop` makes (*mode*), the rate solves the reference loops
-    of the run made so far (*events*), the run's (tasks ended, tasks in all) where it tells
-    them (*progress*), the tasks ended at its first solve, and whether the run was judged
-    busy (it stays so)."""
-
-    mode: str
-    events: int = 0
-    progress: Callable[[], tuple[int, int]] | None = None
-    first_ended: int | None = None
-    busy: bool = False
-
-    def is_busy(self) -> bool:
-        """Whether the run has made :data:`BUSY_EVENTS` rate solves or, past
-        :data:`PREDICT_AFTER`, is on course to (once busy, always)."""
-        if not self.busy:
-            self.busy = self.events >= BUSY_EVENTS or (self.events >= PREDICT_AFTER
-                                                      and self._course() >= BUSY_EVENTS)  # fmt: skip
-        return self.busy
-
-    def _course(self) -> float:
-        """The rate solves the run will have made at its end at its pace since its first
-        (inf where no task ended since; 0 where it tells no progress)."""
-        if self.progress is None or self.first_ended is None:
-            return 0.0
-        ended, total = self.progress()
-        since = ended - self.first_ended
-        return self.events + self.events * (total - ended) / since if since > 0 else float("inf")
-
-
-_CHOICE: ContextVar[_Choice | None] = ContextVar("atpsim_joint_loops", default=None)
-
-
-def _choice() -> _Choice:
-    """The current choice (outside :func:`loop_choice`: reference loops, nothing counted)."""
-    return _CHOICE.get() or _Choice(REFERENCE)
-
-
-@contextmanager
-def loop_choice(mode: str, progress: Callable[[], tuple[int, int]] | None = None) -> Iterator[None]:
-    """Within it, :func:`joint_loop` makes reference loops (``reference``, also the default
-    outside), compiled ones (``compiled``, where numba is installed and ``ATPSIM_EVENT_LOOP``
-    is not ``reference``) or reference ones until the run is busy and compiled ones after, a
-    busy loop taken over by a compiled one where its owner asks (``busy``:
-    :func:`compiled_if_busy`). Busy: its reference loops have made :data:`BUSY_EVENTS` rate
-    solves, or are on course to (*progress*: gives the run's tasks ended and in all;
-    :data:`PREDICT_AFTER`). The same numbers every way."""
-    token = _CHOICE.set(_Choice(mode, progress=progress))
-    try:
-        yield
-    finally:
-        _CHOICE.reset(token)
-
-
-def _functions() -> dict[str, Callable[..., Any]] | None:
-    """The compiled functions, where the current choice wants them now and they exist."""
-    choice = _choice()
-    wanted = choice.mode == COMPILED or (choice.mode == BUSY and choice.is_busy())
-    return joint_kernel.compiled() if wanted and event_loop.use_kernel else None
-
-
 def joint_loop(fabric: Fabric, now: float = 0.0) -> Loop | CompiledLoop:
     """An event loop in the joint order on *fabric* starting at *now*, compiled or not as
-    :func:`loop_choice` says."""
-    functions = _functions()
+    :func:`~atpsim.engine.solvers.loop_choice.loop_choice` says."""
+    functions = compiled_functions()
     return CompiledLoop(fabric, now, functions) if functions is not None else Loop(fabric, JOINT, now)
-
-
-def counted(loop: Loop | CompiledLoop, before: int) -> None:
-    """Count the rate solves a reference *loop* made since it had made *before*."""
-    if isinstance(loop, Loop) and loop.n_events > before:
-        choice = _choice()
-        if choice.first_ended is None and choice.progress is not None:
-            choice.first_ended = choice.progress()[0]
-        choice.events += loop.n_events - before
 
 
 def compiled_if_busy(loop: Loop | CompiledLoop,
                      groups: Callable[[], np.ndarray] | None = None) -> Loop | CompiledLoop:
     """*loop*, or a compiled loop that takes it over (:meth:`CompiledLoop.adopt`; *groups*:
-    gives its nodes' groups) where the run is busy (:func:`loop_choice`)."""
+    gives its nodes' groups) where the run is busy (:func:`~atpsim.engine.solvers.loop_choice.loop_choice`)."""
     if isinstance(loop, Loop):
-        functions = _functions()
+        functions = compiled_functions()
         if functions is not None:
             return CompiledLoop.adopt(loop, functions, groups() if groups is not None else None)
     return loop
@@ -143,7 +54,7 @@ def compiled_if_busy(loop: Loop | CompiledLoop,
 def run_to_end(loop: Loop | CompiledLoop) -> tuple[Loop | CompiledLoop, bool]:
     """Handle every event of *loop* (a reference one taken over by a compiled one once the
     run is busy); the loop that finished and whether every node did."""
-    choice = _choice()
+    choice = current()
     while isinstance(loop, Loop) and loop.n_done < len(loop):
         before = loop.n_events
         if not loop.step():

@@ -18,7 +18,7 @@ from atpsim.engine.joint.engine import run_graph
 from atpsim.engine.joint.graph import GraphBuilder
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.plain import run_plain
-from atpsim.engine.solvers import joint_loop
+from atpsim.engine.solvers import loop_choice
 from atpsim.engine.solvers.joint_loop import CompiledLoop
 from atpsim.topology.spec import load_topology
 
@@ -106,11 +106,11 @@ def test_dropping_the_loops_finished_nodes_changes_nothing(case, monkeypatch):
 @pytest.mark.parametrize("busy_events", [0, 5, 40, 200])
 def test_going_over_to_compiled_loops_mid_run_changes_nothing(case, monkeypatch, busy_events):
     """By default a run's live loops are the reference's until the run has made
-    joint_loop.BUSY_EVENTS rate solves, then compiled ones take them over where they stand
+    loop_choice.BUSY_EVENTS rate solves, then compiled ones take them over where they stand
     (and merge with any reference one left): the same run to the bit wherever that happens."""
     graph, network = case
     reference = run_graph(graph, network, links=True, compiled=False)
-    monkeypatch.setattr(joint_loop, "BUSY_EVENTS", busy_events)
+    monkeypatch.setattr(loop_choice, "BUSY_EVENTS", busy_events)
     busy = run_graph(graph, network, links=True)
     for got, want in ((busy.start_s, reference.start_s), (busy.finish_s, reference.finish_s),
                       (busy.link_bytes, reference.link_bytes), (busy.link_busy_s, reference.link_busy_s)):
@@ -119,21 +119,21 @@ def test_going_over_to_compiled_loops_mid_run_changes_nothing(case, monkeypatch,
 
 @pytest.mark.parametrize("predict_after", [1, 7, 30])
 def test_going_compiled_on_course_mid_run_changes_nothing(case, monkeypatch, predict_after):
-    """A run judged busy by its course (joint_loop.PREDICT_AFTER solves, then the pace over
+    """A run judged busy by its course (loop_choice.PREDICT_AFTER solves, then the pace over
     the tasks left: here a graph told to be vast, so the first judgement goes compiled)
     goes over where it stands: the same run to the bit."""
     graph, network = case
     reference = run_graph(graph, network, links=True, compiled=False)
     went = []
-    is_busy = joint_loop._Choice.is_busy
+    is_busy = loop_choice.Choice.is_busy
 
-    def spied(choice: joint_loop._Choice) -> bool:
+    def spied(choice: loop_choice.Choice) -> bool:
         went.append(is_busy(choice))
         return went[-1]
 
-    monkeypatch.setattr(joint_loop, "BUSY_EVENTS", 10**6)
-    monkeypatch.setattr(joint_loop, "PREDICT_AFTER", predict_after)
-    monkeypatch.setattr(joint_loop._Choice, "is_busy", spied)
+    monkeypatch.setattr(loop_choice, "BUSY_EVENTS", 10**6)
+    monkeypatch.setattr(loop_choice, "PREDICT_AFTER", predict_after)
+    monkeypatch.setattr(loop_choice.Choice, "is_busy", spied)
     monkeypatch.setattr(tasks.TaskClock, "progress", lambda clock: (clock.ended, 10**12))
     busy = run_graph(graph, network, links=True)
     assert went and not went[0] and went[-1]  # reference loops first, compiled from mid-run

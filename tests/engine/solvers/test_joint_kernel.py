@@ -14,14 +14,13 @@ from atpsim.api import compile_joint_loop
 from atpsim.engine.solvers import event_loop, joint_kernel
 from atpsim.engine.solvers.flow_loop import JOINT, Loop
 from atpsim.engine.solvers.flow_network import Fabric, Nodes
-from atpsim.engine.solvers.joint_loop import (
+from atpsim.engine.solvers.joint_loop import CompiledLoop, joint_loop
+from atpsim.engine.solvers.loop_choice import (
     BUSY,
     BUSY_EVENTS,
     COMPILED,
     PREDICT_AFTER,
-    CompiledLoop,
     counted,
-    joint_loop,
     loop_choice,
 )
 
