@@ -27,18 +27,17 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from atpsim.engine.joint import clock_kernel
-from atpsim.engine.joint.calls import CallPlan
 from atpsim.engine.joint.clock_kernel import ADVANCE, ALONE, DONE, N_EP, SUBMIT
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
 from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph, uniform_end
 from atpsim.engine.joint.live import Ends, LiveEpisode, replay
 from atpsim.engine.joint.lone_kinds import LoneKinds
 from atpsim.engine.joint.network import JointNetwork
+from atpsim.engine.joint.records import CallShape, RunStats, SolvedEpisode
 from atpsim.engine.joint.tasks import CompiledClock, TaskClock
 from atpsim.engine.joint.totals import nonzero_counts, sparse_totals
 from atpsim.engine.solvers import event_loop
@@ -46,100 +45,11 @@ from atpsim.engine.solvers.joint_loop import CompiledLoop, compiled_if_busy, joi
 from atpsim.engine.solvers.joint_loop import compile_joint_loop as compile_episode_loops
 from atpsim.engine.solvers.loop_choice import BUSY, COMPILED, REFERENCE, counted, loop_choice
 
-_NO_LINKS = np.zeros(0, dtype=np.int64)
-
 #: Graphs of this many tasks run on the compiled clock (:mod:`~atpsim.engine.joint.
 #: clock_kernel`) where numba is installed: loading it costs a process about 0.5 s, what the
 #: Python clock spends on about 100,000 tasks and their calls alone (3-5 us each, measured on
 #: the 512-H100 job's 308,537 tasks).
 CLOCK_TASKS = 100_000
-
-
-@dataclass(eq=False, slots=True)
-class _Episode:
-    """Members (cohorts) simulated together, the tasks each member ends, the links each
-    crosses and when each ends (s), when the last ends, and the joint answer (None: one
-    member, timed alone)."""
-
-    members: list[Cohort]
-    tasks: list[list[tuple[int, np.ndarray]]]
-    member_links: list[np.ndarray]
-    member_end: list[float]
-    answer: Answer | None = None
-    t0: float = 0.0
-    alive: bool = True
-    #: The shape of a lone cohort that met nothing (:meth:`_Comm._alone_fast`, :meth:`_Comm._alone`), else None.
-    shape: _Shape | None = None
-
-    @property
-    def end_s(self) -> float:
-        return max(self.member_end)
-
-    def meets(self, marked: np.ndarray, now: float) -> bool:
-        """Whether a member still running *now* crosses a link *marked* (True per link)."""
-        return any(end > now and marked[links].any() for links, end in zip(self.member_links, self.member_end,
-                                                                          strict=True))  # fmt: skip
-
-    def live_links(self, now: float) -> np.ndarray:
-        """The links of the members still running *now* (a newcomer meets only those: the
-        others' flows are done)."""
-        if len(self.member_links) == 1:  # a call's links are sorted and unique already
-            return self.member_links[0] if self.member_end[0] > now else _NO_LINKS
-        parts = [links for links, end in zip(self.member_links, self.member_end, strict=True) if end > now]
-        return np.unique(np.concatenate(parts)) if parts else _NO_LINKS
-
-
-@dataclass
-class _Stats:
-    alone: int = 0
-    episodes: int = 0
-    memo_hits: int = 0
-    symmetric: int = 0
-    flows: int = 0
-    rate_solves: int = 0
-    largest: int = 0
-    replays: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, int]:
-        return {"calls_alone": self.alone, "episodes_solved": self.episodes,
-                "episode_memo_hits": self.memo_hits, "episodes_symmetric": self.symmetric,
-                "flows": self.flows, "rate_solves": self.rate_solves,
-                "largest_episode": self.largest, "live_replays": self.replays}  # fmt: skip
-
-
-@dataclass(eq=False)
-class _Shape:
-    """A call's cohort of given groups: its *plan*, the *links* it crosses (sorted, unique),
-    each group's time *alone* (s) and their maximum, and the end (relative) of a task that
-    holds every group, per block size (0: not uniform)."""
-
-    plan: CallPlan
-    links: np.ndarray
-    alone: np.ndarray
-    alone_max: float
-    _last: dict[int, float] = field(default_factory=dict)
-    #: The links it loads alone and their bytes and busy seconds (:meth:`_Comm.link_totals`).
-    counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    #: Its number in the compiled clock's table (:class:`LoneKinds`), None: not there.
-    index: int | None = None
-
-    def end(self, start: float) -> float:
-        """When the cohort ends, started at *start* (s): its slowest group's time alone after."""
-        return start + self.alone_max if len(self.alone) else start
-
-    def episode(self, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> _Episode:
-        """The episode of *cohort* (of this shape) alone, with its tasks *owned*."""
-        return _Episode([cohort], [owned], [self.links], [self.end(cohort.start_s)], None, cohort.start_s,
-                        shape=self)  # fmt: skip
-
-    def last(self, comm: _Comm, task: int) -> float:
-        """When task *task*, holding every group, ends (relative; :meth:`_Comm._last`)."""
-        uniform = comm.graph.uniform
-        block = int(uniform[task]) if uniform is not None else 0
-        if block not in self._last:
-            self._last[block] = comm._last(task, self.alone)
-        return self._last[block]
 
 
 class _Comm:
@@ -152,13 +62,13 @@ class _Comm:
         self.symmetry, self.split = symmetry, split
         self.holder = np.full(network.n_links, -1, dtype=np.int64)
         #: Every episode by number; None: one the compiled clock ran alone (:meth:`_episode`).
-        self.episodes: list[_Episode | LiveEpisode | None] = []
+        self.episodes: list[SolvedEpisode | LiveEpisode | None] = []
         self.live_heap: list[tuple[float, int, int]] = []
         self._seq = 0
         self._latest: dict[int, int] = {}  # live episode -> the sequence number of its valid entry
         self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
-        self.stats = _Stats()
-        self._shapes: dict[tuple[int, tuple[int, ...]], _Shape] = {}
+        self.stats = RunStats()
+        self._shapes: dict[tuple[int, tuple[int, ...]], CallShape] = {}
         self._aranges: dict[int, np.ndarray] = {}
         # Per link, an upper bound on the end of the episode claiming it (-inf: none): a
         # cohort whose links all read <= now meets nothing (:meth:`_free`).
@@ -180,7 +90,7 @@ class _Comm:
         self.stats.alone += int(iv[ALONE])
         iv[ALONE] = 0
 
-    def _numbered(self, episode: _Episode | LiveEpisode) -> int:
+    def _numbered(self, episode: SolvedEpisode | LiveEpisode) -> int:
         """Number *episode* next (the compiled clock numbers its own after it)."""
         index = self._index[id(episode)] = len(self.episodes)
         self.episodes.append(episode)  # kept: its id is never reused for the index
@@ -188,7 +98,7 @@ class _Comm:
             self.clock.iv[N_EP] = index + 1
         return index
 
-    def _episode(self, index: int) -> _Episode | LiveEpisode:
+    def _episode(self, index: int) -> SolvedEpisode | LiveEpisode:
         """Episode *index*, made where the compiled clock ran it (what :meth:`_alone_fast`
         makes of its cohort)."""
         episode = self.episodes[index]
@@ -212,15 +122,15 @@ class _Comm:
                 continue
             cohort = Cohort(shape.plan, groups, now)
             met = self._met(links, now)
-            episode: _Episode | LiveEpisode
+            episode: SolvedEpisode | LiveEpisode
             if not met:
                 episode = self._alone(shape, cohort, owned)
-            elif not self.live or all(isinstance(e, _Episode) and e.answer is None for e in met):
-                episode = self._merge([e for e in met if isinstance(e, _Episode)], cohort, owned, links, now)
+            elif not self.live or all(isinstance(e, SolvedEpisode) and e.answer is None for e in met):
+                episode = self._merge([e for e in met if isinstance(e, SolvedEpisode)], cohort, owned, links, now)
             else:
                 episode, ends = self._go_live(met, cohort, owned, links, now)
                 out += ends
-            if isinstance(episode, _Episode):
+            if isinstance(episode, SolvedEpisode):
                 for h in range(len(episode.members)):
                     out += self._ends(episode, h)
             index = self._index.get(id(episode))
@@ -240,7 +150,7 @@ class _Comm:
         episode's end only grows where it claims its links again, so *busy_until* bounds it)."""
         return not len(links) or float(self.busy_until[links].max()) <= now
 
-    def _alone_fast(self, shape: _Shape, groups: tuple[int, ...], owned: list[tuple[int, np.ndarray]],
+    def _alone_fast(self, shape: CallShape, groups: tuple[int, ...], owned: list[tuple[int, np.ndarray]],
                     now: float) -> Ends:
         """:meth:`_alone` and :meth:`_ends` for a cohort that meets nothing (:meth:`_free`),
         the same numbers from its shape's cached times."""
@@ -256,12 +166,12 @@ class _Comm:
             if not len(where):
                 out.append((task, now))
             elif where is full:
-                out.append((task, now + shape.last(self, task)))
+                out.append((task, now + shape.last(task, self.graph.uniform, self._last)))
             else:
                 out.append((task, now + self._last(task, shape.alone[where])))
         if self.table is not None and len(owned) == 1:  # a lone task's kind: the clock runs it next time
             task, where = owned[0]
-            self.table.learn(task, shape, shape.last(self, task) if len(where) else 0.0)
+            self.table.learn(task, shape, shape.last(task, self.graph.uniform, self._last) if len(where) else 0.0)
         return out
 
     def _go_live(self, met: list, cohort: Cohort, owned: list[tuple[int, np.ndarray]],
@@ -366,12 +276,12 @@ class _Comm:
                  if isinstance(e, LiveEpisode) and e.alive and not e.done]  # fmt: skip
         return min(times, default=math.inf)
 
-    def _met(self, links: np.ndarray, now: float) -> list[_Episode | LiveEpisode]:
+    def _met(self, links: np.ndarray, now: float) -> list[SolvedEpisode | LiveEpisode]:
         """The open episodes whose running members cross any of *links*. Each link is
         claimed by the last episode that had a running member on it, so no running member
         hides behind another episode's claim (a claim is made only where the claimer runs,
         and a second runner on the link would have merged with the first)."""
-        met: list[_Episode | LiveEpisode] = []
+        met: list[SolvedEpisode | LiveEpisode] = []
         held = self.holder[links]
         marked = None
         for h in np.unique(held[held >= 0]).tolist():
@@ -429,23 +339,23 @@ class _Comm:
             self._aranges[n].flags.writeable = False
         return self._aranges[n]
 
-    def _shape(self, call: int, groups: tuple[int, ...]) -> _Shape:
+    def _shape(self, call: int, groups: tuple[int, ...]) -> CallShape:
         key = (call, groups)
         shape = self._shapes.get(key)
         if shape is None:
             plan = self.network.plan(self.graph.calls[call])
             alone = plan.alone(groups)
-            shape = self._shapes[key] = _Shape(plan, plan.links_of(groups), alone,
+            shape = self._shapes[key] = CallShape(plan, plan.links_of(groups), alone,
                                                float(alone.max()) if len(alone) else 0.0)  # fmt: skip
         return shape
 
-    def _alone(self, shape: _Shape, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> _Episode:
+    def _alone(self, shape: CallShape, cohort: Cohort, owned: list[tuple[int, np.ndarray]]) -> SolvedEpisode:
         """*cohort* of *shape*, which met no running member, timed alone."""
         self.stats.alone += 1
         return shape.episode(cohort, owned)
 
-    def _merge(self, met: list[_Episode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
-               links: np.ndarray, now: float) -> _Episode:
+    def _merge(self, met: list[SolvedEpisode], cohort: Cohort, owned: list[tuple[int, np.ndarray]],
+               links: np.ndarray, now: float) -> SolvedEpisode:
         members = [m for e in met for m in e.members] + [cohort]
         tasks = [t for e in met for t in e.tasks] + [owned]
         member_links = [lk for e in met for lk in e.member_links] + [links]
@@ -455,7 +365,7 @@ class _Comm:
         answer = self._solve(members, t0)
         ends = [max(t0 + float(f.max()) if len(f) else m.start_s, m.start_s)
                 for m, f in zip(members, answer.finish_s, strict=True)]  # fmt: skip
-        return _Episode(members, tasks, member_links, ends, answer, t0)
+        return SolvedEpisode(members, tasks, member_links, ends, answer, t0)
 
     def _solve(self, members: list[Cohort], t0: float) -> Answer:
         key = tuple((id(m.plan), m.groups, m.start_s - t0) for m in members)
@@ -473,7 +383,7 @@ class _Comm:
             self.memo[key] = answer
         return answer
 
-    def _ends(self, episode: _Episode, h: int) -> list[tuple[int, float]]:
+    def _ends(self, episode: SolvedEpisode, h: int) -> list[tuple[int, float]]:
         """(task, end) of member *h*'s tasks: each the last of its groups."""
         member = episode.members[h]
         if episode.answer is None:
@@ -506,10 +416,10 @@ class _Comm:
             elif episode.alive:
                 yield self._counts(episode)
 
-    def _counts(self, episode: _Episode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _counts(self, episode: SolvedEpisode | LiveEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The links *episode* loaded and their bytes and busy seconds (a lone cohort's from
         its shape, once per shape: the same call alone gives the same counts)."""
-        shape = episode.shape if isinstance(episode, _Episode) else None
+        shape = episode.shape if isinstance(episode, SolvedEpisode) else None
         if shape is not None and shape.counts is not None:
             return shape.counts
         if isinstance(episode, LiveEpisode):

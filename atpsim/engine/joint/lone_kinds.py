@@ -11,14 +11,10 @@ start, from which the engine makes the episode if another call meets it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from atpsim.engine.joint.graph import COMM, TaskGraph
-
-if TYPE_CHECKING:
-    from atpsim.engine.joint.engine import _Shape as Shape
+from atpsim.engine.joint.records import CallShape
 
 
 class LoneKinds:
@@ -36,7 +32,7 @@ class LoneKinds:
             self.key_of[task] = kinds.setdefault((calls[task], id(groups[task]), blocks[task]), len(kinds))
         self.call_of = np.maximum(graph.call, 0).astype(np.int64)
         self.key_shape, self.key_rel = np.full(len(kinds), -1, dtype=np.int64), np.zeros(len(kinds))
-        self.shapes: list[Shape] = []
+        self.shapes: list[CallShape] = []
         self.sh_ptr, self.sh_links, self.sh_max = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
         self.holder, self.busy_until = holder, busy_until
         self.ep_task, self.ep_start = np.full(1024, -1, dtype=np.int64), np.zeros(1024)
@@ -47,7 +43,7 @@ class LoneKinds:
         return (self.key_of, self.call_of, self.key_shape, self.key_rel, self.sh_ptr, self.sh_links, self.sh_max,
                 self.holder, self.busy_until, self.ep_task, self.ep_start, self.mark)  # fmt: skip
 
-    def learn(self, task: int, shape: Shape, rel: float) -> None:
+    def learn(self, task: int, shape: CallShape, rel: float) -> None:
         """Task *task*'s kind, timed alone: *shape*, ending *rel* s after its start."""
         key = int(self.key_of[task])
         if self.key_shape[key] >= 0:
@@ -64,7 +60,7 @@ class LoneKinds:
         """Per episode of the first *n*, its shape's number where the clock numbered it."""
         return self.key_shape[self.key_of[np.maximum(self.ep_task[:n], 0)]].tolist()
 
-    def shape_of(self, index: int) -> tuple[Shape, int, float]:
+    def shape_of(self, index: int) -> tuple[CallShape, int, float]:
         """Episode *index*'s shape, task and start (one the clock numbered)."""
         task = int(self.ep_task[index])
         return self.shapes[int(self.key_shape[self.key_of[task]])], task, float(self.ep_start[index])
