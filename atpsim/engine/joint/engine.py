@@ -77,6 +77,7 @@ class _Comm:
         self._answer_counts: dict[int, tuple[Answer, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.clock: CompiledClock | None = None
         self.table: LoneKinds | None = None
+        self._finishing: list[LiveEpisode] = []  # live episodes done, whose last end may be ahead
 
     def attach(self, clock: CompiledClock) -> None:
         """Run lone calls of known kinds on *clock* (:class:`LoneKinds`)."""
@@ -114,6 +115,7 @@ class _Comm:
         """Start the comm *tasks* (all ready *now*); the (task, end) of every task whose end
         is new or moved, (task, None) for an end announced before that is no longer known."""
         out: Ends = []
+        self._retire(now)
         for call, groups, owned in self._cohorts(tasks):
             shape = self._shape(call, groups)
             links = shape.links
@@ -231,7 +233,25 @@ class _Comm:
             self._latest[index] = self._seq
             heapq.heappush(self.live_heap, (episode.loop.next_time(), self._seq, index))
         else:
+            if isinstance(episode, LiveEpisode) and index in self._latest:
+                self._finishing.append(episode)
             self._latest.pop(index, None)
+
+    def _retire(self, now: float) -> None:
+        """Retire (:meth:`~atpsim.engine.joint.live.LiveEpisode.retire`) the live episodes
+        done whose members all ended by *now*: none can be met again (:meth:`_met` looks for
+        members running after now, and now only grows)."""
+        if not self._finishing:
+            return
+        ahead = []
+        for episode in self._finishing:
+            if not episode.alive or episode.retired:
+                continue
+            if episode.done and episode.end_s <= now:
+                episode.retire()
+            else:  # its last end still ahead, or joined again since it was done
+                ahead.append(episode)
+        self._finishing = ahead
 
     def peek(self) -> float:
         """When the next event of a live episode happens (inf: none): the first entry that is

@@ -91,6 +91,8 @@ class LiveEpisode:
     owners: tuple[Column, Column] = field(default_factory=lambda: (Column(np.zeros(0), np.int64),
                                                                   Column(np.zeros(0), np.int64)))
     alive: bool = True
+    #: Whether :meth:`retire` freed it.
+    retired: bool = False
     #: Members whose end the last :meth:`live_links` did not find past (the engine's clock only
     #: grows, and a member's end, once known, stays): a giant episode's thousand finished
     #: buckets are not looked at again. Per link, how many of them cross it, and those links.
@@ -218,6 +220,18 @@ class LiveEpisode:
         if isinstance(self.loop, CompiledLoop) and self.loop.n_done > max(COMPACT_NODES, len(self.loop) // 2):
             self._compact()
         return out
+
+    def retire(self) -> None:
+        """Free what a finished episode (its loop done, every member ended) no longer needs:
+        nothing can meet it or join it again, and only its members, their ends and links and
+        its link counts are read after (:meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.
+        close`)."""
+        assert self.done and not self._running and not self.retired, "retire a finished episode once"
+        self.retired = True
+        if isinstance(self.loop, CompiledLoop):
+            self.loop.close()
+        self.owners = (Column(np.zeros(0), np.int64), Column(np.zeros(0), np.int64))
+        self._open, self._crossing, self._open_links = [], np.zeros(0, dtype=np.int64), None
 
     def _compact(self) -> None:
         """Drop the loop's nodes done (:meth:`~atpsim.engine.solvers.joint_loop.CompiledLoop.
