@@ -52,6 +52,10 @@ from atpsim.engine.solvers.loop_choice import BUSY, COMPILED, REFERENCE, counted
 CLOCK_TASKS = 100_000
 
 
+#: The holder of a link no episode holds, as a set (:meth:`_Comm._met`).
+_NONE = frozenset({-1})
+
+
 class _Comm:
     """Cohorts in, task ends out (module docstring)."""
 
@@ -302,9 +306,9 @@ class _Comm:
         hides behind another episode's claim (a claim is made only where the claimer runs,
         and a second runner on the link would have merged with the first)."""
         met: list[SolvedEpisode | LiveEpisode] = []
-        held = self.holder[links]
         marked = None
-        for h in np.unique(held[held >= 0]).tolist():
+        # the holders in ascending order (np.unique's, 2-3x slower on a call's few links)
+        for h in sorted(set(self.holder[links].tolist()) - _NONE):
             episode = self._episode(h)
             if not (episode.alive and episode.end_s > now):
                 continue

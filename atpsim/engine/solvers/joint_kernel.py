@@ -396,13 +396,13 @@ def run(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.nda
     stays there: no bytes move past the last event)."""
     s[GROUP_ENDED] = 0
     while s[N_DONE] < s[N_NODES]:
-        upcoming = next_time(nf, ni, ht, s, clock)
+        arrival = ht[0] if s[N_HEAP] else np.inf
+        dt = _to_next(nf, ni, s)
+        upcoming = min(arrival, clock[NOW] + dt)  # next_time's, from the one pass over the flows
         if not to_end and upcoming > until:
             break
         if group_stop and s[GROUP_ENDED] and upcoming > clock[NOW]:
             return True
-        arrival = ht[0] if s[N_HEAP] else np.inf
-        dt = _to_next(nf, ni, s)
         if arrival == np.inf and dt == np.inf:
             return False
         if arrival <= clock[NOW] + dt:
