@@ -1,8 +1,8 @@
 """The kinds of call the compiled task clock runs alone itself, and the episodes it numbers.
 
-A comm task's kind is its (call, groups, uniform block). Once the engine has timed a task of
-a kind alone (:meth:`~atpsim.engine.joint.engine._Comm._alone_fast`: the cohort met nothing),
-every later task of that kind that starts where nothing runs on its links ends the same time
+A comm task's kind is its (call, groups, uniform block), the groups compared by value. Once
+the engine has timed a task of a kind alone (:meth:`~atpsim.engine.joint.engine._Comm.
+_alone_fast`: the cohort met nothing), every later task of that kind that starts where nothing runs on its links ends the same time
 after its start, and the compiled clock (:func:`~atpsim.engine.joint.clock_kernel.lone_calls`)
 runs it from this table: its shape's links (CSR), its time alone, its task's end after its
 start. The episodes it runs are numbered in the engine's sequence and kept as their task and
@@ -26,10 +26,17 @@ class LoneKinds:
     def __init__(self, graph: TaskGraph, holder: np.ndarray, busy_until: np.ndarray):
         calls, groups = graph.call.tolist(), graph.groups
         blocks = graph.uniform.tolist() if graph.uniform is not None else [0] * len(graph)
-        kinds: dict[tuple[int, int, int], int] = {}
+        kinds: dict[tuple[int, tuple[int, ...], int], int] = {}
+        seen: dict[tuple[int, int, int], int] = {}  # groups by identity -> their kind
         self.key_of = np.full(len(graph), -1, dtype=np.int64)
-        for task in np.flatnonzero(graph.kind == COMM).tolist():  # groups by identity: built once a template
-            self.key_of[task] = kinds.setdefault((calls[task], id(groups[task]), blocks[task]), len(kinds))
+        # the groups compared by value, each tuple hashed once: by identity alone (a tuple per
+        # template) the 512-H100 job's 77,145 comm tasks made 15,596 kinds, not 60, and
+        # 13,531 lone calls went to the engine to be learned one by one
+        for task in np.flatnonzero(graph.kind == COMM).tolist():
+            by_id = (calls[task], id(groups[task]), blocks[task])
+            if by_id not in seen:
+                seen[by_id] = kinds.setdefault((calls[task], groups[task], blocks[task]), len(kinds))
+            self.key_of[task] = seen[by_id]
         self.call_of = np.maximum(graph.call, 0).astype(np.int64)
         self.key_shape, self.key_rel = np.full(len(kinds), -1, dtype=np.int64), np.zeros(len(kinds))
         self.shapes: list[CallShape] = []
