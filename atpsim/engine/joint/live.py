@@ -205,21 +205,31 @@ class LiveEpisode:
         if not len(done):
             return []
         owner, group = self.node_member[done], self.node_group[done]
-        out: Ends = []
-        for h in np.unique(owner).tolist():
-            mine = owner == h
-            left = self.group_left[h]
-            np.subtract.at(left, group[mine], 1)
-            now_done = left[group[mine]] == 0
-            if not now_done.any():  # no group of its ended: no task of its can have
-                continue
-            self.group_end[h][group[mine][now_done]] = self.loop.finish[done[mine]][now_done]
-            if not left.any():
-                self._set_end(h, float(np.max(self.group_end[h])))
-            out += self._finished(h)
+        first = int(owner[0])
+        if (owner == first).all():  # the common case: one member's nodes
+            out = self._member_done(first, done, group)
+        else:
+            out = []
+            for h in np.unique(owner).tolist():
+                mine = owner == h
+                out += self._member_done(h, done[mine], group[mine])
         if isinstance(self.loop, CompiledLoop) and self.loop.n_done > max(COMPACT_NODES, len(self.loop) // 2):
             self._compact()
         return out
+
+    def _member_done(self, h: int, done: np.ndarray, group: np.ndarray) -> Ends:
+        """Member *h*'s nodes *done* (of its groups *group*, in the order they finished)
+        counted off its groups; the tasks that ended with them. A group's end is its last
+        node's finish."""
+        left = self.group_left[h]
+        left -= np.bincount(group, minlength=len(left))
+        now_done = left[group] == 0
+        if not now_done.any():  # no group of its ended: no task of its can have
+            return []
+        self.group_end[h][group[now_done]] = self.loop.finish[done[now_done]]
+        if not left.any():
+            self._set_end(h, float(np.max(self.group_end[h])))
+        return self._finished(h)
 
     def retire(self) -> None:
         """Free what a finished episode (its loop done, every member ended) no longer needs:
