@@ -3,6 +3,8 @@ trees of every builder option, switches) every pair is routed at once
 (:func:`atpsim.engine.routes.torus_routes`, :func:`atpsim.engine.updown_routes.updown_routes`);
 the links must be the router's, in its order."""
 
+import weakref
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -104,3 +106,28 @@ def test_other_routers_are_not_routed_up_down():
     assert routes.updown_routes(load_topology("torus:4x4"), np.array([0]), np.array([1])) is None
     staged = load_topology("pcie-tree:8,p2p=false")
     assert routes.updown_routes(staged, np.array([0]), np.array([1])) is None
+
+
+def test_path_sets_are_kept_up_to_a_budget_of_links(monkeypatch):
+    """A pair set routed again is taken from those kept (the same arrays, the router not
+    called), and the least recent sets are dropped once those kept of the routing base hold
+    more than PATH_SET_MAX_LINKS links in all."""
+    monkeypatch.setattr(routes, "_PATHS", weakref.WeakKeyDictionary())  # none kept from other tests
+    topo = load_topology("torus:4x4")
+    n = topo.n_gpus
+    sets = [np.array([a * n + b for b in range(n) if b != a], dtype=np.int64) for a in range(4)]
+    first = routes.route_pairs(topo, sets[0])
+    size = len(first.links)
+    monkeypatch.setattr(routes, "PATH_SET_MAX_LINKS", 3 * size)  # three of these sets
+    calls = []
+    at_once = routes._routes_at_once
+    monkeypatch.setattr(routes, "_routes_at_once", lambda *a: calls.append(1) or at_once(*a))
+    for keys in sets[1:]:  # each routed once: the fourth drops the first, least recent
+        routes.route_pairs(topo, keys)
+    assert len(calls) == 3
+    again = routes.route_pairs(topo, sets[3])
+    assert len(calls) == 3 and np.array_equal(again.links, routes.route_pairs(topo, sets[3]).links)
+    routes.route_pairs(topo, sets[0])
+    assert len(calls) == 4  # dropped, routed again
+    kept = routes._PATHS[routes.routing_base(topo)]
+    assert kept.links == sum(len(links) for _, links in kept.sets.values()) <= 3 * size
