@@ -208,12 +208,19 @@ def _complete(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, dptr: np.nda
             ni[WAITING, didx[e]] -= 1
             c += 1
     ready = 0
-    for j in range(total):
-        if ni[WAITING, children[j]] == 0:
-            children[ready] = children[j]
+    for j in range(total):  # each child that waits for nothing now, once (-1 marks it taken)
+        child = children[j]
+        if ni[WAITING, child] == 0:
+            ni[WAITING, child] = -1
+            children[ready] = child
             ready += 1
     if ready:
-        release(nf, ht, hi, buf, s, clock, np.unique(children[:ready]))
+        # np.unique's ids without its sort of every listing (a child of k nodes done is
+        # listed k times: 580 listings of 158 children an event on the SageMaker job)
+        ids = np.sort(children[:ready])
+        for j in range(ready):
+            ni[WAITING, ids[j]] = 0
+        release(nf, ht, hi, buf, s, clock, ids)
 
 
 def add_flows(nf: np.ndarray, ni: np.ndarray, link_ptr: np.ndarray, node_links: np.ndarray,
