@@ -296,6 +296,9 @@ def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[
     *now* (their history), and the ends of tasks that ended by then."""
     t0 = min(m.start_s for m in members)
     episode = LiveEpisode(joint_loop(network.fabric, t0), uniform)
+    crossed = [_parts(network, m)[2].links for m in members if m.plan.moves_bytes]
+    if isinstance(episode.loop, CompiledLoop) and crossed:  # numbered ascending, as absorbing it would
+        episode.loop.number_links(np.unique(np.concatenate(crossed)))
     out: Ends = []
     for member, owned, links in zip(members, tasks, member_links, strict=True):
         out += episode.add(network, member, owned, links)

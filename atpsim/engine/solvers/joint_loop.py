@@ -421,6 +421,14 @@ class CompiledLoop:
         self.ni[k.WAITING, first:end] = waiting
         self.s[k.N_NODES] = end
 
+    def number_links(self, links: np.ndarray) -> None:
+        """Number *links* (fabric ids, sorted, unique) now, those not in use yet ascending:
+        what the nodes added later cross, numbered at once. A replayed episode's loop numbered
+        link by link as its members came had to be renumbered ascending when it became a live
+        episode (:meth:`as_absorbed`); no number depends on the order (the rate solve's sums
+        run in incidence order, its levels are minima)."""
+        self._add_links(links)
+
     def _add_links(self, links: np.ndarray) -> None:
         """Number the fabric links among *links* (sorted, unique) not in use yet (ascending, as
         the reference network does) and give them their capacity and class."""
