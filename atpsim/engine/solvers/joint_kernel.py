@@ -20,6 +20,9 @@ The functions are plain Python (run as such where numba is missing, slowly) and 
 :func:`compiled` (numba, cached on disk); the rate solve is :mod:`~atpsim.engine.solvers.
 joint_rates`, the arrays' layout :mod:`~atpsim.engine.solvers.joint_layout`, and
 :class:`~atpsim.engine.solvers.joint_loop.CompiledLoop` holds the state and calls them.
+
+The layout's last change (2026-11-28): the incidences' by-link row and the links' CSR row
+dropped with the component search that used them.
 """
 
 from __future__ import annotations

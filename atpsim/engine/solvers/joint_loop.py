@@ -102,8 +102,8 @@ class CompiledLoop:
         self.nf, self.ni = np.empty((7, nodes)), np.empty((5, nodes), dtype=i64)
         self.link_ptr, self.dptr = np.zeros(nodes + 1, dtype=i64), np.zeros(nodes + 1, dtype=i64)
         self.node_links, self.didx = np.empty(twice, dtype=i64), np.empty(twice, dtype=i64)
-        self.inc, self.incw = np.empty((3, twice), dtype=i64), np.empty(twice)
-        self.lf, self.li = np.empty((8, INITIAL_LINKS)), np.empty((6, INITIAL_LINKS + 1), dtype=i64)
+        self.inc, self.incw = np.empty((2, twice), dtype=i64), np.empty(twice)
+        self.lf, self.li = np.empty((8, INITIAL_LINKS)), np.empty((5, INITIAL_LINKS), dtype=i64)
         self.ht, self.hi = np.empty(nodes), np.empty((3, nodes), dtype=i64)
         self.buf = np.empty((3, nodes), dtype=i64)
         self._harvested = 0
@@ -125,7 +125,7 @@ class CompiledLoop:
         out = cls(net.fabric, loop.now, functions)
         out.local, out.used = net.local.copy(), net.used.copy()
         n_links = len(out.used)
-        out.lf, out.li = np.zeros((8, n_links)), np.zeros((6, n_links + 1), dtype=np.int64)
+        out.lf, out.li = np.zeros((8, n_links)), np.zeros((5, n_links), dtype=np.int64)
         out.lf[k.CAP, :], out.lf[k.BUSY_SINCE, :], out.lf[k.BUSY, :], out.lf[k.BYTES, :] = (
             net.capacity, net.busy_since, net.busy, net.link_bytes)
         out.li[k.CLASS, :n_links], out.li[k.ON_LINK, :n_links] = net.link_class, net.on_link
@@ -438,9 +438,9 @@ class CompiledLoop:
         n = int(self.s[k.N_LINKS])
         self.local[fresh] = np.arange(n, n + len(fresh))
         self.used = np.concatenate([self.used, fresh])
-        self.lf, self.li = _grown(self.lf, n + len(fresh)), _grown(self.li, n + len(fresh) + 1)
+        self.lf, self.li = _grown(self.lf, n + len(fresh)), _grown(self.li, n + len(fresh))
         self.lf[:, n:n + len(fresh)] = 0.0
-        self.li[:, n:n + len(fresh) + 1] = 0
+        self.li[:, n:n + len(fresh)] = 0
         self.lf[k.CAP, n:n + len(fresh)] = np.asarray(self.fabric.capacity_Bps, dtype=np.float64)[fresh]
         self.li[k.CLASS, n:n + len(fresh)] = np.asarray(self.fabric.link_class)[fresh]
         self.s[k.N_LINKS] = n + len(fresh)
