@@ -20,9 +20,6 @@ The functions are plain Python (run as such where numba is missing, slowly) and 
 :func:`compiled` (numba, cached on disk); the rate solve is :mod:`~atpsim.engine.solvers.
 joint_rates`, the arrays' layout :mod:`~atpsim.engine.solvers.joint_layout`, and
 :class:`~atpsim.engine.solvers.joint_loop.CompiledLoop` holds the state and calls them.
-
-The layout's last change (2026-11-28): the incidences' by-link row and the links' CSR row
-dropped with the component search that used them.
 """
 
 from __future__ import annotations
@@ -78,6 +75,11 @@ from atpsim.engine.solvers.joint_layout import (
 )
 from atpsim.engine.solvers.joint_rates import update_rates
 from atpsim.engine.solvers.numba_target import load_cpu_target
+
+#: The array layout these functions are written for (:func:`~atpsim.engine.solvers.joint_layout.
+#: fingerprint`; a test holds it to the layout, so a change there changes this file and numba
+#: compiles it again instead of loading machine code that indexes the old rows).
+LAYOUT = "fe30c811d425"
 
 
 def _before(t: float, seq: int, u: float, useq: int) -> bool:

@@ -5,9 +5,13 @@ functions (:mod:`~atpsim.engine.solvers.joint_kernel`), its rate solve
 
 numba caches the compiled functions by their own source files, not by the constants they
 import from here, and the loop's cached machine code holds its own copy of the rate solve: a
-change to this layout must come with a change to ``joint_kernel.py`` and ``joint_rates.py``
-(their docstrings name the layout's last change), or a cache from before would index the
-rows as they were."""
+cache from before a change here would index the rows as they were (it wrote past the links'
+rows once). So ``joint_kernel.py`` and ``joint_rates.py`` each name the layout they were
+written for (``LAYOUT``, this module's :func:`fingerprint`), and a test holds them to it: a
+change here fails it until both files say the new fingerprint, which changes them, so numba
+compiles them again."""
+
+import hashlib
 
 # Rows of the per-node float state, the per-node integer state and the per-link state.
 LAT, NBYTES, RELEASE, START, FINISH, REMAINING, RATE = range(7)
@@ -28,3 +32,9 @@ IDS, DONE, GROUP_LEFT = range(3)
 N_NODES, N_DONE, N_EVENTS, N_SEQ, N_ACTIVE, N_INC, N_HEAP, IDS_TOP, DONE_TOP, CHANGED, WEIGHTED, \
     N_LINKS, INC_DONE, N_GROUPS, GROUP_ENDED = range(15)
 NOW = 0
+
+
+def fingerprint() -> str:
+    """The layout's rows and slots (every name and its number here), hashed: 12 hex digits."""
+    names = sorted((name, value) for name, value in globals().items() if name.isupper() and isinstance(value, int))
+    return hashlib.sha1(repr(names).encode()).hexdigest()[:12]

@@ -2,11 +2,7 @@
 FlowNetwork.update_rates` over :func:`~atpsim.engine.solvers.maxmin.weighted_max_min_rates`):
 the flows reachable from the links that changed, by rounds as the reference finds them, then
 progressive filling over them with the reference's arithmetic in its order. Called by the
-loop's functions (:mod:`~atpsim.engine.solvers.joint_kernel`), compiled with them.
-
-The layout's last change (2026-11-28): the incidences' by-link row and the links' CSR row
-dropped with the component search that used them.
-"""
+loop's functions (:mod:`~atpsim.engine.solvers.joint_kernel`), compiled with them."""
 
 from __future__ import annotations
 
@@ -33,6 +29,11 @@ from atpsim.engine.solvers.joint_layout import (
     WEIGHTED,
 )
 from atpsim.engine.solvers.maxmin import LEVEL_RTOL
+
+#: The array layout these functions are written for (:func:`~atpsim.engine.solvers.joint_layout.
+#: fingerprint`; a test holds it to the layout, so a change there changes this file and numba
+#: compiles it again instead of loading machine code that indexes the old rows).
+LAYOUT = "fe30c811d425"
 
 
 def _component(ni: np.ndarray, inc: np.ndarray, li: np.ndarray, s: np.ndarray) -> np.ndarray:

@@ -209,3 +209,14 @@ def test_compile_joint_loop_runs_every_entry_point():
     """atpsim.api.compile_joint_loop (what bench/bench_layouts.py runs first) runs each entry
     point on a few flows where numba is installed (True) and says False where it is not."""
     assert compile_joint_loop() == (joint_kernel.compiled() is not None)
+
+
+def test_the_kernels_name_the_layout_they_are_written_for():
+    """numba caches the loop's machine code by its source files, not by the layout's
+    constants it imports: joint_kernel.py and joint_rates.py each carry the layout's
+    fingerprint, so a change to joint_layout.py fails here until both files change with it
+    (and numba compiles them again; with a cache from before, the loop wrote past the links'
+    rows)."""
+    from atpsim.engine.solvers import joint_layout, joint_rates
+
+    assert joint_kernel.LAYOUT == joint_rates.LAYOUT == joint_layout.fingerprint()
