@@ -37,6 +37,11 @@ import numpy as np
 from atpsim.engine.joint.graph import COMM, DELAY
 from atpsim.engine.solvers.numba_target import load_cpu_target
 
+#: The task kinds these functions are written for (graph's DELAY, MARKER, COMM): numba caches
+#: their machine code by this file, not by the constants it imports, so a test holds these to
+#: the graph's and a change there must change this file (numba then compiles it again).
+KINDS = (0, 1, 2)
+
 #: Rows of the clock's integer state: entries on the heap, the last sequence number, comm
 #: tasks waiting, tasks ended, episodes numbered, lone calls run here.
 HEAP_N, SEQ, PEND_N, ENDED, N_EP, ALONE = range(6)

@@ -156,3 +156,11 @@ def test_compile_clock_runs_every_entry_point():
     """clock_kernel.compile_clock (part of atpsim.api.compile_joint_loop) runs each entry
     point on two tasks where numba is installed (True)."""
     assert clock_kernel.compile_clock() == (clock_kernel.compiled() is not None)
+
+
+def test_the_clock_names_the_task_kinds_it_is_written_for():
+    """numba caches the clock's machine code by clock_kernel.py, not by the kinds it imports
+    from graph.py: the file names them, held here to the graph's."""
+    from atpsim.engine.joint import graph
+
+    assert clock_kernel.KINDS == (graph.DELAY, graph.MARKER, graph.COMM)
