@@ -80,6 +80,10 @@ from atpsim.engine.solvers.numba_target import load_cpu_target
 #: fingerprint`; a test holds it to the layout, so a change there changes this file and numba
 #: compiles it again instead of loading machine code that indexes the old rows).
 LAYOUT = "fe30c811d425"
+#: The rate solve's source these functions are built with (joint_rates.py, its SHA-1's first
+#: 12 hex digits): the loop's cached machine code carries its own copy of the rate solve, so
+#: an edit there reaches the loop only when this file changes too; a test holds this to it.
+RATES = "124c903316d9"
 
 
 def _before(t: float, seq: int, u: float, useq: int) -> bool:

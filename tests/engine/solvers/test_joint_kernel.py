@@ -7,6 +7,9 @@ live episode on both loops."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -220,3 +223,13 @@ def test_the_kernels_name_the_layout_they_are_written_for():
     from atpsim.engine.solvers import joint_layout, joint_rates
 
     assert joint_kernel.LAYOUT == joint_rates.LAYOUT == joint_layout.fingerprint()
+
+
+def test_the_loop_names_the_rate_solve_it_is_built_with():
+    """The loop's cached machine code (joint_kernel.py's) carries its own copy of the rate
+    solve (joint_rates.py): an edit there fails here until joint_kernel.py says the new
+    source's hash, so the loop is compiled again with it."""
+    from atpsim.engine.solvers import joint_rates
+
+    source = Path(joint_rates.__file__).read_bytes()
+    assert joint_kernel.RATES == hashlib.sha1(source).hexdigest()[:12]
