@@ -32,9 +32,10 @@ import numpy as np
 
 from atpsim.engine.joint import clock_kernel
 from atpsim.engine.joint.clock_kernel import ADVANCE, ALONE, DONE, N_EP, SUBMIT
+from atpsim.engine.joint.cohorts import Cohorts
 from atpsim.engine.joint.episodes import Answer, Cohort, solve_episode
-from atpsim.engine.joint.graph import GraphTimeline, NotUniform, TaskGraph, uniform_end
-from atpsim.engine.joint.live import Ends, LiveEpisode, replay
+from atpsim.engine.joint.graph import GraphTimeline, TaskGraph, uniform_end
+from atpsim.engine.joint.live import Ends, LiveEpisode, replay, retire_finished
 from atpsim.engine.joint.lone_kinds import LoneKinds
 from atpsim.engine.joint.network import JointNetwork
 from atpsim.engine.joint.records import CallShape, RunStats, SolvedEpisode
@@ -73,7 +74,7 @@ class _Comm:
         self._index: dict[int, int] = {}  # id(episode) -> its index (a live one grows in place)
         self.stats = RunStats()
         self._shapes: dict[tuple[int, tuple[int, ...]], CallShape] = {}
-        self._aranges: dict[int, np.ndarray] = {}
+        self.cohorts = Cohorts(graph)
         # Per link, an upper bound on the end of the episode claiming it (-inf: none): a
         # cohort whose links all read <= now meets nothing (:meth:`_free`).
         self.busy_until = np.full(network.n_links, -math.inf)
@@ -112,7 +113,7 @@ class _Comm:
             shape, task, start = self.table.shape_of(index)
             groups = self.graph.groups[task]
             episode = self.episodes[index] = shape.episode(Cohort(shape.plan, groups, start),
-                                                           [(task, self._positions(len(groups)))])  # fmt: skip
+                                                           [(task, self.cohorts.positions(len(groups)))])  # fmt: skip
         return episode
 
     def submit(self, now: float, tasks: list[int]) -> Ends:
@@ -120,7 +121,7 @@ class _Comm:
         is new or moved, (task, None) for an end announced before that is no longer known."""
         out: Ends = []
         self._retire(now)
-        for call, groups, owned in self._cohorts(tasks):
+        for call, groups, owned in self.cohorts.of(tasks):
             shape = self._shape(call, groups)
             links = shape.links
             if self._free(links, now):
@@ -166,7 +167,7 @@ class _Comm:
         end = episode.member_end[0]
         if end > now:
             self._claim(shape.links, index, end)
-        full = self._positions(len(groups))
+        full = self.cohorts.positions(len(groups))
         out: Ends = []
         for task, where in owned:
             if not len(where):
@@ -242,20 +243,10 @@ class _Comm:
             self._latest.pop(index, None)
 
     def _retire(self, now: float) -> None:
-        """Retire (:meth:`~atpsim.engine.joint.live.LiveEpisode.retire`) the live episodes
-        done whose members all ended by *now*: none can be met again (:meth:`_met` looks for
-        members running after now, and now only grows)."""
-        if not self._finishing:
-            return
-        ahead = []
-        for episode in self._finishing:
-            if not episode.alive or episode.retired:
-                continue
-            if episode.done and episode.end_s <= now:
-                episode.retire()
-            else:  # its last end still ahead, or joined again since it was done
-                ahead.append(episode)
-        self._finishing = ahead
+        """Retire the live episodes done whose members all ended by *now*
+        (:func:`~atpsim.engine.joint.live.retire_finished`)."""
+        if self._finishing:
+            self._finishing = retire_finished(self._finishing, now)
 
     def peek(self) -> float:
         """When the next event of a live episode happens (inf: none): the first entry that is
@@ -324,44 +315,6 @@ class _Comm:
         if marked is not None:
             marked[links] = False
         return met
-
-    def _cohorts(self, tasks: list[int]) -> list[tuple[int, tuple[int, ...], list[tuple[int, np.ndarray]]]]:
-        """Tasks grouped by call (a task whose groups are already in its call's cohort starts
-        another); each with the positions of its groups in the cohort's sorted groups."""
-        if len(tasks) == 1:  # the common case: its groups are sorted, so they are the cohort's
-            task = tasks[0]
-            groups = self.graph.groups[task]
-            return [(int(self.graph.call[task]), groups, [(task, self._positions(len(groups)))])]
-        by_call: dict[int, list[tuple[list[int], set[int]]]] = {}
-        for task in tasks:
-            lists = by_call.setdefault(int(self.graph.call[task]), [([], set())])
-            mine = self.graph.groups[task]
-            if not lists[-1][1].isdisjoint(mine):
-                if self.graph.uniform is not None:  # the unfolded graph could part them otherwise
-                    raise NotUniform(f"task {task}: a second cohort of its call at one instant")
-                lists.append(([], set()))
-            lists[-1][0].append(task)
-            lists[-1][1].update(mine)
-        out = []
-        for call, lists in by_call.items():
-            for members, _ in lists:
-                if len(members) == 1:  # its groups are sorted: they are the cohort's, in order
-                    groups = self.graph.groups[members[0]]
-                    out.append((call, groups, [(members[0], self._positions(len(groups)))]))
-                    continue
-                groups = tuple(sorted(g for t in members for g in self.graph.groups[t]))
-                where = {g: i for i, g in enumerate(groups)}
-                owned = [(t, np.array([where[g] for g in self.graph.groups[t]], dtype=np.int64))
-                         for t in members]  # fmt: skip
-                out.append((call, groups, owned))
-        return out
-
-    def _positions(self, n: int) -> np.ndarray:
-        """``0 .. n - 1`` (shared: nothing writes to it)."""
-        if n not in self._aranges:
-            self._aranges[n] = np.arange(n, dtype=np.int64)
-            self._aranges[n].flags.writeable = False
-        return self._aranges[n]
 
     def _shape(self, call: int, groups: tuple[int, ...]) -> CallShape:
         key = (call, groups)

@@ -289,6 +289,22 @@ class LiveEpisode:
         other.alive = False
 
 
+def retire_finished(episodes: list[LiveEpisode], now: float) -> list[LiveEpisode]:
+    """Retire (:meth:`LiveEpisode.retire`) those of *episodes* (alive, loops done at some
+    point) whose members all ended by *now*: none can be met again (a newcomer meets only
+    members running after now, and the engine's now only grows). Those still to retire: an
+    end still ahead, or joined again since their loop was done."""
+    ahead = []
+    for episode in episodes:
+        if not episode.alive or episode.retired:
+            continue
+        if episode.done and episode.end_s <= now:
+            episode.retire()
+        else:
+            ahead.append(episode)
+    return ahead
+
+
 def replay(network: JointNetwork, members: list[Cohort], tasks: list[list[tuple[int, np.ndarray]]],
            member_links: list[np.ndarray], now: float, uniform: np.ndarray | None = None
            ) -> tuple[LiveEpisode, Ends]:
