@@ -8,7 +8,7 @@ latency, alone time) whose groups enter the network when their last member is re
 flow starts or ends), the
 reference; :mod:`engine` runs it with exact shortcuts: calls alone wherever nothing else is
 on their links, episodes of calls that meet simulated together (:mod:`episodes`: shift
-symmetry, memo; :mod:`cohorts`: the comm tasks that start at one instant, grouped by call). :mod:`network` holds the machine (links as they run, call plans). The
-graph's clock is :mod:`tasks` (Python), or for a large graph :mod:`clock_kernel` (compiled),
+symmetry, memo; :mod:`cohorts`: the comm tasks that start at one instant, grouped by
+call). :mod:`network` holds the machine (links as they run, call plans). The graph's clock is :mod:`tasks` (Python), or for a large graph :mod:`clock_kernel` (compiled),
 which also runs the calls that meet nothing once :mod:`lone_kinds` knows their kind.
 """

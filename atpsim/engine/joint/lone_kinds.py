@@ -2,10 +2,10 @@
 
 A comm task's kind is its (call, groups, uniform block), the groups compared by value. Once
 the engine has timed a task of a kind alone (:meth:`~atpsim.engine.joint.engine._Comm.
-_alone_fast`: the cohort met nothing), every later task of that kind that starts where nothing runs on its links ends the same time
-after its start, and the compiled clock (:func:`~atpsim.engine.joint.clock_kernel.lone_calls`)
-runs it from this table: its shape's links (CSR), its time alone, its task's end after its
-start. The episodes it runs are numbered in the engine's sequence and kept as their task and
+_alone_fast`: the cohort met nothing), every later task of that kind that starts where
+nothing runs on its links ends the same time after its start, and the compiled clock
+(:func:`~atpsim.engine.joint.clock_kernel.lone_calls`) runs it from this table: its shape's
+links (CSR), its time alone, its task's end after its start. The episodes it runs are numbered in the engine's sequence and kept as their task and
 start, from which the engine makes the episode if another call meets it.
 """
 
